@@ -1,0 +1,29 @@
+"""gpulinalg: fast dense single-precision linear algebra on NVIDIA GPUs, SciPy-compatible.
+
+Public API
+----------
+sgemm, matmul          -- SGEMM (kernels/sgemm.cu)
+transpose, laswp       -- row-major support kernels (kernels/transpose.cu, kernels/laswp.cu)
+lu, lu_factor, lu_solve -- blocked LU with partial pivoting (gpulinalg/_decomp_lu.py)
+
+Importing works without CUDA; GPU routines then raise CudaUnavailableError.
+"""
+
+from ._backend import CudaUnavailableError, gpu_available
+from ._blas import matmul, sgemm
+
+__version__ = "0.1.0"
+
+__all__ = ["CudaUnavailableError", "gpu_available", "matmul", "sgemm"]
+
+try:  # the support kernels and LU are added by their own modules as they land
+    from ._transpose import transpose
+    from ._laswp import laswp
+    __all__ += ["transpose", "laswp"]
+except ImportError:
+    pass
+try:
+    from ._decomp_lu import lu, lu_factor, lu_solve
+    __all__ += ["lu", "lu_factor", "lu_solve"]
+except ImportError:
+    pass

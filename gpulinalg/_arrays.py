@@ -1,0 +1,154 @@
+"""Input handling shared by the public API: array kinds, dtype policy, layouts, streams.
+
+Every public routine accepts NumPy arrays (copied to the GPU, result copied back), CuPy arrays
+(used in place, result stays on the GPU, the caller's current stream is honoured) and PyTorch
+tensors (CUDA tensors are shared zero-copy through DLPack and the work runs on torch's current
+stream; CPU tensors go through NumPy).  The result has the kind of the inputs.
+"""
+
+import contextlib
+
+import numpy as np
+
+from ._backend import cupy
+
+FLOAT32 = np.dtype(np.float32)
+
+
+def array_kind(x):
+    """'cupy', 'torch', 'torch_cpu' or 'numpy' (anything else is converted with numpy.asarray)."""
+    mod = type(x).__module__.split(".")[0]
+    if mod == "cupy":
+        return "cupy"
+    if mod == "torch":
+        return "torch" if x.is_cuda else "torch_cpu"
+    return "numpy"
+
+
+def common_kind(*arrays):
+    """The kind shared by all non-None arrays; mixing host and device inputs is an error."""
+    kinds = {array_kind(a) for a in arrays if a is not None}
+    if len(kinds) > 1:
+        raise TypeError(
+            f"inputs must all be of one kind (NumPy, CuPy or torch), got {sorted(kinds)}; "
+            "move them to one place first")
+    return kinds.pop() if kinds else "numpy"
+
+
+def check_dtype(dtype, name):
+    """Single-precision policy: float32, or a type that converts to it exactly; never downcast."""
+    dtype = np.dtype(dtype)
+    if dtype == FLOAT32:
+        return
+    if dtype.kind in "biuf" and np.can_cast(dtype, FLOAT32, casting="safe"):
+        return
+    raise TypeError(
+        f"{name} has dtype {dtype}; gpulinalg computes in float32 and does not downcast "
+        f"silently. Convert explicitly, e.g. {name}.astype(numpy.float32)")
+
+
+def _torch_dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
+
+
+def host_view(x, name):
+    """x (NumPy-like or CPU torch) as a NumPy array, dtype checked, no copy when possible."""
+    if array_kind(x) == "torch_cpu":
+        x = x.detach().numpy() if _torch_dtype_name(x) != "bfloat16" else x.float().numpy()
+    x = np.asarray(x)
+    check_dtype(x.dtype, name)
+    return x
+
+
+def device_of(arrays):
+    """CUDA device id of the first device array in `arrays` (None: the current device)."""
+    ids = set()
+    for a in arrays:
+        kind = array_kind(a) if a is not None else None
+        if kind == "cupy":
+            ids.add(a.device.id)
+        elif kind == "torch":
+            ids.add(a.device.index)
+    if len(ids) > 1:
+        raise ValueError(f"inputs live on different GPUs {sorted(ids)}")
+    return ids.pop() if ids else None
+
+
+@contextlib.contextmanager
+def launch_context(kind, device_id):
+    """Make `device_id` current; for torch inputs also make torch's current stream CuPy's."""
+    cp = cupy()
+    dev = cp.cuda.Device(device_id if device_id is not None else cp.cuda.Device().id)
+    with dev:
+        if kind == "torch":
+            import torch
+            stream = cp.cuda.ExternalStream(torch.cuda.current_stream(dev.id).cuda_stream, dev.id)
+            with stream:
+                yield
+        else:
+            yield
+
+
+def to_device(x, kind, name):
+    """x as a CuPy array on the current device (a view for CuPy/torch CUDA input when float32)."""
+    cp = cupy()
+    if kind == "cupy":
+        check_dtype(x.dtype, name)
+        return x if x.dtype == FLOAT32 else x.astype(FLOAT32)
+    if kind == "torch":
+        dname = _torch_dtype_name(x)
+        if dname == "bfloat16":  # no NumPy/CuPy dtype: widen on the torch side (exact)
+            x = x.float()
+        y = cp.from_dlpack(x.detach())
+        check_dtype(y.dtype, name)
+        return y if y.dtype == FLOAT32 else y.astype(FLOAT32)
+    h = host_view(x, name)
+    return cp.asarray(h, dtype=FLOAT32)
+
+
+def from_device(y, kind):
+    """Return the CuPy result `y` in the caller's kind."""
+    if kind == "cupy":
+        return y
+    if kind == "torch":
+        import torch
+        return torch.from_dlpack(y)
+    h = cupy().asnumpy(y)
+    if kind == "torch_cpu":
+        import torch
+        return torch.from_numpy(h)
+    return h
+
+
+def matrix_layout(a):
+    """(ld, row_major) describing a 2-D float32 CuPy array, or None when it needs a copy.
+
+    row_major: element (i, j) at i*ld + j.  Otherwise column-major: at i + j*ld.  Dimensions of
+    length 1 have meaningless strides, so such arrays fit either layout.
+    """
+    m, n = a.shape
+    s0, s1 = (s // a.itemsize for s in a.strides)
+    if any(s * a.itemsize != t for s, t in zip((s0, s1), a.strides)):
+        return None
+    if n <= 1 or s1 == 1:
+        if m <= 1:
+            return max(n, 1), True
+        if s0 >= max(n, 1):
+            return s0, True
+    if m <= 1 or s0 == 1:
+        if n <= 1:
+            return max(m, 1), False
+        if s1 >= max(m, 1):
+            return s1, False
+    return None
+
+
+def as_matrix(a, name):
+    """Check a CuPy array is 2-D; return it with its layout (copying only odd strides)."""
+    if a.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got {a.ndim}-D with shape {a.shape}")
+    layout = matrix_layout(a)
+    if layout is None:  # both strides non-unit, negative, or overlapping: one explicit copy
+        a = cupy().ascontiguousarray(a)
+        layout = matrix_layout(a)
+    return a, layout

@@ -1,0 +1,261 @@
+"""SGEMM: launch wrappers for kernels/sgemm.cu and the public sgemm / matmul."""
+
+from collections import namedtuple
+
+import numpy as np
+
+from . import _arrays
+from ._backend import cupy
+from ._kernels import get_kernel
+
+# One source of truth for the tile shapes; the kernel static_asserts their consistency.
+# MINB is the number of resident blocks per SM asked of the register allocator.
+Tile = namedtuple("Tile", "BM BN BK TM TN MINB")
+VARIANTS = {
+    "128x128x8": Tile(128, 128, 8, 8, 8, 2),
+    "128x128x16": Tile(128, 128, 16, 8, 8, 2),
+    "128x256x8": Tile(128, 256, 8, 8, 16, 1),
+    "256x128x8": Tile(256, 128, 8, 16, 8, 1),
+    "128x64x8": Tile(128, 64, 8, 8, 8, 3),
+    "64x64x16": Tile(64, 64, 16, 4, 4, 4),
+}
+BASELINE = "volkov2008"
+_NUM_SMS_GUESS = 132
+
+
+def tile_threads(t):
+    return (t.BM // t.TM) * (t.BN // t.TN)
+
+
+def pick_variant(m, n, k):
+    """Tile shape for an m x n x k product: the big tile once it fills the GPU, smaller below."""
+    tiles = lambda t: -(-m // t.BM) * -(-n // t.BN)
+    for name in ("128x128x8", "128x64x8"):
+        if tiles(VARIANTS[name]) >= 2 * _NUM_SMS_GUESS:
+            return name
+    return "64x64x16"
+
+
+def _aligned(ptr, ld):
+    return ptr % 16 == 0 and ld % 4 == 0
+
+
+def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+    t = VARIANTS[variant]
+    vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
+    name = (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
+            f"{str(a_kmajor).lower()},{str(b_nmajor).lower()},{str(vec).lower()}>")
+    kernel = get_kernel("sgemm", name)
+    grid = (-(-m // t.BM) * -(-n // t.BN),)
+    kernel(grid, (tile_threads(t),),
+           (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),
+            b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)))
+
+
+def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    # Volkov's kernel is column-major: C^T (n x m) = B^T A^T, where the row-major B is the
+    # column-major B^T with the same leading dimension, and likewise for A and C.
+    if m % 16 or n % 64 or k % 16:
+        raise ValueError("the volkov2008 baseline needs m % 16 == 0, n % 64 == 0, k % 16 == 0")
+    kernel = get_kernel("sgemm", "sgemm_volkov2008")
+    kernel((n // 64, m // 16), (64,),
+           (np.int32(n), np.int32(m), np.int32(k), np.float32(alpha), b, np.int64(ldb),
+            a, np.int64(lda), np.float32(beta), c, np.int64(ldc)))
+
+
+def gemm_into(alpha, a, b, beta, c, variant=None):
+    """c = alpha * a @ b + beta * c in place, on the current device and stream.
+
+    a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
+    needs one unit stride (row- or column-major view).  beta == 0 never reads c.
+    """
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or c.shape != (m, n):
+        raise ValueError(f"shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
+    if max(m, n, k) >= 2**31:
+        raise ValueError("dimensions must be below 2**31")
+    c_layout = _arrays.matrix_layout(c)
+    if c_layout is None:
+        raise ValueError("c must have one unit stride (a row- or column-major view)")
+    if m == 0 or n == 0:
+        return c
+    a, (lda, a_row) = _arrays.as_matrix(a, "a")
+    b, (ldb, b_row) = _arrays.as_matrix(b, "b")
+    ldc, c_row = c_layout
+    if variant is None:
+        variant = pick_variant(m, n, k)
+    if c_row:  # row-major C: A row-major is K-major, B row-major is N-major
+        args = (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
+    else:      # column-major C: compute C^T = B^T A^T, whose operands swap roles and majors
+        args = (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
+    if variant == BASELINE:
+        if not (args[6] and args[9]):
+            raise ValueError("the volkov2008 baseline takes row-major operands only")
+        mm, nn, kk, al, aa, la, _, bb, lb, _, be, cc, lc = args
+        _launch_volkov(mm, nn, kk, al, aa, la, bb, lb, be, cc, lc)
+    else:
+        _launch_tiled(variant, *args)
+    return c
+
+
+def _as_trans_flag(t, name):
+    if t in (0, 1, 2, False, True):
+        return bool(t)
+    raise ValueError(f"{name} must be 0/False, 1/True or 2 (conjugate transpose), got {t!r}")
+
+
+def _real_scalar(x, name):
+    if isinstance(x, complex) or np.iscomplexobj(x):
+        raise TypeError(f"{name} must be real, got {x!r}")
+    return float(x)
+
+
+def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite_c=False):
+    """Single-precision general matrix multiply on the GPU.
+
+    Computes ``alpha * op(a) @ op(b) + beta * c`` with ``op(x) = x`` or ``x.T``.
+
+    Parameters
+    ----------
+    alpha : float
+    a : (m, k) or (k, m) array_like
+        NumPy/CuPy array or torch tensor; float32, or a type that converts to float32 exactly
+        (float16, bfloat16, small integers, bool).  float64 raises TypeError: convert
+        explicitly, the library never downcasts silently.
+    b : (k, n) or (n, k) array_like
+    beta : float, optional
+        With ``beta == 0`` (the default) c is not read, so it may hold NaN or garbage.
+    c : (m, n) array_like, optional
+    trans_a, trans_b : bool or {0, 1, 2}, optional
+        Use the transpose of a / b (2, the conjugate transpose, is the transpose for reals).
+    overwrite_c : bool, optional
+        For a CuPy array or CUDA tensor c of dtype float32 with one unit stride, write the
+        result into c and return it.  Otherwise a new array is returned.
+
+    Returns
+    -------
+    (m, n) ndarray
+        Of the inputs' kind: NumPy in, NumPy out; CuPy in, CuPy out on the same device (work
+        on the caller's current stream); torch in, torch out (CUDA tensors are shared
+        zero-copy and the work runs on torch's current stream).  New arrays are C-ordered.
+
+    Raises
+    ------
+    ValueError
+        Not 2-D, mismatched shapes, or a bad transpose flag.
+    TypeError
+        A dtype that does not convert exactly to float32, or inputs of mixed kinds.
+    CudaUnavailableError
+        No CuPy or no CUDA device.
+
+    See Also
+    --------
+    scipy.linalg.blas.sgemm : the host version this mirrors.
+
+    Notes
+    -----
+    The kernel is a register-tiled SIMT SGEMM in FP32 (kernels/sgemm.cu); strided views with
+    one unit stride and both memory orders are used in place, other strides are copied once.
+    It performs ``2*m*n*k`` flops.
+    """
+    alpha, beta = _real_scalar(alpha, "alpha"), _real_scalar(beta, "beta")
+    ta, tb = _as_trans_flag(trans_a, "trans_a"), _as_trans_flag(trans_b, "trans_b")
+    kind = _arrays.common_kind(a, b, c)
+    cp = cupy()
+    with _arrays.launch_context(kind, _arrays.device_of((a, b, c))):
+        A = _arrays.to_device(a, kind, "a")
+        B = _arrays.to_device(b, kind, "b")
+        for x, nm in ((A, "a"), (B, "b")):
+            if x.ndim != 2:
+                raise ValueError(f"{nm} must be 2-D, got shape {x.shape}")
+        A, B = (A.T if ta else A), (B.T if tb else B)
+        m, n = A.shape[0], B.shape[1]
+        if A.shape[1] != B.shape[0]:
+            raise ValueError(f"op(a) has shape {A.shape} and op(b) {B.shape}: inner "
+                             "dimensions differ")
+        if c is None:
+            out, beta = cp.empty((m, n), dtype=np.float32), 0.0
+        else:
+            C = _arrays.to_device(c, kind, "c")
+            if C.shape != (m, n):
+                raise ValueError(f"c has shape {C.shape}, expected {(m, n)}")
+            # In place only when C is a view of c itself (float32, not a converted copy).
+            in_place = (overwrite_c and kind in ("cupy", "torch")
+                        and C.data.ptr == _device_ptr(c, kind)
+                        and _arrays.matrix_layout(C) is not None)
+            if in_place:
+                out = C
+            elif beta == 0.0:
+                out = cp.empty((m, n), dtype=np.float32)
+            else:
+                out = cp.array(C, dtype=np.float32, order="C")
+        gemm_into(alpha, A, B, beta, out)
+        if c is not None and out is C and kind == "torch":
+            return c  # written in place through the DLPack view
+        return _arrays.from_device(out, kind)
+
+
+def _device_ptr(x, kind):
+    """Device pointer of a CuPy array or CUDA tensor (to tell a view from a converted copy)."""
+    return x.data.ptr if kind == "cupy" else x.data_ptr()
+
+
+def matmul(a, b, out=None):
+    """Matrix product of two 2-D float32 arrays on the GPU, like ``numpy.matmul``.
+
+    Parameters
+    ----------
+    a : (m, k) array_like
+    b : (k, n) array_like
+        NumPy/CuPy arrays or torch tensors, one kind for all; dtype policy as in `sgemm`.
+    out : (m, n) array, optional
+        Same kind as the inputs, float32.  CuPy/torch CUDA outputs are written in place (any
+        view with one unit stride; other views through one temporary); NumPy outputs are
+        filled from the device result.
+
+    Returns
+    -------
+    (m, n) array
+        `out` if given, else a new C-ordered array of the inputs' kind.
+
+    See Also
+    --------
+    numpy.matmul, sgemm
+
+    Notes
+    -----
+    Only 2-D operands: 1-D and batched (stacked) products are not supported and raise
+    ValueError.  ``2*m*n*k`` flops.
+    """
+    kind = _arrays.common_kind(a, b, out)
+    cp = cupy()
+    with _arrays.launch_context(kind, _arrays.device_of((a, b, out))):
+        A = _arrays.to_device(a, kind, "a")
+        B = _arrays.to_device(b, kind, "b")
+        if A.ndim != 2 or B.ndim != 2:
+            raise ValueError(f"matmul takes 2-D operands, got shapes {A.shape} and {B.shape}")
+        if A.shape[1] != B.shape[0]:
+            raise ValueError(f"matmul: shapes {A.shape} and {B.shape} not aligned: "
+                             f"{A.shape[1]} (dim 1) != {B.shape[0]} (dim 0)")
+        shape = (A.shape[0], B.shape[1])
+        if out is None:
+            res = cp.empty(shape, dtype=np.float32)
+            gemm_into(1.0, A, B, 0.0, res)
+            return _arrays.from_device(res, kind)
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {shape}")
+        if np.dtype(str(out.dtype).replace("torch.", "")) != np.float32:
+            raise TypeError(f"out must be float32, got {out.dtype}")
+        if kind in ("cupy", "torch"):
+            O = _arrays.to_device(out, kind, "out")
+            if _arrays.matrix_layout(O) is not None:
+                gemm_into(1.0, A, B, 0.0, O)
+            else:
+                O[...] = gemm_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32))
+        else:
+            res = gemm_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32))
+            if kind == "torch_cpu":
+                out.copy_(_arrays.from_device(res, kind))
+            else:
+                np.copyto(out, cp.asnumpy(res))
+        return out

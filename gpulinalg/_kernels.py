@@ -1,0 +1,74 @@
+"""The one place where CUDA sources are found and compiled.
+
+Each kernel family is one file kernels/<family>.cu.  A family is compiled with CuPy's RawModule
+once per (device, family, template instantiations, options) and cached; kernels are then looked
+up by name.  Local headers (#include "x.cuh") are pasted into the text so they are part of
+CuPy's on-disk cache key.
+"""
+
+import functools
+import importlib.resources
+import pathlib
+import re
+
+from ._backend import cupy
+
+_INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.MULTILINE)
+
+
+def kernel_dir():
+    """Folder holding the .cu files: inside the installed package, else the repository's."""
+    try:
+        installed = importlib.resources.files("gpulinalg") / "kernels"
+        if installed.is_dir() and any(p.name.endswith(".cu") for p in installed.iterdir()):
+            return pathlib.Path(str(installed))
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    repo = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+    if repo.is_dir():
+        return repo
+    raise FileNotFoundError("gpulinalg's CUDA sources (kernels/*.cu) were not found")
+
+
+@functools.lru_cache(maxsize=None)
+def source(family):
+    """Text of kernels/<family>.cu with its local includes pasted in."""
+    folder = kernel_dir()
+
+    def expand(text, seen):
+        def one(match):
+            name = match.group(1)
+            if name in seen:
+                return ""
+            seen.add(name)
+            return expand((folder / name).read_text(), seen)
+        return _INCLUDE.sub(one, text)
+
+    return expand((folder / f"{family}.cu").read_text(), set())
+
+
+def arch_option(device_id=None):
+    """'--gpu-architecture=sm_XY' for the given (default: current) device."""
+    cp = cupy()
+    dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
+    major, minor = divmod(int(dev.compute_capability), 10)
+    return f"--gpu-architecture=sm_{major}{minor}"
+
+
+@functools.lru_cache(maxsize=None)
+def _module(device_id, family, name_expressions, options):
+    cp = cupy()
+    with cp.cuda.Device(device_id):
+        opts = ("--std=c++17", arch_option(device_id)) + options
+        mod = cp.RawModule(code=source(family), options=opts,
+                           name_expressions=name_expressions or None)
+        mod.compile()
+        return mod
+
+
+def get_kernel(family, name, options=()):
+    """Kernel `name` (a C++ template instantiation or extern "C" name) of `family`, compiled
+    for the current device."""
+    dev = cupy().cuda.Device().id
+    mod = _module(dev, family, (name,) if "<" in name else (), tuple(options))
+    return mod.get_function(name)

@@ -1,0 +1,1 @@
+"""Benchmarks: `gpulinalg-bench ROUTINE` (or `python -m gpulinalg.bench ROUTINE`)."""

@@ -1,0 +1,97 @@
+"""Shared benchmark machinery: event timing, environment record, table and JSON output."""
+
+import datetime
+import json
+import os
+import pathlib
+import platform
+import statistics
+
+import numpy as np
+
+
+def environment():
+    """Device name, compute capability, SM count, CUDA/CuPy/NumPy/SciPy versions, date."""
+    import cupy as cp
+    import scipy
+    dev = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(dev.id)
+    rt = cp.cuda.runtime.runtimeGetVersion()
+    drv = cp.cuda.runtime.driverGetVersion()
+    return {
+        "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
+        "compute_capability": dev.compute_capability,
+        "sm_count": props["multiProcessorCount"],
+        "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
+        "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}",
+        "cupy": cp.__version__, "numpy": np.__version__, "scipy": scipy.__version__,
+        "python": platform.python_version(), "host_cpus": os.cpu_count(),
+        "CUPY_TF32": os.environ.get("CUPY_TF32", "unset"),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def time_gpu(fn, warmup=2, repeat=10, setup=None):
+    """Median milliseconds of fn() timed with CUDA events on the current stream.
+
+    setup(), if given, runs before each call outside the timed region (e.g. to restore an
+    input that fn overwrites).
+    """
+    import cupy as cp
+    for _ in range(warmup):
+        if setup:
+            setup()
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    times = []
+    for _ in range(repeat):
+        if setup:
+            setup()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop))
+    return statistics.median(times)
+
+
+def print_table(columns, rows, title=None):
+    """Print rows (dicts) as an aligned text table with the given (key, header, fmt) columns."""
+    if title:
+        print(title)
+    cells = [[fmt.format(r[k]) if r.get(k) is not None else "-" for k, _, fmt in columns]
+             for r in rows]
+    heads = [h for _, h, _ in columns]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h)
+              for i, h in enumerate(heads)]
+    print("  ".join(h.rjust(w) for h, w in zip(heads, widths)))
+    for c in cells:
+        print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
+
+
+def write_json(path, routine, rows, extra=None):
+    """Write {'routine', 'environment', 'rows', ...} to path (folders created)."""
+    if not path:
+        return
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"routine": routine, "environment": environment(), "rows": rows}
+    doc.update(extra or {})
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {path}")
+
+
+def random_matrix(shape, seed, xp=None):
+    """Standard-normal float32 matrix (never zeros), generated on the device when xp is cupy."""
+    if xp is None:
+        import cupy as xp
+    gen = xp.random.default_rng(seed) if hasattr(xp.random, "default_rng") else None
+    if gen is not None:
+        return gen.standard_normal(shape, dtype=np.float32)
+    return xp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
+
+
+def parse_sizes(text):
+    """'1024,2048' -> [1024, 2048]."""
+    return [int(s) for s in text.split(",") if s]

@@ -1,0 +1,274 @@
+// sgemm.cu -- single-precision matrix multiply, C = alpha * A * B + beta * C.
+//
+// Storage: unlike BLAS, everything is described row-major.  C is row-major with leading
+// dimension ldc (element (i, j) at C[i*ldc + j]).  A (M x K) is either K-contiguous
+// (A(i,k) = A[i*lda + k], "row-major") or M-contiguous (A[k*lda + i], i.e. a transposed or
+// column-major operand); B (K x N) is N-contiguous (B[k*ldb + j]) or K-contiguous
+// (B[j*ldb + k]).  A column-major C is handled by the caller as C^T = B^T A^T.  All offsets
+// are 64-bit.  beta == 0 never reads C (C may hold NaN).
+//
+// sgemm_tiled<BM, BN, BK, TM, TN, MINB, A_KMAJOR, B_NMAJOR, VEC> (the tuned kernel, Volkov's lessons):
+//   * one block computes a BM x BN tile of C with (BM/TM)*(BN/TN) threads; each thread keeps a
+//     TM x TN register tile of C, split in 4x4 sub-blocks spaced BM/(TM/4) rows and BN/(TN/4)
+//     columns apart so its shared-memory reads are conflict-free float4s;
+//   * per k-step both operand slices (BM x BK of A, BK x BN of B) go through shared memory,
+//     stored k-major ([BK][BM+4], [BK][BN+4]: the pad breaks the bank conflicts of the
+//     transposing stores); in the inner loop every FFMA takes both operands from registers;
+//   * the next BK slice is loaded from global memory into registers (float4 when VEC) while the
+//     current one is multiplied, then stored to the other shared-memory buffer: one barrier per
+//     k-step;
+//   * partial edge tiles are handled here: out-of-range loads read 0, out-of-range stores are
+//     skipped;  the grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
+//   Knobs (template parameters; Python passes them, static_asserts check them): BM, BN, BK, TM,
+//   TN; threads = (BM/TM)*(BN/TN) and MINB resident blocks per SM = __launch_bounds__.  VEC requires lda, ldb, ldc multiples of
+//   4 and 16-byte aligned base pointers (the caller checks).
+//   Bound: flop-bound; arithmetic intensity of a block = BM*BN/(2*(BM+BN)) flop per byte of
+//   operand traffic (32 flop/B for 128x128) against ~65 TFLOP/s FFMA peak on an H100.
+//
+// sgemm_volkov2008: Volkov & Demmel's 2008 sgemmNN kept as the baseline variant (64x16 C block,
+// 64 threads, each thread one row of 16 C values in registers, A streamed from global memory,
+// B 16x16 through shared memory).  Written for our row-major convention by computing
+// C^T = B^T A^T, so "A" below is the N-contiguous B and vice versa.  Requires M % 16 == 0,
+// N % 64 == 0, K % 16 == 0 and contiguous operands (the caller checks); benchmark use only.
+
+#include <cuda_runtime.h>
+
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+namespace {
+
+template <bool A_KMAJOR>
+__device__ __forceinline__ long long a_offset(long long i, long long k, long long lda) {
+    return A_KMAJOR ? i * lda + k : k * lda + i;
+}
+
+}  // namespace
+
+template <int BM, int BN, int BK, int TM, int TN, int MINB, bool A_KMAJOR, bool B_NMAJOR, bool VEC>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB)
+sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
+            const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
+            long long ldc)
+{
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int TX = BN / TN;              // threads along N
+    constexpr int SM_ = TM / 4, SN = TN / 4; // 4x4 sub-blocks per thread
+    constexpr int STRIDE_M = BM / SM_, STRIDE_N = BN / SN;
+    constexpr int LDA_S = BM + 4, LDB_S = BN + 4;
+    constexpr int A_LOADS = BM * BK / (4 * THREADS);  // float4 loads per thread per k-step
+    constexpr int B_LOADS = BN * BK / (4 * THREADS);
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tile is made of 4x4 sub-blocks");
+    static_assert(BM % TM == 0 && BN % TN == 0, "tile must divide evenly among threads");
+    static_assert(A_LOADS >= 1 && B_LOADS >= 1, "each thread loads at least one float4");
+    static_assert(A_LOADS * 4 * THREADS == BM * BK && B_LOADS * 4 * THREADS == BN * BK,
+                  "loads must cover the slice exactly");
+    static_assert(BK % 4 == 0, "BK is loaded in float4 groups");
+
+    __shared__ __align__(16) float As[2][BK][LDA_S];
+    __shared__ __align__(16) float Bs[2][BK][LDB_S];
+
+    // Grouped rasterisation: consecutive blocks share tile rows of A and columns of B in L2.
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = (pid / per_group) * GROUP_M;
+    const int group_rows = min(tiles_m - first_m, GROUP_M);
+    const int tile_m = first_m + (pid % per_group) % group_rows;
+    const int tile_n = (pid % per_group) / group_rows;
+    const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
+
+    const int tid = threadIdx.x;
+    const int tx = tid % TX, ty = tid / TX;
+
+    // Global -> register staging.  Each float4 covers 4 consecutive elements along the
+    // operand's contiguous dimension.
+    float4 ra[A_LOADS], rb[B_LOADS];
+
+    auto load_a = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            // K-major: e walks k fastest (BK per row); M-major: e walks m fastest.
+            const int r = A_KMAJOR ? e / BK : e % BM;
+            const int k = A_KMAJOR ? e % BK : e / BM;
+            const long long gi = row0 + r, gk = (long long)k0 + k;
+            float v[4];
+            const bool full = A_KMAJOR ? (gi < M && gk + 3 < K) : (gk < K && gi + 3 < M);
+            if (VEC && full) {
+                const float4 t = *reinterpret_cast<const float4*>(A + a_offset<A_KMAJOR>(gi, gk, lda));
+                v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const long long ii = A_KMAJOR ? gi : gi + q, kk = A_KMAJOR ? gk + q : gk;
+                    v[q] = (ii < M && kk < K) ? A[a_offset<A_KMAJOR>(ii, kk, lda)] : 0.0f;
+                }
+            }
+            ra[l] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    };
+    auto load_b = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            const int c = B_NMAJOR ? e % BN : e / BK;
+            const int k = B_NMAJOR ? e / BN : e % BK;
+            const long long gj = col0 + c, gk = (long long)k0 + k;
+            float v[4];
+            const bool full = B_NMAJOR ? (gk < K && gj + 3 < N) : (gj < N && gk + 3 < K);
+            // B(k, j) lives at k*ldb + j (N-major) or j*ldb + k (K-major): the same formula as
+            // A's with the roles of the two indices swapped.
+            if (VEC && full) {
+                const float4 t = *reinterpret_cast<const float4*>(B + a_offset<!B_NMAJOR>(gj, gk, ldb));
+                v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const long long jj = B_NMAJOR ? gj + q : gj, kk = B_NMAJOR ? gk : gk + q;
+                    v[q] = (jj < N && kk < K) ? B[a_offset<!B_NMAJOR>(jj, kk, ldb)] : 0.0f;
+                }
+            }
+            rb[l] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    };
+    auto store_smem = [&](int buf) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            if (A_KMAJOR) {  // transposing store: 4 k values of one row
+                const int r = e / BK, k = e % BK;
+                As[buf][k + 0][r] = ra[l].x; As[buf][k + 1][r] = ra[l].y;
+                As[buf][k + 2][r] = ra[l].z; As[buf][k + 3][r] = ra[l].w;
+            } else {
+                *reinterpret_cast<float4*>(&As[buf][e / BM][e % BM]) = ra[l];
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            if (B_NMAJOR) {
+                *reinterpret_cast<float4*>(&Bs[buf][e / BN][e % BN]) = rb[l];
+            } else {
+                const int c = e / BK, k = e % BK;
+                Bs[buf][k + 0][c] = rb[l].x; Bs[buf][k + 1][c] = rb[l].y;
+                Bs[buf][k + 2][c] = rb[l].z; Bs[buf][k + 3][c] = rb[l].w;
+            }
+        }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    const int ktiles = (K + BK - 1) / BK;
+    if (ktiles > 0) {
+        load_a(0);
+        load_b(0);
+        store_smem(0);
+    }
+    __syncthreads();
+
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int cur = kt & 1;
+        if (kt + 1 < ktiles) {  // global loads of the next slice fly during the FFMAs below
+            load_a((kt + 1) * BK);
+            load_b((kt + 1) * BK);
+        }
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int s = 0; s < SM_; ++s) {
+                const float4 t = *reinterpret_cast<const float4*>(&As[cur][k][s * STRIDE_M + ty * 4]);
+                a[4 * s + 0] = t.x; a[4 * s + 1] = t.y; a[4 * s + 2] = t.z; a[4 * s + 3] = t.w;
+            }
+#pragma unroll
+            for (int s = 0; s < SN; ++s) {
+                const float4 t = *reinterpret_cast<const float4*>(&Bs[cur][k][s * STRIDE_N + tx * 4]);
+                b[4 * s + 0] = t.x; b[4 * s + 1] = t.y; b[4 * s + 2] = t.z; b[4 * s + 3] = t.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (kt + 1 < ktiles) store_smem(cur ^ 1);
+        __syncthreads();
+    }
+
+    // Epilogue: C = alpha*acc + beta*C, float4 stores where the row segment is whole.
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const long long gi = row0 + (i / 4) * STRIDE_M + ty * 4 + (i % 4);
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int s = 0; s < SN; ++s) {
+            const long long gj = col0 + s * STRIDE_N + tx * 4;
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = alpha * acc[i][4 * s + q];
+            if (VEC && gj + 3 < N) {
+                float4* p = reinterpret_cast<float4*>(crow + gj);
+                if (beta != 0.0f) {
+                    const float4 c = *p;
+                    v[0] = fmaf(beta, c.x, v[0]); v[1] = fmaf(beta, c.y, v[1]);
+                    v[2] = fmaf(beta, c.z, v[2]); v[3] = fmaf(beta, c.w, v[3]);
+                }
+                *p = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    if (gj + q < N) {
+                        crow[gj + q] = beta != 0.0f ? fmaf(beta, crow[gj + q], v[q]) : v[q];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Volkov & Demmel (2008) sgemmNN, column-major in its own terms: Cc (Mc x Nc, ldc) =
+// alpha*Ac*Bc + beta*Cc with Ac Mc x Kc (lda), Bc Kc x Nc (ldb).  Block: 64 threads, a 64x16
+// tile of Cc; thread t owns row t of the tile (16 values in registers); Ac read from global
+// (coalesced along the column), a 16x16 block of Bc staged in shared memory.
+extern "C" __global__ void __launch_bounds__(64)
+sgemm_volkov2008(int Mc, int Nc, int Kc, float alpha, const float* __restrict__ Ac, long long lda,
+                 const float* __restrict__ Bc, long long ldb, float beta, float* __restrict__ Cc,
+                 long long ldc)
+{
+    __shared__ float bs[16][17];
+    const int inx = threadIdx.x & 15, iny = threadIdx.x >> 4;  // 16 x 4 view for the B loads
+    const long long ibx = (long long)blockIdx.x * 64, iby = (long long)blockIdx.y * 16;
+    const float* a = Ac + ibx + threadIdx.x;
+    const float* b = Bc + inx + (iby + iny) * ldb;
+    float c[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) c[j] = 0.0f;
+
+    for (int k0 = 0; k0 < Kc; k0 += 16) {
+#pragma unroll
+        for (int r = 0; r < 16; r += 4) bs[inx][iny + r] = b[(long long)r * ldb];
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            const float av = a[(long long)k * lda];
+#pragma unroll
+            for (int j = 0; j < 16; ++j) c[j] = fmaf(av, bs[k][j], c[j]);
+        }
+        a += 16 * lda;
+        b += 16;
+        __syncthreads();
+    }
+    float* cp = Cc + ibx + threadIdx.x + iby * ldc;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        float v = alpha * c[j];
+        if (beta != 0.0f) v = fmaf(beta, cp[(long long)j * ldc], v);
+        cp[(long long)j * ldc] = v;
+    }
+}
