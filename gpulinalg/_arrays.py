@@ -51,6 +51,23 @@ def _torch_dtype_name(t):
     return str(t.dtype).replace("torch.", "")
 
 
+def dtype_of(x):
+    """NumPy dtype of an array of any kind, without moving it (torch bfloat16 -> float32)."""
+    if array_kind(x).startswith("torch"):
+        name = _torch_dtype_name(x)
+        return FLOAT32 if name == "bfloat16" else np.dtype(name)
+    return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+def check_matrix(x, name):
+    """Validate ndim == 2 and the dtype policy before any device work; return the shape."""
+    shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+    if len(shape) != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {shape}")
+    check_dtype(dtype_of(x), name)
+    return shape
+
+
 def host_view(x, name):
     """x (NumPy-like or CPU torch) as a NumPy array, dtype checked, no copy when possible."""
     if array_kind(x) == "torch_cpu":

@@ -9,11 +9,11 @@ from ._backend import cupy
 from ._kernels import get_kernel
 
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# MINB is the number of resident blocks per SM asked of the register allocator.
+# MINB is the number of resident blocks per SM asked of the register allocator (VEC only).
 Tile = namedtuple("Tile", "BM BN BK TM TN MINB")
 VARIANTS = {
     "128x128x8": Tile(128, 128, 8, 8, 8, 2),
-    "128x128x16": Tile(128, 128, 16, 8, 8, 2),
+    "128x128x16": Tile(128, 128, 16, 8, 8, 1),
     "128x256x8": Tile(128, 256, 8, 8, 16, 1),
     "256x128x8": Tile(256, 128, 8, 16, 8, 1),
     "128x64x8": Tile(128, 64, 8, 8, 8, 3),
@@ -36,6 +36,18 @@ def pick_variant(m, n, k):
     return "64x64x16"
 
 
+def _tiled_name(t, a_kmajor, b_nmajor, vec):
+    flags = ",".join(str(f).lower() for f in (a_kmajor, b_nmajor, vec))
+    return f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},{flags}>"
+
+
+FAMILY = "sgemm"
+# Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
+KERNEL_NAMES = tuple(_tiled_name(t, am, bn, v) for t in VARIANTS.values()
+                     for am in (True, False) for bn in (True, False) for v in (True, False)) \
+    + ("sgemm_volkov2008",)
+
+
 def _aligned(ptr, ld):
     return ptr % 16 == 0 and ld % 4 == 0
 
@@ -43,9 +55,7 @@ def _aligned(ptr, ld):
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
     vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
-    name = (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
-            f"{str(a_kmajor).lower()},{str(b_nmajor).lower()},{str(vec).lower()}>")
-    kernel = get_kernel("sgemm", name)
+    kernel = get_kernel(FAMILY, _tiled_name(t, a_kmajor, b_nmajor, vec))
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),
@@ -57,7 +67,7 @@ def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     # column-major B^T with the same leading dimension, and likewise for A and C.
     if m % 16 or n % 64 or k % 16:
         raise ValueError("the volkov2008 baseline needs m % 16 == 0, n % 64 == 0, k % 16 == 0")
-    kernel = get_kernel("sgemm", "sgemm_volkov2008")
+    kernel = get_kernel(FAMILY, "sgemm_volkov2008")
     kernel((n // 64, m // 16), (64,),
            (np.int32(n), np.int32(m), np.int32(k), np.float32(alpha), b, np.int64(ldb),
             a, np.int64(lda), np.float32(beta), c, np.int64(ldc)))
@@ -161,24 +171,22 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     alpha, beta = _real_scalar(alpha, "alpha"), _real_scalar(beta, "beta")
     ta, tb = _as_trans_flag(trans_a, "trans_a"), _as_trans_flag(trans_b, "trans_b")
     kind = _arrays.common_kind(a, b, c)
+    sa, sb = _arrays.check_matrix(a, "a"), _arrays.check_matrix(b, "b")
+    sa, sb = (sa[::-1] if ta else sa), (sb[::-1] if tb else sb)
+    if sa[1] != sb[0]:
+        raise ValueError(f"op(a) has shape {sa} and op(b) {sb}: inner dimensions differ")
+    m, n = sa[0], sb[1]
+    if c is not None and _arrays.check_matrix(c, "c") != (m, n):
+        raise ValueError(f"c has shape {tuple(c.shape)}, expected {(m, n)}")
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((a, b, c))):
         A = _arrays.to_device(a, kind, "a")
         B = _arrays.to_device(b, kind, "b")
-        for x, nm in ((A, "a"), (B, "b")):
-            if x.ndim != 2:
-                raise ValueError(f"{nm} must be 2-D, got shape {x.shape}")
         A, B = (A.T if ta else A), (B.T if tb else B)
-        m, n = A.shape[0], B.shape[1]
-        if A.shape[1] != B.shape[0]:
-            raise ValueError(f"op(a) has shape {A.shape} and op(b) {B.shape}: inner "
-                             "dimensions differ")
         if c is None:
             out, beta = cp.empty((m, n), dtype=np.float32), 0.0
         else:
             C = _arrays.to_device(c, kind, "c")
-            if C.shape != (m, n):
-                raise ValueError(f"c has shape {C.shape}, expected {(m, n)}")
             # In place only when C is a view of c itself (float32, not a converted copy).
             in_place = (overwrite_c and kind in ("cupy", "torch")
                         and C.data.ptr == _device_ptr(c, kind)
@@ -228,24 +236,24 @@ def matmul(a, b, out=None):
     ValueError.  ``2*m*n*k`` flops.
     """
     kind = _arrays.common_kind(a, b, out)
+    sa, sb = _arrays.check_matrix(a, "a"), _arrays.check_matrix(b, "b")
+    if sa[1] != sb[0]:
+        raise ValueError(f"matmul: shapes {sa} and {sb} not aligned: "
+                         f"{sa[1]} (dim 1) != {sb[0]} (dim 0)")
+    shape = (sa[0], sb[1])
+    if out is not None:
+        if tuple(out.shape) != shape:
+            raise ValueError(f"out has shape {tuple(out.shape)}, expected {shape}")
+        if _arrays.dtype_of(out) != np.float32 or str(out.dtype).endswith("bfloat16"):
+            raise TypeError(f"out must be float32, got {out.dtype}")
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((a, b, out))):
         A = _arrays.to_device(a, kind, "a")
         B = _arrays.to_device(b, kind, "b")
-        if A.ndim != 2 or B.ndim != 2:
-            raise ValueError(f"matmul takes 2-D operands, got shapes {A.shape} and {B.shape}")
-        if A.shape[1] != B.shape[0]:
-            raise ValueError(f"matmul: shapes {A.shape} and {B.shape} not aligned: "
-                             f"{A.shape[1]} (dim 1) != {B.shape[0]} (dim 0)")
-        shape = (A.shape[0], B.shape[1])
         if out is None:
             res = cp.empty(shape, dtype=np.float32)
             gemm_into(1.0, A, B, 0.0, res)
             return _arrays.from_device(res, kind)
-        if tuple(out.shape) != shape:
-            raise ValueError(f"out has shape {tuple(out.shape)}, expected {shape}")
-        if np.dtype(str(out.dtype).replace("torch.", "")) != np.float32:
-            raise TypeError(f"out must be float32, got {out.dtype}")
         if kind in ("cupy", "torch"):
             O = _arrays.to_device(out, kind, "out")
             if _arrays.matrix_layout(O) is not None:

@@ -20,8 +20,9 @@
 //   * partial edge tiles are handled here: out-of-range loads read 0, out-of-range stores are
 //     skipped;  the grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
 //   Knobs (template parameters; Python passes them, static_asserts check them): BM, BN, BK, TM,
-//   TN; threads = (BM/TM)*(BN/TN) and MINB resident blocks per SM = __launch_bounds__.  VEC requires lda, ldb, ldc multiples of
-//   4 and 16-byte aligned base pointers (the caller checks).
+//   TN; threads = (BM/TM)*(BN/TN) and MINB resident blocks per SM = __launch_bounds__ (the
+//   scalar-load fallback, !VEC, needs a few more registers and asks for one block).  VEC
+//   requires lda, ldb, ldc multiples of 4 and 16-byte aligned base pointers (caller checks).
 //   Bound: flop-bound; arithmetic intensity of a block = BM*BN/(2*(BM+BN)) flop per byte of
 //   operand traffic (32 flop/B for 128x128) against ~65 TFLOP/s FFMA peak on an H100.
 //
@@ -44,10 +45,26 @@ __device__ __forceinline__ long long a_offset(long long i, long long k, long lon
     return A_KMAJOR ? i * lda + k : k * lda + i;
 }
 
+// Four consecutive floats p[0..3]; zero where the row is out of range (!row_ok) or past the
+// end of the contiguous dimension (left = elements remaining from p).  VEC: one 16-byte load
+// when all four are in range (p is then 16-byte aligned).
+template <bool VEC>
+__device__ __forceinline__ float4 load4(const float* p, bool row_ok, long long left) {
+    if (VEC && row_ok && left >= 4) return *reinterpret_cast<const float4*>(p);
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row_ok) {
+        if (left > 0) v.x = p[0];
+        if (left > 1) v.y = p[1];
+        if (left > 2) v.z = p[2];
+        if (left > 3) v.w = p[3];
+    }
+    return v;
+}
+
 }  // namespace
 
 template <int BM, int BN, int BK, int TM, int TN, int MINB, bool A_KMAJOR, bool B_NMAJOR, bool VEC>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB)
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), VEC ? MINB : 1)
 sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
             const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
             long long ldc)
@@ -94,19 +111,11 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
             const int r = A_KMAJOR ? e / BK : e % BM;
             const int k = A_KMAJOR ? e % BK : e / BM;
             const long long gi = row0 + r, gk = (long long)k0 + k;
-            float v[4];
-            const bool full = A_KMAJOR ? (gi < M && gk + 3 < K) : (gk < K && gi + 3 < M);
-            if (VEC && full) {
-                const float4 t = *reinterpret_cast<const float4*>(A + a_offset<A_KMAJOR>(gi, gk, lda));
-                v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const long long ii = A_KMAJOR ? gi : gi + q, kk = A_KMAJOR ? gk + q : gk;
-                    v[q] = (ii < M && kk < K) ? A[a_offset<A_KMAJOR>(ii, kk, lda)] : 0.0f;
-                }
-            }
-            ra[l] = make_float4(v[0], v[1], v[2], v[3]);
+            // The 4 elements are consecutive along the contiguous dimension: p[0..3].
+            const float* p = A + a_offset<A_KMAJOR>(gi, gk, lda);
+            const long long other = A_KMAJOR ? gi : gk, inner = A_KMAJOR ? gk : gi;
+            const long long other_n = A_KMAJOR ? M : K, inner_n = A_KMAJOR ? K : M;
+            ra[l] = load4<VEC>(p, other < other_n, inner_n - inner);
         }
     };
     auto load_b = [&](int k0) {
@@ -116,21 +125,12 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
             const int c = B_NMAJOR ? e % BN : e / BK;
             const int k = B_NMAJOR ? e / BN : e % BK;
             const long long gj = col0 + c, gk = (long long)k0 + k;
-            float v[4];
-            const bool full = B_NMAJOR ? (gk < K && gj + 3 < N) : (gj < N && gk + 3 < K);
             // B(k, j) lives at k*ldb + j (N-major) or j*ldb + k (K-major): the same formula as
             // A's with the roles of the two indices swapped.
-            if (VEC && full) {
-                const float4 t = *reinterpret_cast<const float4*>(B + a_offset<!B_NMAJOR>(gj, gk, ldb));
-                v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const long long jj = B_NMAJOR ? gj + q : gj, kk = B_NMAJOR ? gk : gk + q;
-                    v[q] = (jj < N && kk < K) ? B[a_offset<!B_NMAJOR>(jj, kk, ldb)] : 0.0f;
-                }
-            }
-            rb[l] = make_float4(v[0], v[1], v[2], v[3]);
+            const float* p = B + a_offset<!B_NMAJOR>(gj, gk, ldb);
+            const long long other = B_NMAJOR ? gk : gj, inner = B_NMAJOR ? gj : gk;
+            const long long other_n = B_NMAJOR ? K : N, inner_n = B_NMAJOR ? N : K;
+            rb[l] = load4<VEC>(p, other < other_n, inner_n - inner);
         }
     };
     auto store_smem = [&](int buf) {

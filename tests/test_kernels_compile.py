@@ -1,0 +1,73 @@
+"""CPU tests of the CUDA sources: they ship with the package and compile for sm_90 without
+register spills or local memory (nvcc's ptxas report), every instantiation Python launches."""
+
+import importlib
+import re
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from gpulinalg import _kernels
+
+# kernel family (kernels/<family>.cu) -> the module that launches it
+FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
+            "laswp": "gpulinalg._laswp"}
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                if shutil.which("/usr/local/cuda/bin/nvcc") else None)
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def test_every_kernel_file_has_a_launcher_and_a_header():
+    folder = _kernels.kernel_dir()
+    files = sorted(p.stem for p in folder.glob("*.cu"))
+    assert "sgemm" in files
+    for family in files:
+        assert family in FAMILIES, f"kernels/{family}.cu has no launcher module"
+        head = (folder / f"{family}.cu").read_text().lstrip()
+        assert head.startswith("//") and "bound" in head[:4000].lower(), \
+            f"kernels/{family}.cu must open with a header stating what it computes and its bound"
+
+
+def test_sources_are_found_and_includes_pasted():
+    text = _kernels.source("sgemm")
+    assert "sgemm_tiled" in text and "sgemm_volkov2008" in text
+
+
+def _ptxas_report(family, names, tmp_path):
+    src = tmp_path / f"{family}_inst.cu"
+    addrs = ",\n    ".join(f"(void*)&{n}" for n in names)
+    src.write_text(_kernels.source(family) +
+                   f"\nstatic void* const instantiate_all[] = {{\n    {addrs}\n}};\n")
+    proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-cubin", "-Xptxas", "-v",
+                           "-o", str(tmp_path / f"{family}.cubin"), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report, entry = {}, None
+    for line in proc.stderr.splitlines():
+        if m := _ENTRY.search(line):
+            entry = m.group(1)
+        elif (m := _FRAME.search(line)) and entry:
+            report[entry] = tuple(int(x) for x in m.groups())
+    return report
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not installed")
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_compiles_for_sm90_without_spills(family, tmp_path):
+    if not (_kernels.kernel_dir() / f"{family}.cu").exists():
+        pytest.skip(f"kernels/{family}.cu not written yet")
+    names = importlib.import_module(FAMILIES[family]).KERNEL_NAMES
+    # Split the instantiations over the cores: the SGEMM family has dozens.
+    chunks = [names[i::2] for i in range(2)] if len(names) > 8 else [names]
+    dirs = [tmp_path / str(i) for i in range(len(chunks))]
+    for d in dirs:
+        d.mkdir()
+    with ThreadPoolExecutor(len(chunks)) as pool:
+        parts = list(pool.map(lambda c, d: _ptxas_report(family, c, d), chunks, dirs))
+    report = {k: v for p in parts for k, v in p.items()}
+    assert len(report) >= len(names), f"ptxas reported {len(report)} of {len(names)} kernels"
+    bad = {k: v for k, v in report.items() if any(v)}
+    assert not bad, f"stack frame / spill stores / spill loads in: {bad}"
