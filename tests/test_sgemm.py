@@ -1,0 +1,241 @@
+"""SGEMM: API validation (CPU) and the kernels against float64 NumPy (GPU)."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import _arrays, _blas
+
+
+def rel_err(c, ref):
+    return np.linalg.norm(np.asarray(c, dtype=np.float64) - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+# ---------------------------------------------------------------- CPU: validation, layouts
+
+def test_import_and_public_names():
+    for name in ("sgemm", "matmul", "CudaUnavailableError"):
+        assert hasattr(gpulinalg, name)
+
+
+@pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
+def test_clear_error_without_gpu():
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(gpulinalg.CudaUnavailableError, match="GPU|CUDA|CuPy"):
+        gpulinalg.matmul(a, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int32, np.int64])
+def test_rejects_lossy_dtypes(dtype):
+    a = np.ones((3, 3), dtype)
+    with pytest.raises(TypeError, match="float32"):
+        gpulinalg.sgemm(1.0, a, a)
+    with pytest.raises(TypeError, match="float32"):
+        gpulinalg.matmul(a, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int16, np.uint8, np.bool_])
+def test_dtype_policy_accepts_exact_upcasts(dtype):
+    _arrays.check_dtype(np.dtype(dtype), "a")
+
+
+def test_shape_and_argument_errors():
+    a, b = np.ones((3, 4), np.float32), np.ones((5, 2), np.float32)
+    with pytest.raises(ValueError, match="inner"):
+        gpulinalg.sgemm(1.0, a, b)
+    with pytest.raises(ValueError, match="aligned"):
+        gpulinalg.matmul(a, b)
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.matmul(np.ones(3, np.float32), a)
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.sgemm(1.0, np.ones((2, 2, 2), np.float32), a)
+    with pytest.raises(ValueError, match="c has shape"):
+        gpulinalg.sgemm(1.0, a, a, beta=1.0, c=np.ones((4, 4), np.float32), trans_b=True)
+    with pytest.raises(ValueError, match="trans_a"):
+        gpulinalg.sgemm(1.0, a, a, trans_a=3)
+    with pytest.raises(TypeError, match="real"):
+        gpulinalg.sgemm(1j, a, a.T)
+    with pytest.raises(ValueError, match="out has shape"):
+        gpulinalg.matmul(a, a.T, out=np.empty((4, 4), np.float32))
+    with pytest.raises(TypeError, match="out must be float32"):
+        gpulinalg.matmul(a, a.T, out=np.empty((3, 3), np.float64))
+
+
+def test_matrix_layout_classifies_strides():
+    base = np.zeros((10, 12), np.float32)
+    assert _arrays.matrix_layout(base) == (12, True)
+    assert _arrays.matrix_layout(np.asfortranarray(base)) == (10, False)
+    assert _arrays.matrix_layout(base[2:7, 3:9]) == (12, True)     # block view: ld = 12
+    assert _arrays.matrix_layout(base.T[1:5, :]) == (12, False)    # transposed view
+    assert _arrays.matrix_layout(base[::2, ::3]) is None           # no unit stride: copy
+    assert _arrays.matrix_layout(base[::-1]) is None               # negative stride: copy
+    assert _arrays.matrix_layout(np.broadcast_to(base[:1], (10, 12))) is None
+    assert _arrays.matrix_layout(base[:1, ::2]) == (2, False)      # one row: column-major, ld 2
+    assert _arrays.matrix_layout(base[:, :1]) == (12, True)
+
+
+def test_every_variant_divides_its_tile():
+    for t in _blas.VARIANTS.values():
+        threads = _blas.tile_threads(t)
+        assert threads % 32 == 0 and threads <= 1024
+        assert (t.BM * t.BK) % (4 * threads) == 0 and (t.BN * t.BK) % (4 * threads) == 0
+    for m, n, k in [(1, 1, 1), (16384, 16384, 64), (300, 100000, 5)]:
+        assert _blas.pick_variant(m, n, k) in _blas.VARIANTS
+
+
+# ---------------------------------------------------------------- GPU: the kernels
+
+SHAPES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (1, 300, 7), (300, 1, 7), (127, 129, 65),
+          (128, 128, 128), (129, 127, 8), (97, 1031, 61), (257, 255, 513), (64, 64, 1)]
+
+
+def _cublas_err(cp, a, b, ref):
+    return rel_err(cp.asnumpy(cp.asarray(a) @ cp.asarray(b)), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted(_blas.VARIANTS))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_variants_edges_and_accuracy(cp, rng, variant, shape):
+    m, n, k = shape
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    c = cp.full((m, n), np.nan, dtype=np.float32)  # poison: every element must be written
+    _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, c, variant=variant)
+    out = cp.asnumpy(c)
+    assert np.isfinite(out).all()
+    if m * n and k:
+        assert rel_err(out, ref) <= max(2 * _cublas_err(cp, a, b, ref), 2e-6)
+    else:
+        assert not out.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["128x128x8", "64x64x16"])
+@pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFF", "CCF", "FCF"])
+@pytest.mark.parametrize("vec", [True, False])
+def test_memory_orders_and_alignment(cp, rng, variant, orders, vec):
+    m, n, k = (131, 77, 45) if not vec else (132, 76, 44)  # odd leading dims force scalar loads
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
+    A = cp.asarray(np.asarray(a, order=orders[0]))
+    B = cp.asarray(np.asarray(b, order=orders[1]))
+    C = cp.asarray(np.asarray(c0, order=orders[2]))
+    _blas.gemm_into(1.5, A, B, -0.5, C, variant=variant)
+    assert rel_err(cp.asnumpy(C), ref) < 1e-5
+
+
+@pytest.mark.gpu
+def test_strided_views_in_place(cp, rng):
+    big = cp.asarray(rng.standard_normal((300, 400), dtype=np.float32))
+    keep = big.copy()
+    a = big[10:110, 5:70]           # row-major view, ld = 400
+    b = big.T[20:85, 100:237]       # column-major view
+    c = big[150:250, 200:337]       # output block of the same matrix, ld = 400
+    ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b) + cp.asnumpy(c)
+    _blas.gemm_into(1.0, a.copy(), b.copy(), 1.0, c)
+    assert rel_err(cp.asnumpy(c), ref) < 1e-5
+    outside = cp.ones(big.shape, dtype=bool)
+    outside[150:250, 200:337] = False
+    assert bool((big[outside] == keep[outside]).all())  # nothing else written
+    odd = big[::2, ::3][:50, :40]    # no unit stride: copied once, still right
+    r = gpulinalg.matmul(odd, odd.T)
+    o = cp.asnumpy(odd).astype(np.float64)
+    assert rel_err(cp.asnumpy(r), o @ o.T) < 1e-5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1), (2, 2)])
+def test_sgemm_api_matches_scipy(cp, rng, ta, tb):
+    from scipy.linalg.blas import sgemm as host_sgemm
+    a = rng.standard_normal((45, 70) if ta else (70, 45), dtype=np.float32)
+    b = rng.standard_normal((33, 45) if tb else (45, 33), dtype=np.float32)
+    c = rng.standard_normal((70, 33), dtype=np.float32)
+    want = host_sgemm(0.7, a, b, beta=0.3, c=c, trans_a=ta, trans_b=tb)
+    got = gpulinalg.sgemm(0.7, a, b, beta=0.3, c=c, trans_a=ta, trans_b=tb)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    got_cp = gpulinalg.sgemm(0.7, cp.asarray(a), cp.asarray(b), 0.3, cp.asarray(c), ta, tb)
+    assert isinstance(got_cp, cp.ndarray)
+    np.testing.assert_allclose(cp.asnumpy(got_cp), want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.gpu
+def test_beta_zero_never_reads_c_and_overwrite(cp, rng):
+    a = cp.asarray(rng.standard_normal((40, 30), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((30, 20), dtype=np.float32))
+    c = cp.full((40, 20), cp.nan, dtype=cp.float32)
+    r = gpulinalg.sgemm(1.0, a, b, beta=0.0, c=c, overwrite_c=True)
+    assert r is c and bool(cp.isfinite(c).all())
+    c2 = cp.full((40, 20), 2.0, dtype=cp.float32)
+    r2 = gpulinalg.sgemm(1.0, a, b, beta=1.0, c=c2)     # no overwrite: c2 untouched
+    assert r2 is not c2 and bool((c2 == 2.0).all())
+    np.testing.assert_allclose(cp.asnumpy(r2), cp.asnumpy(a @ b + 2.0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_matmul_out_and_kinds(cp, rng):
+    a = rng.standard_normal((65, 33), dtype=np.float32)
+    b = rng.standard_normal((33, 17), dtype=np.float32)
+    ref = a.astype(np.float64) @ b
+    out = np.full((65, 17), np.nan, np.float32)
+    assert gpulinalg.matmul(a, b, out=out) is out
+    assert rel_err(out, ref) < 1e-5
+    big = cp.full((100, 100), cp.nan, dtype=cp.float32)
+    view = big[::2, 3:20]                                 # no unit stride: via a temporary
+    gpulinalg.matmul(cp.asarray(a), cp.asarray(b), out=view)
+    assert rel_err(cp.asnumpy(view), ref) < 1e-5
+    half = gpulinalg.matmul(a.astype(np.float16), b.astype(np.float16))  # exact upcast
+    assert half.dtype == np.float32
+
+
+@pytest.mark.gpu
+def test_torch_tensors_zero_copy_on_torch_stream(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    a = torch.randn(70, 50, device="cuda")
+    b = torch.randn(50, 30, device="cuda")
+    ref = (a.double() @ b.double()).cpu().numpy()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        r = gpulinalg.matmul(a, b)
+        c = torch.full((70, 30), float("nan"), device="cuda")
+        r2 = gpulinalg.sgemm(1.0, a.T, b, c=c, trans_a=True, overwrite_c=True)
+    s.synchronize()
+    assert isinstance(r, torch.Tensor) and r.is_cuda
+    assert rel_err(r.cpu().numpy(), ref) < 1e-5
+    assert r2 is c and rel_err(c.cpu().numpy(), ref) < 1e-5
+    rc = gpulinalg.matmul(a.cpu(), b.cpu())               # CPU tensors: torch CPU out
+    assert isinstance(rc, torch.Tensor) and not rc.is_cuda
+
+
+@pytest.mark.gpu
+def test_volkov_baseline(cp, rng):
+    a = rng.standard_normal((128, 64), dtype=np.float32)
+    b = rng.standard_normal((64, 192), dtype=np.float32)
+    c = cp.full((128, 192), cp.nan, dtype=cp.float32)
+    _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, c, variant=_blas.BASELINE)
+    assert rel_err(cp.asnumpy(c), a.astype(np.float64) @ b) < 1e-5
+    with pytest.raises(ValueError):
+        _blas.gemm_into(1.0, cp.asarray(a[:100]), cp.asarray(b), 0.0, c[:100],
+                        variant=_blas.BASELINE)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_large_rank_k_update_64bit_offsets(cp):
+    # 40000 x 60000 output: offsets past 2**31 elements exercise the 64-bit index arithmetic.
+    m, n, k = 40000, 60000, 16
+    gen = cp.random.default_rng(7)
+    a = gen.standard_normal((m, k), dtype=cp.float32)
+    b = gen.standard_normal((k, n), dtype=cp.float32)
+    c = cp.full((m, n), cp.nan, dtype=cp.float32)
+    _blas.gemm_into(1.0, a, b, 0.0, c)
+    rows = cp.asarray([0, 1, m // 2, m - 2, m - 1])
+    ref = cp.asnumpy(a[rows].astype(cp.float64) @ b.astype(cp.float64))
+    assert rel_err(cp.asnumpy(c[rows]), ref) < 1e-5
+    assert bool(cp.isfinite(c[-1]).all())
