@@ -144,6 +144,8 @@ def matrix_layout(a):
     length 1 have meaningless strides, so such arrays fit either layout.
     """
     m, n = a.shape
+    if m == 0 or n == 0:  # nothing is ever accessed
+        return max(n, 1), True
     s0, s1 = (s // a.itemsize for s in a.strides)
     if any(s * a.itemsize != t for s, t in zip((s0, s1), a.strides)):
         return None

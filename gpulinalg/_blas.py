@@ -18,6 +18,8 @@ VARIANTS = {
     "256x128x8": Tile(256, 128, 8, 16, 8, 1),
     "128x64x8": Tile(128, 64, 8, 8, 8, 3),
     "64x64x16": Tile(64, 64, 16, 4, 4, 4),
+    "128x128x8t128": Tile(128, 128, 8, 16, 8, 2),  # Volkov: fewer threads, bigger tiles
+    "128x64x8t64": Tile(128, 64, 8, 16, 8, 4),
 }
 BASELINE = "volkov2008"
 _NUM_SMS_GUESS = 132

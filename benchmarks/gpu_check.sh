@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The one GPU call: install this checkout, run the whole test suite on the GPU, run the
+# benchmarks, print a short summary last.  Logs and JSON go to $OUT (default ./out).
+#
+#   bash benchmarks/gpu_check.sh                 # everything
+#   STAGES="tests sgemm" bash benchmarks/gpu_check.sh
+#   TESTS="tests/test_sgemm.py" SGEMM_ARGS="--variants all" bash benchmarks/gpu_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+unset CUPY_TF32                       # cuBLAS baselines in true FP32
+STAGES=${STAGES:-"tests sgemm transpose laswp lu"}
+TESTS=${TESTS:-tests}
+LOG="$OUT/bench.log"
+: > "$LOG"
+status=0
+
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
+    || { cat "$OUT/install.log"; exit 1; }
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
+      --format=csv; python3 -c "import cupy; cupy.show_config()"; } > "$OUT/env.txt" 2>&1
+
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+if has tests; then
+    echo "== pytest $TESTS"
+    python3 -m pytest -q -rs -p no:cacheprovider $TESTS ${PYTEST_ARGS:-} 2>&1 \
+        | tee "$OUT/tests.log" | grep -vE '^\s*$' | tail -n 40
+    status=${PIPESTATUS[0]}
+fi
+for routine in sgemm transpose laswp lu; do
+    has "$routine" || continue
+    var="$(echo "$routine" | tr a-z A-Z)_ARGS"
+    echo "== gpulinalg-bench $routine ${!var:-}" | tee -a "$LOG"
+    python3 -m gpulinalg.bench "$routine" --json "$OUT/$routine.json" ${!var:-} 2>&1 \
+        | tee -a "$LOG" | tail -n 25
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+done
+echo "== done (exit $status); logs in $OUT"
+exit $status

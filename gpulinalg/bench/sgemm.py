@@ -1,0 +1,142 @@
+"""gpulinalg-bench sgemm: our SGEMM against cuBLAS (cupy) and the Volkov 2008 baseline.
+
+Square products C = A B and LU-like rank-k updates C = C - A B, all in one run, on random
+normal inputs.  TF/s = 2 m n k / time; error = ||C - C64||_F / ||C64||_F against float64.
+"""
+
+import argparse
+import os
+
+import numpy as np
+
+from . import common
+
+SQUARE = (1024, 2048, 4096, 8192, 16384)
+RANK_K = (64, 128, 256, 512)
+
+
+def cublas_gemm(cp, a, b, c, alpha, beta):
+    """cuBLAS SGEMM through CuPy (TF32 off unless CUPY_TF32 is set)."""
+    if beta == 0.0:
+        return cp.matmul(a, b, out=c)
+    import cupy.cublas  # one fused cuBLAS call with beta, as the LU update needs
+    return cupy.cublas.gemm("N", "N", a, b, out=c, alpha=alpha, beta=beta)
+
+
+def measure(m, n, k, update, variants, repeat, seed=0, check=True):
+    import cupy as cp
+    from .. import _blas
+    a = common.random_matrix((m, k), seed)
+    b = common.random_matrix((k, n), seed + 1)
+    c0 = common.random_matrix((m, n), seed + 2) if update else None
+    alpha, beta = (-1.0, 1.0) if update else (1.0, 0.0)
+    c = c0.copy() if update else cp.empty((m, n), dtype=cp.float32)
+    flops = 2.0 * m * n * k
+    row = {"m": m, "n": n, "k": k, "op": "C-=AB" if update else "C=AB"}
+
+    def rate(fn):
+        ms = common.time_gpu(fn, repeat=repeat)
+        return ms, flops / ms / 1e9
+
+    row["cublas_ms"], row["cublas_tflops"] = rate(lambda: cublas_gemm(cp, a, b, c, alpha, beta))
+    for v in variants:
+        try:
+            ms, tf = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c, variant=v))
+        except ValueError:  # the baseline's divisibility rules
+            ms, tf = None, None
+        row[f"{v}_ms"], row[f"{v}_tflops"] = ms, tf
+    auto = _blas.pick_variant(m, n, k)
+    row["variant"] = auto
+    row["ms"], row["tflops"] = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c))
+    row["ratio"] = row["tflops"] / row["cublas_tflops"]
+    if check:  # accuracy on fresh outputs (the timing loops above changed c)
+        ref = a.astype(cp.float64) @ b.astype(cp.float64)
+        if update:
+            ref = c0.astype(cp.float64) - ref
+        nref = float(cp.linalg.norm(ref))
+        for key, fn in (("err", lambda o: _blas.gemm_into(alpha, a, b, beta, o)),
+                        ("cublas_err", lambda o: cublas_gemm(cp, a, b, o, alpha, beta))):
+            out = c0.copy() if update else cp.full((m, n), cp.nan, dtype=cp.float32)
+            fn(out)
+            row[key] = float(cp.linalg.norm(out.astype(cp.float64) - ref)) / nref
+            del out
+        del ref
+    return row
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, op in zip(axes, ("C=AB", "C-=AB")):
+        sel = [r for r in rows if r["op"] == op]
+        x = [r["n"] if op == "C=AB" else r["k"] for r in sel]
+        ax.plot(x, [r["tflops"] for r in sel], "o-", label="gpulinalg")
+        ax.plot(x, [r["cublas_tflops"] for r in sel], "s--", label="cuBLAS")
+        if any(r.get("volkov2008_tflops") for r in sel):
+            ax.plot(x, [r.get("volkov2008_tflops") or np.nan for r in sel], "^:",
+                    label="Volkov 2008")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("n (square)" if op == "C=AB" else "k (16384 x k x 16384 update)")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(op)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="gpulinalg-bench sgemm", description=__doc__)
+    p.add_argument("--sizes", default=",".join(map(str, SQUARE)), help="square n list")
+    p.add_argument("--rank-k", default=",".join(map(str, RANK_K)),
+                   help="k list for 16384 x k x 16384 updates ('' for none)")
+    p.add_argument("--update-n", type=int, default=16384)
+    p.add_argument("--variants", default="volkov2008",
+                   help="extra kernel variants to time ('all' for every tile shape)")
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--no-check", action="store_true", help="skip the float64 error check")
+    p.add_argument("--json", help="write rows + environment here")
+    p.add_argument("--plot", help="save a PNG plot here")
+    args = p.parse_args(argv)
+    from .. import _blas
+    if os.environ.get("CUPY_TF32"):
+        print("warning: CUPY_TF32 is set: cuBLAS runs in TF32, not FP32")
+    variants = (list(_blas.VARIANTS) + [_blas.BASELINE] if args.variants == "all"
+                else [v for v in args.variants.split(",") if v])
+    env = common.environment()
+    print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
+          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
+    rows = []
+    for n in common.parse_sizes(args.sizes):
+        rows.append(measure(n, n, n, False, variants, args.repeat, check=not args.no_check))
+        progress(rows[-1])
+    for k in common.parse_sizes(args.rank_k):
+        nn = args.update_n
+        rows.append(measure(nn, nn, k, True, variants, args.repeat, check=not args.no_check))
+        progress(rows[-1])
+    print()
+    print_rows(rows, variants)
+    common.write_json(args.json, "sgemm", rows, {"variants": variants})
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+def progress(r):
+    others = " ".join(f"{k[:-7]}={v:.1f}" for k, v in r.items()
+                      if k.endswith("_tflops") and k not in ("cublas_tflops",) and v)
+    print(f"{r['op']:6} {r['m']}x{r['n']}x{r['k']}: ours {r['tflops']:.1f} TF/s "
+          f"({r['variant']}), cuBLAS {r['cublas_tflops']:.1f} | {others}", flush=True)
+
+
+def print_rows(rows, variants):
+    cols = [("op", "op", "{}"), ("m", "m", "{}"), ("n", "n", "{}"), ("k", "k", "{}"),
+            ("tflops", "ours TF/s", "{:.1f}"), ("cublas_tflops", "cuBLAS TF/s", "{:.1f}"),
+            ("ratio", "ratio", "{:.3f}")]
+    cols += [(f"{v}_tflops", f"{v} TF/s", "{:.1f}") for v in variants]
+    cols += [("err", "rel.err ours", "{:.1e}"), ("cublas_err", "cuBLAS", "{:.1e}"),
+             ("variant", "tile", "{}")]
+    common.print_table(cols, rows)
