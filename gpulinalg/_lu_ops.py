@@ -1,0 +1,320 @@
+"""Device steps of the blocked LU driver (gpulinalg/_lu.py), in two backends.
+
+`CupyOps` runs them on the GPU: the matrix row-major (C-order) in device memory, a
+`panel_stream` for panel transfers, an `update_stream` for swaps and updates, CUDA events
+between them, pinned host staging buffers and asynchronous copies.  Our kernels do the work:
+`transpose_into` (panel <-> column-major buffer), `laswp_inplace` (row swaps) and `gemm_into`
+(U12 = L11^{-1} A12 and A22 -= L21 U12).
+
+`NumpyOps` is a test/debug backend: the same steps on the host with NumPy, with the same
+buffers, queued per stream and executed lazily (only when the host waits on an event, or at
+`finish`), in stream order, honouring the recorded waits.  A missing wait in the driver
+therefore shows up as a wrong result, and `log` lists (stream, operation, step) in execution
+order, so tests can check the look-ahead order.  It is never a measure of GPU speed.
+
+Shared conventions (both backends):
+- the matrix ``a`` is m x n, C-contiguous float32, factored in place;
+- pivots on the "device" are 0-based and relative to the top row ``j0`` of their panel (what
+  ``laswp_inplace`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
+- host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
+  (L11^{-1} row-major, nb*nb), ``host_piv`` (k int32); the panel writes them, the ops copy them.
+"""
+
+import collections
+import time
+
+import numpy as np
+
+from ._backend import cupy
+
+F32 = np.float32
+I32 = np.int32
+
+
+def workspace_bytes(m, n, nb):
+    """Device bytes CupyOps allocates besides the matrix (plus room for the trsm temporaries)."""
+    k = min(m, n)
+    return 4 * (nb * m + nb * n + 2 * nb * nb + k) + 2 * 4 * nb * n
+
+
+def laswp_host(v, piv, inverse=False):
+    """Host reference of laswp: row i <-> piv[i] for i in order (reverse order if inverse)."""
+    order = range(len(piv) - 1, -1, -1) if inverse else range(len(piv))
+    for i in order:
+        p = int(piv[i])
+        if p != i:
+            v[[i, p]] = v[[p, i]]
+    return v
+
+
+# ------------------------------------------------------------------------------------ GPU
+
+class CupyOps:
+    """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
+
+    def __init__(self, a, nb):
+        import cupyx
+
+        from ._blas import gemm_into
+        from ._laswp import laswp_inplace
+        from ._transpose import transpose_into
+        from cupyx.scipy.linalg import solve_triangular
+
+        cp = cupy()
+        self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
+        self._transpose, self._trsm = transpose_into, solve_triangular
+        self.a = a
+        m, n = a.shape
+        self.shape, self.nb = (m, n), nb
+        k = min(m, n)
+        self.streams = {"panel": cp.cuda.Stream(non_blocking=True),
+                        "update": cp.cuda.Stream(non_blocking=True)}
+        # Our streams start after the caller's pending work (e.g. the upload of a).
+        self._caller = cp.cuda.get_current_stream()
+        start = cp.cuda.Event(disable_timing=True)
+        start.record(self._caller)
+        for st in self.streams.values():
+            st.wait_event(start)
+        # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, the pivots.
+        self.T = cp.empty(max(nb * m, 1), dtype=F32)
+        self.W = cp.empty((nb, max(n, 1)), dtype=F32)
+        self.linv = cp.empty((2, nb * nb), dtype=F32)  # double-buffered: step s uses s % 2
+        self.piv = cp.zeros(max(k, 1), dtype=I32)
+        # Pinned host staging buffers (asynchronous copies need page-locked memory).
+        self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
+        self.host_linv = cupyx.empty_pinned((nb * nb,), dtype=F32)
+        self.host_piv = cupyx.empty_pinned((max(k, 1),), dtype=I32)
+
+    # -- events
+    def record(self, stream):
+        ev = self._cp.cuda.Event()
+        ev.record(self.streams[stream])
+        return ev
+
+    def wait(self, stream, ev):
+        self.streams[stream].wait_event(ev)
+
+    def host_sync(self, ev):
+        ev.synchronize()
+
+    def elapsed_ms(self, ev0, ev1):
+        return self._cp.cuda.get_elapsed_time(ev0, ev1)
+
+    def host_log(self, label, step):
+        pass
+
+    # -- panel transfers (panel_stream)
+    def _copy(self, dst, src, nbytes, kind):
+        if nbytes:
+            rt = self._cp.cuda.runtime
+            rt.memcpyAsync(dst, src, nbytes, kind, self.streams["panel"].ptr)
+
+    def panel_to_host(self, step, j0, j1):
+        """Transpose a[j0:, j0:j1] into T (= the panel column-major, ld m-j0), copy it to host."""
+        mp, jb = self.shape[0] - j0, j1 - j0
+        t = self.T[:jb * mp].reshape(jb, mp)
+        with self.streams["panel"]:
+            # Layout: the row-major panel's transpose is the column-major panel LAPACK wants.
+            self._transpose(self.a[j0:, j0:j1], t)
+            self._copy(self.host_panel.ctypes.data, t.data.ptr, 4 * jb * mp,
+                       self._cp.cuda.runtime.memcpyDeviceToHost)
+
+    def host_panel_view(self, j0, j1):
+        """The staged panel as an F-ordered (m-j0) x jb view of the pinned buffer (no copy)."""
+        mp, jb = self.shape[0] - j0, j1 - j0
+        return self.host_panel[:jb * mp].reshape(jb, mp).T
+
+    def panel_to_device(self, step, j0, j1, use_inverse):
+        """Copy the factored panel, its pivots and L11^{-1} back; transpose the panel into place."""
+        mp, jb = self.shape[0] - j0, j1 - j0
+        t = self.T[:jb * mp].reshape(jb, mp)
+        h2d = self._cp.cuda.runtime.memcpyHostToDevice
+        with self.streams["panel"]:
+            self._copy(t.data.ptr, self.host_panel.ctypes.data, 4 * jb * mp, h2d)
+            # Layout: column-major panel (= row-major jb x mp) back to the row-major matrix.
+            self._transpose(t, self.a[j0:, j0:j1])
+            # Pivots stay 0-based, relative to row j0 (laswp's convention on a[j0:, :]).
+            self._copy(self.piv.data.ptr + 4 * j0, self.host_piv.ctypes.data + 4 * j0,
+                       4 * jb, h2d)
+            if use_inverse:
+                self._copy(self.linv[step % 2].data.ptr, self.host_linv.ctypes.data,
+                           4 * jb * jb, h2d)
+
+    # -- swaps and updates (update_stream)
+    def swap(self, step, j0, j1, c0, c1, label="swap"):
+        """Apply the panel's row interchanges to rows j0: of columns c0:c1."""
+        if c1 <= c0 or j1 <= j0:
+            return
+        with self.streams["update"]:
+            self._laswp(self.a[j0:, c0:c1], self.piv[j0:j1])
+
+    def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
+        """U12 = L11^{-1} A12 on columns c0:c1 (c0 >= j1), then A22 -= L21 U12 below."""
+        if c1 <= c0:
+            return
+        m = self.shape[0]
+        jb, a = j1 - j0, self.a
+        u12 = a[j0:j1, c0:c1]
+        with self.streams["update"]:
+            if use_inverse:
+                w = self.W[:jb, c0 - j1:c1 - j1]
+                w[...] = u12                                   # A12 -> workspace
+                linv = self.linv[step % 2, :jb * jb].reshape(jb, jb)
+                self._gemm(1.0, linv, w, 0.0, u12)             # U12 = L11^{-1} A12
+            else:
+                # Stable fallback: triangular solve with the unit lower L11 (cuBLAS trsm).
+                u12[...] = self._trsm(a[j0:j1, j0:j1], u12, lower=True, unit_diagonal=True)
+            if j1 < m:
+                self._gemm(-1.0, a[j1:, j0:j1], u12, 1.0, a[j1:, c0:c1])  # A22 -= L21 U12
+
+    def finish(self):
+        """Wait for both streams (the caller's stream too); return the relative pivots."""
+        for st in self.streams.values():
+            ev = self._cp.cuda.Event(disable_timing=True)
+            ev.record(st)
+            self._caller.wait_event(ev)
+        for st in self.streams.values():
+            st.synchronize()
+        k = min(self.shape)
+        return self._cp.asnumpy(self.piv[:k]).astype(I32)
+
+
+# ------------------------------------------------------------------------------------ host
+
+class _Token:
+    """A host-emulated CUDA event: recorded on one stream, done once executed."""
+
+    __slots__ = ("stream", "done", "time")
+
+    def __init__(self, stream):
+        self.stream, self.done, self.time = stream, False, None
+
+
+class NumpyOps:
+    """The same device steps with NumPy on the host, lazily in stream order (test backend)."""
+
+    def __init__(self, a, nb):
+        m, n = a.shape
+        k = min(m, n)
+        self.a, self.shape, self.nb = a, (m, n), nb
+        self.log = []
+        self._queues = {"panel": collections.deque(), "update": collections.deque()}
+        self._running = set()
+        # "Device" buffers and host staging buffers, as in CupyOps.
+        self.T = np.full(max(nb * m, 1), np.nan, F32)
+        self.W = np.full((nb, max(n, 1)), np.nan, F32)
+        self.linv = np.full((2, nb * nb), np.nan, F32)
+        self.piv = np.zeros(max(k, 1), I32)
+        self.host_panel = np.full(max(nb * m, 1), np.nan, F32)
+        self.host_linv = np.full(nb * nb, np.nan, F32)
+        self.host_piv = np.zeros(max(k, 1), I32)
+
+    # -- emulated streams and events
+    def _enqueue(self, stream, label, step, fn):
+        self._queues[stream].append(("op", fn, label, step))
+
+    def record(self, stream):
+        tok = _Token(stream)
+        self._queues[stream].append(("record", tok, None, None))
+        return tok
+
+    def wait(self, stream, tok):
+        self._queues[stream].append(("wait", tok, None, None))
+
+    def _run(self, stream, until=None):
+        if stream in self._running:
+            raise RuntimeError(f"stream {stream!r} waits on its own later work: deadlock")
+        self._running.add(stream)
+        q = self._queues[stream]
+        try:
+            while q and not (until is not None and until.done):
+                kind, obj, label, step = q.popleft()
+                if kind == "wait":
+                    if not obj.done:
+                        self._run(obj.stream, obj)
+                elif kind == "record":
+                    obj.done, obj.time = True, time.perf_counter()
+                else:
+                    obj()
+                    self.log.append((stream, label, step))
+        finally:
+            self._running.discard(stream)
+        if until is not None and not until.done:
+            raise RuntimeError("waited on an event that was never recorded")
+
+    def host_sync(self, tok):
+        if not tok.done:
+            self._run(tok.stream, tok)
+
+    def elapsed_ms(self, t0, t1):
+        return (t1.time - t0.time) * 1e3
+
+    def host_log(self, label, step):
+        self.log.append(("host", label, step))
+
+    # -- panel transfers
+    def panel_to_host(self, step, j0, j1):
+        mp, jb = self.shape[0] - j0, j1 - j0
+
+        def transpose():
+            self.T[:jb * mp].reshape(jb, mp)[...] = self.a[j0:, j0:j1].T
+
+        def d2h():
+            self.host_panel[:jb * mp] = self.T[:jb * mp]
+
+        self._enqueue("panel", "transpose", step, transpose)
+        self._enqueue("panel", "d2h", step, d2h)
+
+    def host_panel_view(self, j0, j1):
+        mp, jb = self.shape[0] - j0, j1 - j0
+        return self.host_panel[:jb * mp].reshape(jb, mp).T
+
+    def panel_to_device(self, step, j0, j1, use_inverse):
+        mp, jb = self.shape[0] - j0, j1 - j0
+
+        def h2d():
+            self.T[:jb * mp] = self.host_panel[:jb * mp]
+            self.piv[j0:j1] = self.host_piv[j0:j1]
+            if use_inverse:
+                self.linv[step % 2, :jb * jb] = self.host_linv[:jb * jb]
+
+        def transpose():
+            self.a[j0:, j0:j1] = self.T[:jb * mp].reshape(jb, mp).T
+
+        self._enqueue("panel", "h2d", step, h2d)
+        self._enqueue("panel", "transpose_back", step, transpose)
+
+    # -- swaps and updates
+    def swap(self, step, j0, j1, c0, c1, label="swap"):
+        if c1 <= c0 or j1 <= j0:
+            return
+        self._enqueue("update", label, step,
+                      lambda: laswp_host(self.a[j0:, c0:c1], self.piv[j0:j1]))
+
+    def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
+        if c1 <= c0:
+            return
+        import scipy.linalg
+        m = self.shape[0]
+        jb, a = j1 - j0, self.a
+
+        def run():
+            u12 = a[j0:j1, c0:c1]
+            if use_inverse:
+                w = self.W[:jb, c0 - j1:c1 - j1]
+                w[...] = u12
+                linv = self.linv[step % 2, :jb * jb].reshape(jb, jb)
+                np.matmul(linv, w, out=u12)
+            else:
+                u12[...] = scipy.linalg.solve_triangular(a[j0:j1, j0:j1], u12, lower=True,
+                                                         unit_diagonal=True)
+            if j1 < m:
+                a[j1:, c0:c1] -= a[j1:, j0:j1] @ u12
+
+        self._enqueue("update", label, step, run)
+
+    def finish(self):
+        # Drain the update stream first: a missing wait on the panel stream then breaks results.
+        self._run("update")
+        self._run("panel")
+        return self.piv[:min(self.shape)].astype(I32)
