@@ -1,0 +1,243 @@
+"""Row interchanges (LAPACK slaswp, 0-based, row-major): launch wrapper for kernels/laswp.cu
+and the public laswp."""
+
+import numpy as np
+
+from . import _arrays
+from ._backend import cupy
+from ._kernels import get_kernel
+
+FAMILY = "laswp"
+KMAX = 512                  # pivots per launch (LASWP_KMAX in the kernel)
+THREADS = 256               # threads per block (the kernel's __launch_bounds__)
+STRIP_WIDTHS = (32, 16, 8)  # columns per block, widest first; W=8 always fits KMAX pivots
+SMEM_LIMIT = 48 * 1024      # dynamic shared memory without an opt-in
+
+
+def _kernel_name(w):
+    return f"laswp_rows<{w},{THREADS}>"
+
+
+# Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
+KERNEL_NAMES = tuple(_kernel_name(w) for w in STRIP_WIDTHS)
+
+
+def hash_bits(k):
+    """log2 of the kernel's hash-table size: the power of two >= 2k (load factor <= 1/2)."""
+    return max(1, (2 * k - 1).bit_length())
+
+
+def shared_bytes(k, w):
+    """Dynamic shared memory of one block: s_val[2k][w], s_piv[k], s_slot[k], 2 hash arrays."""
+    return 4 * (2 * k * w + 2 * k + 2 * (1 << hash_bits(k)))
+
+
+def strip_width(k):
+    """Widest column strip whose shared memory fits SMEM_LIMIT for k pivots (k <= KMAX)."""
+    for w in STRIP_WIDTHS:
+        if shared_bytes(k, w) <= SMEM_LIMIT:
+            return w
+    raise ValueError(f"{k} pivots do not fit one launch (at most {KMAX})")
+
+
+def launch_plan(k, inverse=False):
+    """[(start, count)] pivot chunks of at most KMAX, in the order they are launched."""
+    chunks = [(s, min(KMAX, k - s)) for s in range(0, k, KMAX)]
+    return chunks[::-1] if inverse else chunks
+
+
+def row_leading_dim(shape, strides):
+    """Leading dimension of a row-major view (strides in elements), or None when the view
+    has no unit column stride, a negative stride, or overlapping rows."""
+    m, n = shape
+    s0, s1 = strides
+    if s0 < 0 or s1 < 0 or (n > 1 and s1 != 1):
+        return None
+    if m <= 1:
+        return max(n, 1)
+    return s0 if s0 >= max(n, 1) else None
+
+
+def net_moves(piv, offset=0, inverse=False):
+    """Host model of the kernel's prologue: the (source row, destination row) pairs that
+    applying the interchanges offset+i <-> piv[i] one by one amounts to.
+
+    Same slots (row offset+i: slot i; an outside pivot row: slot k + its first index) and
+    the same item-following simulation as laswp_rows; used by the CPU tests.
+    """
+    piv = np.asarray(piv, dtype=np.int64)
+    k = len(piv)
+    first = {}
+    slot = np.empty(k, dtype=np.int64)
+    for i, p in enumerate(piv):
+        slot[i] = p - offset if 0 <= p - offset < k else k + first.setdefault(int(p), i)
+    pos = np.arange(2 * k)
+    for i in (range(k - 1, -1, -1) if inverse else range(k)):
+        a, b = i, slot[i]
+        pos = np.where(pos == a, b, np.where(pos == b, a, pos))
+
+    def row(t):
+        return offset + t if t < k else int(piv[t - k])
+    return [(row(s), row(int(f))) for s, f in enumerate(pos) if f != s]
+
+
+def reference_laswp(a, piv, inverse=False, offset=0):
+    """Sequential NumPy reference: swap rows offset+i and piv[i], i in order (in place)."""
+    order = range(len(piv) - 1, -1, -1) if inverse else range(len(piv))
+    for i in order:
+        r, p = offset + i, int(piv[i])
+        if r != p:
+            a[[r, p]] = a[[p, r]]
+    return a
+
+
+def laswp_inplace(a, piv_dev, inverse=False, offset=0):
+    """Apply the interchanges offset+i <-> piv_dev[i] to the rows of `a` in place; returns a.
+
+    a: float32 CuPy row-major view (unit column stride, any leading dimension).  piv_dev: CuPy
+    integer array of absolute 0-based row indices of `a`, already validated (0 <= piv < m,
+    offset + len <= m).  No host synchronisation: launches on the current stream, one launch
+    per KMAX pivots (applied in order).
+    """
+    cp = cupy()
+    if a.ndim != 2 or a.dtype != np.float32:
+        raise ValueError("a must be a 2-D float32 array")
+    m, n = a.shape
+    lda = row_leading_dim(a.shape, tuple(s // a.itemsize for s in a.strides))
+    if lda is None or any(s % a.itemsize for s in a.strides):
+        raise ValueError("a must be a row-major view (unit column stride)")
+    k = piv_dev.shape[0] if piv_dev.ndim == 1 else -1
+    if k < 0:
+        raise ValueError("piv must be 1-D")
+    if offset < 0 or offset + k > m:
+        raise ValueError(f"offset {offset} + {k} pivots exceed the {m} rows")
+    if k == 0 or n == 0:
+        return a
+    if m >= 2**31 or n >= 2**31:
+        raise ValueError("dimensions must be below 2**31")
+    # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
+    piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
+    for start, count in launch_plan(k, inverse):
+        w = strip_width(count)
+        kernel = get_kernel(FAMILY, _kernel_name(w))
+        kernel((-(-n // w),), (THREADS,),
+               (np.int32(n), a, np.int64(lda), np.int32(count), piv_dev[start:start + count],
+                np.int32(offset + start), np.int32(bool(inverse)), np.int32(hash_bits(count))),
+               shared_mem=shared_bytes(count, w))
+    return a
+
+
+def _element_strides(a, kind):
+    """Strides of a in elements (None when they are not whole elements)."""
+    if kind.startswith("torch"):
+        return tuple(a.stride())
+    if any(s % a.itemsize for s in a.strides):
+        return None
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _host_pivots(piv, m):
+    """Validated pivots as a host int32 array (one device->host copy for device pivots)."""
+    kind = _arrays.array_kind(piv)
+    if kind == "cupy":
+        p = piv.get()
+    elif kind.startswith("torch"):
+        p = piv.detach().cpu().numpy()
+    else:
+        p = np.asarray(piv)
+    if p.ndim != 1:
+        raise ValueError(f"piv must be 1-D, got shape {p.shape}")
+    if p.size == 0:
+        return np.empty(0, dtype=np.int32)
+    if p.dtype.kind not in "iu":
+        raise TypeError(f"piv must hold integers, got dtype {p.dtype}")
+    if p.size > m:
+        raise ValueError(f"piv has {p.size} entries but a has only {m} rows")
+    bad = np.flatnonzero((p < 0) | (p >= m))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(f"piv[{i}] = {int(p[i])} is out of range for a matrix with {m} rows "
+                         "(pivots are 0-based)")
+    return p.astype(np.int32)
+
+
+def laswp(a, piv, inverse=False):
+    """Apply row interchanges to a single-precision matrix in place, on the GPU.
+
+    For ``i = 0, 1, ..., len(piv)-1`` in order, rows ``i`` and ``piv[i]`` of `a` are swapped
+    (``inverse=True``: ``i`` from ``len(piv)-1`` down to 0, which undoes the forward swaps).
+    This is LAPACK's ``slaswp`` with 0-based pivots, as returned by `scipy.linalg.lu_factor`.
+
+    Parameters
+    ----------
+    a : (m, n) array
+        float32, modified in place: a CuPy array or torch CUDA tensor (on the caller's current
+        stream; torch: torch's current stream), or a NumPy array / CPU tensor (sent to the GPU,
+        swapped there and written back).  Row-major rows (unit column stride) with any leading
+        dimension, e.g. a block of columns ``b[:, j0:j1]`` of a C-ordered matrix.
+    piv : (k,) array_like of int
+        0-based row indices, ``k <= m``, ``0 <= piv[i] < m``; NumPy, CuPy, torch or a list.
+        Rows may be named several times (a row may move twice): the result is always that of
+        the swaps applied one by one.
+    inverse : bool, optional
+        Apply the interchanges in reverse order.
+
+    Returns
+    -------
+    a : (m, n) array
+        The same object, permuted.
+
+    Raises
+    ------
+    ValueError
+        `a` not 2-D or without unit column stride, `piv` not 1-D, too long or out of range.
+    TypeError
+        `a` not float32 (the swap is in place, so no conversion is possible), or non-integer
+        pivots.
+    CudaUnavailableError
+        No CuPy or no CUDA device.
+
+    All checks happen before `a` is touched: on error it is unchanged.
+
+    See Also
+    --------
+    scipy.linalg.lapack.slaswp : the LAPACK routine (1-based pivots, column-major storage).
+    scipy.linalg.lu_factor : produces such pivots.
+
+    Notes
+    -----
+    Unlike LAPACK, `a` is stored row-wise, so each row is contiguous.  The kernel
+    (kernels/laswp.cu) applies up to 512 interchanges in one launch: every block owns a strip
+    of columns, works out the net permutation of the (at most ``2k``) touched rows in shared
+    memory while it copies those rows of its strip in, then writes each moved row once.  It is
+    bandwidth-bound: ``8 * n`` bytes per distinct touched row.  Device pivots are copied to
+    the host once for validation.
+    """
+    if not hasattr(a, "shape"):
+        raise TypeError("a must be an array (NumPy, CuPy or torch): it is modified in place")
+    kind = _arrays.array_kind(a)
+    shape = tuple(a.shape)
+    if len(shape) != 2:
+        raise ValueError(f"a must be 2-D, got shape {shape}")
+    dtype = _arrays.dtype_of(a)
+    if dtype != np.float32 or str(a.dtype).endswith("bfloat16"):
+        raise TypeError(f"a has dtype {a.dtype}; laswp works in place and needs float32")
+    strides = _element_strides(a, kind)
+    if strides is None or row_leading_dim(shape, strides) is None:
+        raise ValueError("a must have unit column stride (row-major rows, any leading "
+                         "dimension); use numpy.ascontiguousarray or permute a.T instead")
+    m, n = shape
+    p = _host_pivots(piv, m)
+    if p.size == 0 or n == 0:
+        return a
+    cp = cupy()
+    with _arrays.launch_context(kind, _arrays.device_of((a,))):
+        piv_dev = cp.asarray(p)
+        if kind in ("cupy", "torch"):
+            laswp_inplace(_arrays.to_device(a, kind, "a"), piv_dev, inverse)
+            return a
+        host = a.detach().numpy() if kind == "torch_cpu" else a   # shares a's memory
+        dev = cp.asarray(np.ascontiguousarray(host))
+        laswp_inplace(dev, piv_dev, inverse)
+        np.copyto(host, dev.get())
+        return a
