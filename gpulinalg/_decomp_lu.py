@@ -1,0 +1,466 @@
+"""LU decomposition on the GPU, SciPy-compatible: lu_factor, lu, lu_solve."""
+
+import warnings
+
+import numpy as np
+
+from . import _arrays
+from ._backend import cupy
+from ._lu import INV_THRESHOLD, CpuPanel, default_block_size, getrf
+from ._lu_ops import CupyOps, NumpyOps, laswp_host, workspace_bytes
+
+__all__ = ["lu", "lu_factor", "lu_solve"]
+
+_PANELS = ("auto", "cpu", "gpu")
+_NONFINITE = "array must not contain infs or NaNs"
+
+
+def _linalg_warning():
+    from scipy.linalg import LinAlgWarning
+    return LinAlgWarning
+
+
+# ------------------------------------------------------------------------ validation
+
+def _check_options(panel, block_size, lookahead):
+    """Validate the LU keywords (no GPU needed); return the panel kind to use."""
+    if not isinstance(panel, str) or panel not in _PANELS:
+        raise ValueError(f"panel must be one of {_PANELS}, got {panel!r}")
+    if panel == "gpu":
+        raise NotImplementedError(
+            "panel='gpu' (the GPU-resident panel factorization) is not available yet; "
+            "use panel='cpu' or 'auto'")
+    if block_size is not None and (isinstance(block_size, bool)
+                                   or not isinstance(block_size, (int, np.integer))
+                                   or block_size < 1):
+        raise ValueError(f"block_size must be a positive integer or None, got {block_size!r}")
+    if lookahead not in (0, 1) or isinstance(lookahead, float):
+        raise ValueError(f"lookahead must be 0 or 1, got {lookahead!r}")
+    return "cpu"  # "auto" is the CPU panel until the GPU panel lands
+
+
+def _panel_object(name):
+    return CpuPanel()
+
+
+def _as_input(a):
+    """Lists and other array_likes become NumPy arrays; arrays pass through."""
+    return a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
+
+
+_ALL_FINITE = None
+
+
+def _device_all_finite(x):
+    """True when a CuPy array holds no inf/NaN (one reduction, no m*n temporary)."""
+    global _ALL_FINITE
+    cp = cupy()
+    if _ALL_FINITE is None:
+        _ALL_FINITE = cp.ReductionKernel("T x", "bool y", "isfinite(x)", "a && b", "y = a",
+                                         "true", "gpulinalg_all_finite")
+    return x.size == 0 or bool(_ALL_FINITE(x))
+
+
+def _device_ptr(x, kind):
+    return x.data.ptr if kind == "cupy" else x.data_ptr()
+
+
+def _check_memory(cp, m, n, nb, copy_matrix):
+    """Raise MemoryError with the numbers when matrix + workspace exceed free GPU memory."""
+    matrix = 4 * m * n if copy_matrix else 0
+    need = matrix + workspace_bytes(m, n, nb)
+    free, total = cp.cuda.Device().mem_info
+    free += cp.get_default_memory_pool().free_bytes()  # cached blocks are reusable
+    if need > free:
+        gib = 2.0 ** 30
+        raise MemoryError(
+            f"LU of a {m}x{n} float32 matrix needs {need / gib:.2f} GiB of GPU memory "
+            f"(matrix copy {matrix / gib:.2f} GiB + workspace "
+            f"{(need - matrix) / gib:.2f} GiB) but only {free / gib:.2f} GiB of "
+            f"{total / gib:.2f} GiB are free")
+
+
+# ------------------------------------------------------------------------ factorization
+
+def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold,
+            timeline, ops):
+    """Validate, move to the working layout, run the driver.
+
+    Returns (kind, xp, LU, piv, info): LU row-major float32 in xp (cupy, or numpy for the
+    host test backend), piv 0-based int32 NumPy.  Call inside `_arrays.launch_context`.
+    """
+    a = _as_input(a)
+    kind = _arrays.array_kind(a)
+    m, n = _arrays.check_matrix(a, "a")
+    panel_name = _check_options(panel, block_size, lookahead)
+    if ops not in (None, "numpy"):
+        raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
+    host = None
+    if kind in ("numpy", "torch_cpu") or ops == "numpy":
+        host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
+        if check_finite and not np.isfinite(host).all():
+            raise ValueError(_NONFINITE)
+    k = min(m, n)
+    nb = int(block_size) if block_size is not None else default_block_size(m, n)
+    nb = max(1, min(nb, k))
+
+    if ops == "numpy":  # host test/debug backend: same driver, NumPy steps, never GPU speed
+        inplace = (overwrite_a and kind == "numpy" and host.dtype == np.float32
+                   and host.flags.c_contiguous and host.flags.writeable)
+        A = host if inplace else np.array(host, dtype=np.float32, order="C")
+        piv, info = getrf(NumpyOps(A, nb), _panel_object(panel_name), nb, lookahead,
+                          inv_threshold, timeline)
+        return kind, np, A, piv, info
+
+    if host is not None and k == 0:  # empty host input: empty outputs, no GPU needed
+        return kind, np, np.empty((m, n), np.float32), np.zeros(0, np.int32), 0
+    cp = cupy()
+    if host is not None:
+        _check_memory(cp, m, n, nb, copy_matrix=True)
+        # Layout: any host layout/dtype -> row-major float32 on the host, then one upload.
+        A = cp.asarray(np.ascontiguousarray(host, dtype=np.float32))
+    else:
+        src = _arrays.to_device(a, kind, "a")  # a view for float32 input, else a converted copy
+        owned = src.data.ptr != _device_ptr(a, kind) or src.dtype != _arrays.dtype_of(a)
+        if check_finite and not _device_all_finite(src):
+            raise ValueError(_NONFINITE)
+        in_place = src.flags.c_contiguous and (overwrite_a or owned) and src.size > 0
+        _check_memory(cp, m, n, nb, copy_matrix=not in_place)
+        if in_place:
+            A = src  # factored in place: the caller allowed it, or it is our own copy
+        elif src.flags.f_contiguous and src.size > 0:
+            # Layout: an F-ordered m x n array is the C-ordered n x m array src.T; transpose
+            # it into a fresh row-major buffer with our kernel.
+            from ._transpose import transpose_into
+            A = cp.empty((m, n), dtype=np.float32)
+            transpose_into(src.T, A)
+        else:
+            A = cp.ascontiguousarray(src, dtype=np.float32)  # other strides: one copy
+    if k == 0:
+        return kind, cp, A, np.zeros(0, np.int32), 0
+    piv, info = getrf(CupyOps(A, nb), _panel_object(panel_name), nb, lookahead,
+                      inv_threshold, timeline)
+    return kind, cp, A, piv, info
+
+
+def _out(x, kind, xp):
+    """Result in the caller's kind (xp is numpy for host-only results)."""
+    if xp is np:
+        if kind == "torch_cpu":
+            import torch
+            return torch.from_numpy(np.asarray(x))
+        if kind in ("cupy", "torch"):  # empty results of device inputs
+            return _arrays.from_device(cupy().asarray(x), kind)
+        return np.asarray(x)
+    return _arrays.from_device(x, kind)
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_size=None,
+              lookahead=1, _inv_threshold=INV_THRESHOLD, _timeline=None, _ops=None):
+    """Compute the pivoted LU decomposition of a matrix on the GPU.
+
+    The decomposition is ``A = P L U`` with P a permutation, L unit lower triangular
+    (trapezoidal for m > n) and U upper triangular (trapezoidal for m < n).
+
+    Parameters
+    ----------
+    a : (M, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any memory order or strides.  dtype
+        float32, or a type that converts to float32 exactly (float16, bfloat16, small
+        integers, bool); float64 and complex raise TypeError -- the working precision is
+        float32 and the library never downcasts silently.
+    overwrite_a : bool, optional
+        Allow the factorization to overwrite `a`.  Honoured for C-contiguous float32 CuPy
+        arrays and CUDA tensors, which are then factored in place (the returned `lu` shares
+        their memory); every other input is copied and never modified.
+    check_finite : bool, optional
+        Check that `a` holds only finite numbers (raises ValueError otherwise).
+    panel : {"auto", "cpu", "gpu"}, optional
+        Where panels are factored: "cpu" is the host (LAPACK sgetrf on pinned memory);
+        "gpu" is not implemented yet (NotImplementedError); "auto" currently means "cpu".
+    block_size : int, optional
+        Panel width nb; by default 128 for min(M, N) <= 8192 and 256 above.
+    lookahead : {1, 0}, optional
+        Look-ahead depth: 1 factors the next panel on the host while the GPU updates the
+        rest of the trailing matrix; 0 serialises them (for comparison).
+
+    Returns
+    -------
+    lu : (M, N) array
+        U in the upper triangle, L below the diagonal (its unit diagonal not stored);
+        C-ordered, of the input's kind (NumPy in, NumPy out; CuPy in, CuPy out on the same
+        device; torch in, torch out on its device).
+    piv : (K,) int32 array
+        ``K = min(M, N)``; row i was interchanged with row ``piv[i]`` (0-based, as
+        `scipy.linalg.lu_factor`).  Same kind as `lu`.
+
+    Raises
+    ------
+    ValueError
+        `a` not 2-D, non-finite entries with `check_finite`, or a bad keyword.
+    TypeError
+        A dtype that does not convert exactly to float32.
+    MemoryError
+        The matrix and the workspace do not fit in free GPU memory (numbers in the message).
+    CudaUnavailableError
+        No CuPy or no CUDA device.
+
+    Warns
+    -----
+    LinAlgWarning
+        "Diagonal number %d is exactly zero. Singular matrix." (1-based, as SciPy); the
+        factors are returned.
+
+    See Also
+    --------
+    scipy.linalg.lu_factor : the host version this mirrors.
+    lu, lu_solve
+
+    Notes
+    -----
+    Blocked right-looking LU with partial pivoting after Volkov & Demmel (SC08).  The matrix
+    is kept row-major on the GPU, so row interchanges (the laswp kernel) move contiguous rows.
+    For each panel of nb columns: the panel is transposed on the GPU into a column-major
+    buffer, copied asynchronously to pinned host memory and factored there with LAPACK
+    ``sgetrf``; it comes back the same way.  The block row is then ``U12 = L11^{-1} A12``,
+    computed as a multiplication by ``L11^{-1}`` (inverted on the host with ``strtri``) with
+    our SGEMM when ``||L11^{-1}||_inf`` (maximum absolute row sum) is below 1e3, and with a
+    triangular solve otherwise -- the multiplication is provably stable only while the norm
+    of the inverse is bounded.  The trailing matrix is updated with ``A22 -= L21 U12`` (our
+    SGEMM).  With look-ahead the GPU first updates the next panel's columns, which are then
+    shipped to the host and factored while the GPU updates the rest of the trailing matrix
+    (two CUDA streams ordered by events).  The pivot choices are LAPACK's.  The work is
+    ``m n^2 - n^3/3`` flops for m >= n (``2/3 n^3`` when square).
+    """
+    return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
+                              _inv_threshold, _timeline, _ops, _finish_factor)
+
+
+def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
+                       inv_threshold, timeline, ops, finish):
+    """_factor, then finish(kind, xp, A, piv, info), inside the input's device context."""
+    a = _as_input(a)
+    kind = _arrays.array_kind(a)
+    # Everything checkable without a GPU comes before cupy() is first called.
+    _arrays.check_matrix(a, "a")
+    _check_options(panel, block_size, lookahead)
+    args = (overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold, timeline,
+            ops)
+    if kind in ("numpy", "torch_cpu"):
+        h = _arrays.host_view(a, "a")
+        if check_finite and not np.isfinite(h).all():
+            raise ValueError(_NONFINITE)
+        if ops == "numpy" or h.size == 0:  # host backend, or an empty result: no GPU
+            return finish(*_factor(a, *args))
+        args = (overwrite_a, False) + args[2:]  # checked above
+    elif ops == "numpy":
+        return finish(*_factor(a, *args))
+    with _arrays.launch_context(kind, _arrays.device_of((a,))):
+        return finish(*_factor(a, *args))
+
+
+def _finish_factor(kind, xp, A, piv, info):
+    if info > 0:
+        warnings.warn(f"Diagonal number {info} is exactly zero. Singular matrix.",
+                      _linalg_warning(), stacklevel=4)
+    P = xp.asarray(piv, dtype=np.int32)
+    return _out(A, kind, xp), _out(P, kind, xp)  # piv in the kind of lu
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
+       panel="auto", block_size=None, lookahead=1, _inv_threshold=INV_THRESHOLD,
+       _timeline=None, _ops=None):
+    """Compute the LU decomposition of a matrix with partial pivoting on the GPU.
+
+    The decomposition satisfies ``A = P @ L @ U``; with `permute_l`, ``A = PL @ U``; with
+    `p_indices`, ``A = L[P, :] @ U``.
+
+    Parameters
+    ----------
+    a : (M, N) array_like
+        As in `lu_factor` (kinds, layouts, dtype policy: float32, exact upcasts only).
+    permute_l : bool, optional
+        Return ``P @ L`` instead of P and L.
+    overwrite_a : bool, optional
+        As in `lu_factor`.
+    check_finite : bool, optional
+        Check that `a` holds only finite numbers.
+    p_indices : bool, optional
+        Return the permutation as row indices instead of a matrix.
+    panel, block_size, lookahead
+        As in `lu_factor`.
+
+    Returns
+    -------
+    (p, l, u) or (pl, u)
+        p : (M, M) float32 permutation matrix, or (M,) int32 row indices with `p_indices`
+        l : (M, K) unit lower trapezoidal, ``K = min(M, N)``
+        pl : (M, K) ``P @ L``
+        u : (K, N) upper trapezoidal
+        Of the input's kind (NumPy, CuPy on the same device, or torch).
+
+    Raises
+    ------
+    ValueError, TypeError, MemoryError, CudaUnavailableError
+        As `lu_factor`.  Like SciPy's `lu`, no warning is issued for a singular matrix.
+
+    See Also
+    --------
+    scipy.linalg.lu : the host version this mirrors (including its empty and 1 x 1 cases).
+    lu_factor, lu_solve
+
+    Notes
+    -----
+    Computed with the blocked GPU LU of `lu_factor` (Volkov & Demmel; CPU panels with
+    look-ahead, block size 128 up to 8192 and 256 above, ``m n^2 - n^3/3`` flops for
+    m >= n); L, U and P are then formed on the device.
+    """
+    def finish(kind, xp, A, piv, info):
+        m, n = A.shape
+        k = min(m, n)
+        if m == 0 or n == 0:
+            # SciPy's empty case: P has shape (0,) / (0, 0) whatever m is.
+            L = xp.empty((m, k), np.float32)
+            U = xp.empty((k, n), np.float32)
+            if permute_l:
+                return _out(L, kind, xp), _out(U, kind, xp)
+            P = xp.empty(0, np.int32) if p_indices else xp.empty((0, 0), np.float32)
+            return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
+        L = xp.tril(A[:, :k], -1)
+        xp.fill_diagonal(L, 1.0)
+        U = xp.triu(A[:k, :])
+        # Pivot base: LAPACK-style interchanges (row i <-> piv[i], 0-based) -> the
+        # permutation perm with (L U)[i] = A[perm[i]]; SciPy's p is its inverse: A = L[p] U.
+        perm = laswp_host(np.arange(m), piv)
+        p = np.empty(m, np.int64)
+        p[perm] = np.arange(m)
+        if permute_l:
+            return _out(L[xp.asarray(p)], kind, xp), _out(U, kind, xp)
+        if p_indices:
+            # SciPy returns int64 zeros for a 1 x 1 input and int32 otherwise.
+            P = xp.asarray(p, dtype=np.int64 if (m, n) == (1, 1) else np.int32)
+        else:
+            P = xp.zeros((m, m), np.float32)
+            P[xp.arange(m), xp.asarray(p)] = 1.0
+        return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
+
+    return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
+                              _inv_threshold, _timeline, _ops, finish)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _ops=None):
+    """Solve ``a x = b`` on the GPU, given the LU factorization of a.
+
+    Parameters
+    ----------
+    lu_and_piv : (lu, piv)
+        The factorization from `lu_factor` (or `scipy.linalg.lu_factor`): lu (N, N), piv
+        (N,) 0-based pivot indices.
+    b : (N,) or (N, NRHS) array_like
+        Right-hand side(s); NumPy/CuPy/torch of the same kind as lu; dtype policy as in
+        `lu_factor` (float32, exact upcasts only).
+    trans : {0, 1, 2}, optional
+        Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the same for reals).
+    overwrite_b : bool, optional
+        Accepted for SciPy compatibility; b is never modified (the solve works on a
+        row-major copy).
+    check_finite : bool, optional
+        Check that b holds only finite numbers (SciPy checks b only, and so do we).
+
+    Returns
+    -------
+    x : (N,) or (N, NRHS) array
+        Same shape as b, float32, of the inputs' kind.
+
+    Raises
+    ------
+    ValueError
+        Incompatible shapes, lu not square, non-finite b with `check_finite`, a bad `trans`.
+    TypeError
+        A dtype that does not convert exactly to float32, or inputs of mixed kinds.
+
+    See Also
+    --------
+    scipy.linalg.lu_solve : the host version this mirrors.
+    lu_factor
+
+    Notes
+    -----
+    For trans = 0: the row interchanges are applied to a row-major copy of b with the laswp
+    kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on the GPU
+    (cuBLAS trsm through cupyx).  For trans = 1, 2: ``U^T`` and ``L^T`` solves, then the
+    interchanges in reverse order.  ``2 n^2`` flops per right-hand side.
+    """
+    lu_, piv = lu_and_piv
+    if trans not in (0, 1, 2) or isinstance(trans, float):
+        raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
+    lu_, b = _as_input(lu_), _as_input(b)
+    kind = _arrays.common_kind(lu_, b) if _ops != "numpy" else "numpy"
+    n, n2 = _arrays.check_matrix(lu_, "lu")
+    bshape = tuple(b.shape)
+    if len(bshape) not in (1, 2):
+        raise ValueError(f"b must be 1-D or 2-D, got shape {bshape}")
+    _arrays.check_dtype(_arrays.dtype_of(b), "b")
+    if n != bshape[0]:
+        raise ValueError(f"Shapes of lu {(n, n2)} and b {bshape} are incompatible")
+    if n != n2:
+        raise ValueError(f"lu must be square, got shape {(n, n2)}")
+    piv_h = _host_pivots(piv)
+    if piv_h.shape != (n,):
+        raise ValueError(f"piv must have shape ({n},), got {piv_h.shape}")
+    if kind in ("numpy", "torch_cpu"):
+        bh = _arrays.host_view(b, "b")
+        if check_finite and not np.isfinite(bh).all():
+            raise ValueError(_NONFINITE)
+        check_finite = False
+    if _ops == "numpy":
+        import scipy.linalg
+        LU = np.asarray(_arrays.host_view(lu_, "lu"), dtype=np.float32)
+        X = np.array(bh, dtype=np.float32, order="C").reshape(n, -1)
+        return _solve(np, scipy.linalg.solve_triangular, LU, X, piv_h, trans,
+                      lambda v, p, inv: laswp_host(v, p, inv)).reshape(bshape)
+    if 0 in bshape:
+        if kind in ("numpy", "torch_cpu"):
+            return _out(np.empty(bshape, np.float32), kind, np)
+    cp = cupy()
+    with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
+        B = _arrays.to_device(b, kind, "b")
+        if check_finite and not _device_all_finite(B):
+            raise ValueError(_NONFINITE)
+        if B.size == 0:
+            return _out(cp.empty(bshape, np.float32), kind, cp)
+        LU = _arrays.to_device(lu_, kind, "lu")
+        from cupyx.scipy.linalg import solve_triangular
+        from ._laswp import laswp_inplace
+        # Layout: right-hand sides row-major (n x nrhs, C-order), so laswp moves whole rows.
+        X = cp.array(B.reshape(n, -1), dtype=np.float32, order="C")
+        P = cp.asarray(piv_h)  # 0-based absolute = relative to row 0 of X
+        X = _solve(cp, solve_triangular, LU, X, P, trans,
+                   lambda v, p, inv: laswp_inplace(v, p, inverse=inv))
+        return _out(X.reshape(bshape), kind, cp)
+
+
+def _solve(xp, trsm, LU, X, piv, trans, laswp):
+    """The getrs steps; X row-major (n x nrhs), modified or replaced; returns X."""
+    if trans == 0:
+        laswp(X, piv, False)                                        # X = P^T b
+        X = trsm(LU, X, lower=True, unit_diagonal=True)             # L y = X
+        return trsm(LU, X, lower=False)                             # U x = y
+    X = trsm(LU, X, trans=1, lower=False)                           # U^T y = b
+    X = trsm(LU, X, trans=1, lower=True, unit_diagonal=True)        # L^T z = y
+    X = xp.ascontiguousarray(X)
+    laswp(X, piv, True)                                             # x = P z (reverse order)
+    return X
+
+
+def _host_pivots(piv):
+    """piv of any kind as a host int32 vector (pivots are tiny: one copy is fine)."""
+    kind = _arrays.array_kind(piv) if hasattr(piv, "shape") else "numpy"
+    if kind == "cupy":
+        piv = cupy().asnumpy(piv)
+    elif kind.startswith("torch"):
+        piv = piv.detach().cpu().numpy()
+    piv = np.asarray(piv)
+    if piv.dtype.kind not in "iu":
+        raise TypeError(f"piv must hold integers, got dtype {piv.dtype}")
+    return piv.astype(np.int32).ravel() if piv.ndim <= 1 else piv.astype(np.int32)
