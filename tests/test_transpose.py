@@ -1,0 +1,209 @@
+"""Transpose: validation, block order and kernel table (CPU); the kernels against NumPy (GPU)."""
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import _transpose
+
+SIZES = [(0, 0), (0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (31, 31), (32, 32), (33, 33),
+         (63, 64), (64, 65), (65, 63), (97, 1031), (1031, 97), (127, 129), (2, 300), (300, 3)]
+
+
+# ---------------------------------------------------------------- CPU
+
+def test_public_name():
+    assert hasattr(gpulinalg, "transpose")
+
+
+@pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
+def test_clear_error_without_gpu():
+    with pytest.raises(gpulinalg.CudaUnavailableError):
+        gpulinalg.transpose(np.ones((3, 2), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int32, np.int64])
+def test_rejects_lossy_dtypes(dtype):
+    with pytest.raises(TypeError, match="float32"):
+        gpulinalg.transpose(np.ones((3, 3), dtype))
+
+
+def test_argument_errors():
+    a = np.ones((3, 4), np.float32)
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.transpose(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.transpose(np.ones((2, 2, 2), np.float32))
+    with pytest.raises(ValueError, match="out has shape"):
+        gpulinalg.transpose(a, out=np.empty((3, 4), np.float32))
+    with pytest.raises(TypeError, match="out must be float32"):
+        gpulinalg.transpose(a, out=np.empty((4, 3), np.float64))
+
+
+@pytest.mark.parametrize("gx,gy", [(1, 1), (1, 7), (7, 1), (5, 5), (4, 6), (6, 4), (13, 3),
+                                   (128, 128), (157, 313)])
+@pytest.mark.parametrize("diag", [False, True])
+def test_block_order_is_a_bijection(gx, gy, diag):
+    bx, by = _transpose.block_order(gx, gy, diag)
+    assert bx.min() >= 0 and bx.max() < gx and by.min() >= 0 and by.max() < gy
+    assert len(set(zip(bx.tolist(), by.tolist()))) == gx * gy
+
+
+def test_diagonal_order_spreads_concurrent_writes():
+    # The first gx blocks of a square grid write gx different B tile rows (A tile columns)
+    # from gx different A tile rows: no two touch the same tile row or column.
+    bx, by = _transpose.block_order(16, 16, True)
+    assert len(set(bx[:16].tolist())) == 16 and len(set(by[:16].tolist())) == 16
+
+
+def emulate_tiled(a, variant):
+    """NumPy model of transpose_tiled: per-block tile reads/writes with the kernel's bounds."""
+    t = _transpose.VARIANTS[variant]
+    rows, cols = a.shape
+    out = np.full((cols, rows), np.nan, np.float32)
+    gx, gy = -(-cols // t.TILE), -(-rows // t.TILE)
+    for bx, by in zip(*_transpose.block_order(gx, gy, t.DIAG)):
+        r0, c0 = by * t.TILE, bx * t.TILE
+        tile = np.zeros((t.TILE, t.TILE + 1), np.float32)
+        ty, q, tx, p = np.meshgrid(np.arange(t.BY), np.arange(t.TILE // t.BY), np.arange(32),
+                                   np.arange(t.TILE // 32), indexing="ij")
+        tr, tc = (ty + t.BY * q).ravel(), (tx + 32 * p).ravel()
+        ok = (r0 + tr < rows) & (c0 + tc < cols)
+        tile[tr[ok], tc[ok]] = a[r0 + tr[ok], c0 + tc[ok]]
+        ok = (c0 + tr < cols) & (r0 + tc < rows)   # write: B row c0+tr, column r0+tc
+        out[c0 + tr[ok], r0 + tc[ok]] = tile[tc[ok], tr[ok]]
+    return out
+
+
+@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70)])
+def test_tile_model_covers_every_element(variant, shape):
+    a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    np.testing.assert_array_equal(emulate_tiled(a, variant), a.T)
+
+
+def test_kernel_table():
+    for name, t in _transpose.VARIANTS.items():
+        assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
+    assert _transpose.BASELINE in _transpose.VARIANTS
+    assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
+    assert "copy2d" in _transpose.KERNEL_NAMES
+    assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
+    assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
+    assert _transpose.pick_variant(100, 100) == _transpose.SMALL
+
+
+# ---------------------------------------------------------------- GPU
+
+def _rand(rng, shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SIZES)
+@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+def test_transpose_into_variants(cp, rng, shape, variant):
+    a = _rand(rng, shape)
+    dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+    _transpose.transpose_into(cp.asarray(a), dst, variant=variant)
+    np.testing.assert_array_equal(dst.get(), a.T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096), (6000, 1000), (1000, 6000), (2049, 4097)])
+def test_transpose_large(cp, shape):
+    a = cp.random.default_rng(1).standard_normal(shape, dtype=cp.float32)
+    out = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+    _transpose.transpose_into(a, out)
+    assert bool(cp.array_equal(out, a.T))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("s_order", ["C", "F"])
+@pytest.mark.parametrize("d_order", ["C", "F"])
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (9, 1), (33, 65), (97, 40)])
+def test_transpose_into_all_layouts(cp, rng, shape, s_order, d_order):
+    a = _rand(rng, shape)
+    src = cp.asarray(a, order=s_order)
+    dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32, order=d_order)
+    _transpose.transpose_into(src, dst)
+    np.testing.assert_array_equal(dst.get(), a.T)
+
+
+@pytest.mark.gpu
+def test_transpose_into_views_with_leading_dimensions(cp, rng):
+    big = _rand(rng, (150, 170))
+    bigd = cp.asarray(big)
+    out = cp.full((200, 210), cp.nan, dtype=cp.float32)
+    src = bigd[5:102, 3:50]                          # row-major view, ld 170
+    dst = out[7:54, 11:108]                          # row-major view, ld 210
+    _transpose.transpose_into(src, dst)
+    res = out.get()
+    np.testing.assert_array_equal(res[7:54, 11:108], big[5:102, 3:50].T)
+    res[7:54, 11:108] = np.nan
+    assert np.isnan(res).all()                       # nothing written outside the view
+    outf = cp.full((120, 80), cp.nan, dtype=cp.float32, order="F")
+    _transpose.transpose_into(bigd.T[3:50, 5:102], outf[10:107, 20:67])  # column-major views
+    np.testing.assert_array_equal(outf.get()[10:107, 20:67], big[5:102, 3:50])
+    dst2 = cp.full((60, 30), cp.nan, dtype=cp.float32)[::2, ::3]        # no unit stride
+    _transpose.transpose_into(bigd[::4, ::5][:10, :30], dst2)
+    np.testing.assert_array_equal(dst2.get(), big[::4, ::5][:10, :30].T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SIZES)
+def test_public_numpy(rng, shape):
+    a = _rand(rng, shape)
+    res = gpulinalg.transpose(a)
+    assert isinstance(res, np.ndarray) and res.flags.c_contiguous
+    np.testing.assert_array_equal(res, a.T)
+
+
+@pytest.mark.gpu
+def test_public_numpy_orders_views_and_dtypes(rng):
+    big = _rand(rng, (100, 120))
+    for a in (big[::1, 3:50], np.asfortranarray(big), big[::2, ::3], big.T, big[:1, ::2]):
+        np.testing.assert_array_equal(gpulinalg.transpose(a), a.T)
+    h = big.astype(np.float16)
+    np.testing.assert_array_equal(gpulinalg.transpose(h), h.T.astype(np.float32))
+    out = np.full((120, 100), np.nan, np.float32)
+    assert gpulinalg.transpose(big, out=out) is out
+    np.testing.assert_array_equal(out, big.T)
+
+
+@pytest.mark.gpu
+def test_public_cupy(cp, rng):
+    big = _rand(rng, (130, 70))
+    d = cp.asarray(big)
+    for a, ref in ((d, big), (d[::1, 3:50], big[:, 3:50]), (cp.asfortranarray(d), big),
+                   (d[::2, ::3], big[::2, ::3])):
+        res = gpulinalg.transpose(a)
+        assert isinstance(res, cp.ndarray) and res.flags.c_contiguous
+        np.testing.assert_array_equal(res.get(), ref.T)
+    out = cp.full((70, 130), cp.nan, dtype=cp.float32)
+    assert gpulinalg.transpose(d, out=out) is out
+    np.testing.assert_array_equal(out.get(), big.T)
+    outv = cp.full((90, 150), cp.nan, dtype=cp.float32)[5:75, 7:137]   # view with ld 150
+    gpulinalg.transpose(d, out=outv)
+    np.testing.assert_array_equal(outv.get(), big.T)
+    with pytest.raises(TypeError, match="one kind"):
+        gpulinalg.transpose(d, out=np.empty((70, 130), np.float32))
+
+
+@pytest.mark.gpu
+def test_public_torch(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    big = _rand(rng, (65, 97))
+    t = torch.from_numpy(big).cuda()
+    res = gpulinalg.transpose(t)
+    assert isinstance(res, torch.Tensor) and res.is_cuda
+    np.testing.assert_array_equal(res.cpu().numpy(), big.T)
+    np.testing.assert_array_equal(gpulinalg.transpose(t[:, 3:50]).cpu().numpy(), big[:, 3:50].T)
+    out = torch.full((97, 65), float("nan"), device="cuda")
+    assert gpulinalg.transpose(t, out=out) is out
+    np.testing.assert_array_equal(out.cpu().numpy(), big.T)
+    res = gpulinalg.transpose(torch.from_numpy(big))
+    assert isinstance(res, torch.Tensor) and not res.is_cuda
+    np.testing.assert_array_equal(res.numpy(), big.T)
