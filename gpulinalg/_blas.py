@@ -8,18 +8,19 @@ from . import _arrays
 from ._backend import cupy
 from ._kernels import get_kernel
 
-# One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# MINB is the number of resident blocks per SM asked of the register allocator (VEC only).
-Tile = namedtuple("Tile", "BM BN BK TM TN MINB")
+# One source of truth for the tile shapes; the kernels static_assert their consistency.
+# MINB: resident blocks per SM asked of the register allocator.  STAGES = 0 is the
+# register-staged sgemm_tiled kernel (the first tuning step, kept for the progression);
+# STAGES >= 2 is sgemm_pipelined with that many cp.async shared-memory buffers.
+Tile = namedtuple("Tile", "BM BN BK TM TN MINB STAGES")
 VARIANTS = {
-    "128x128x8": Tile(128, 128, 8, 8, 8, 2),
-    "128x128x16": Tile(128, 128, 16, 8, 8, 1),
-    "128x256x8": Tile(128, 256, 8, 8, 16, 1),
-    "256x128x8": Tile(256, 128, 8, 16, 8, 1),
-    "128x64x8": Tile(128, 64, 8, 8, 8, 3),
-    "64x64x16": Tile(64, 64, 16, 4, 4, 4),
-    "128x128x8t128": Tile(128, 128, 8, 16, 8, 2),  # Volkov: fewer threads, bigger tiles
-    "128x64x8t64": Tile(128, 64, 8, 16, 8, 4),
+    "tiled128": Tile(128, 128, 8, 8, 8, 2, 0),
+    "tiled256x128": Tile(256, 128, 8, 16, 8, 1, 0),
+    "pipe64": Tile(64, 64, 16, 4, 4, 4, 3),
+    "pipe128x64": Tile(128, 64, 8, 8, 8, 3, 3),
+    "pipe128": Tile(128, 128, 8, 8, 8, 2, 3),
+    "pipe256x128": Tile(256, 128, 8, 16, 8, 1, 3),
+    "pipe128x256": Tile(128, 256, 8, 8, 16, 1, 3),
 }
 BASELINE = "volkov2008"
 _NUM_SMS_GUESS = 132
@@ -29,25 +30,50 @@ def tile_threads(t):
     return (t.BM // t.TM) * (t.BN // t.TN)
 
 
-def pick_variant(m, n, k):
-    """Tile shape for an m x n x k product: the big tile once it fills the GPU, smaller below."""
-    tiles = lambda t: -(-m // t.BM) * -(-n // t.BN)
-    for name in ("128x128x8", "128x64x8"):
-        if tiles(VARIANTS[name]) >= 2 * _NUM_SMS_GUESS:
+def pick_variant(m, n, k, beta=0.0):
+    """Tile shape for an m x n x k product, from the H100 sweep in docs/performance.md.
+
+    Square and long-k products: the 256x128 register-staged tile once it fills one wave.
+    LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched through
+    shared memory when k is too short to hide the beta*C read.  Small products: smaller tiles.
+    """
+    def waves(name):
+        t = VARIANTS[name]
+        return -(-m // t.BM) * -(-n // t.BN) / _NUM_SMS_GUESS
+
+    if k < 128 and beta != 0.0 and waves("pipe128") >= 2:
+        return "pipe128"
+    if k <= 512 and waves("tiled128") >= 2:
+        return "tiled128"
+    for name in ("tiled256x128", "tiled128", "pipe128x64"):
+        if waves(name) >= 1:
             return name
-    return "64x64x16"
+    return "pipe64"
 
 
-def _tiled_name(t, a_kmajor, b_nmajor, vec):
-    flags = ",".join(str(f).lower() for f in (a_kmajor, b_nmajor, vec))
-    return f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},{flags}>"
+def _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c=False):
+    flags = lambda *fs: ",".join(str(f).lower() for f in fs)
+    if t.STAGES == 0:
+        return (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
+                f"{flags(a_kmajor, b_nmajor, vec)}>")
+    return (f"sgemm_pipelined<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.STAGES},{t.MINB},"
+            f"{flags(a_kmajor, b_nmajor, vec, prefetch_c)}>")
+
+
+def _dynamic_smem(t, prefetch_c):
+    """Bytes of dynamic shared memory sgemm_pipelined needs (mirrors the kernel's carve-up)."""
+    if t.STAGES == 0:
+        return 0
+    floats = t.STAGES * t.BK * (t.BM + 4 + t.BN + 4) + (t.BM * t.BN if prefetch_c else 0)
+    return 4 * floats
 
 
 FAMILY = "sgemm"
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
-KERNEL_NAMES = tuple(_tiled_name(t, am, bn, v) for t in VARIANTS.values()
-                     for am in (True, False) for bn in (True, False) for v in (True, False)) \
-    + ("sgemm_volkov2008",)
+KERNEL_NAMES = tuple(
+    _kernel_name(t, am, bn, v, pc) for t in VARIANTS.values()
+    for am in (True, False) for bn in (True, False) for v in (True, False)
+    for pc in ((False, True) if t.STAGES else (False,))) + ("sgemm_volkov2008",)
 
 
 def _aligned(ptr, ld):
@@ -57,11 +83,15 @@ def _aligned(ptr, ld):
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
     vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
-    kernel = get_kernel(FAMILY, _tiled_name(t, a_kmajor, b_nmajor, vec))
+    prefetch_c = t.STAGES > 0 and beta != 0.0
+    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c))
+    smem = _dynamic_smem(t, prefetch_c)
+    if smem > 48 * 1024 and kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem  # opt in beyond the 48 KiB default
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),
-            b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)))
+            b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
 
 
 def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
@@ -95,7 +125,7 @@ def gemm_into(alpha, a, b, beta, c, variant=None):
     b, (ldb, b_row) = _arrays.as_matrix(b, "b")
     ldc, c_row = c_layout
     if variant is None:
-        variant = pick_variant(m, n, k)
+        variant = pick_variant(m, n, k, beta)
     if c_row:  # row-major C: A row-major is K-major, B row-major is N-major
         args = (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
     else:      # column-major C: compute C^T = B^T A^T, whose operands swap roles and majors

@@ -232,6 +232,212 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// cp.async helpers (sm_80+): global -> shared copies that bypass registers; a source size of 0
+// writes zeros (out-of-range elements of edge tiles).
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_u32(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// Copy 4 consecutive elements src[0..3] of an operand's contiguous dimension (left = elements
+// remaining, ok = the other index is in range) to dst[0], dst[step], dst[2 step], dst[3 step]:
+// step 1 is a straight copy (one 16-byte cp.async when VEC and whole), step > 1 transposes.
+template <bool VEC, int STEP>
+__device__ __forceinline__ void copy4(float* dst, const float* src, const float* safe, bool ok,
+                                      long long left) {
+    if (STEP == 1 && VEC && ok && left >= 4) {
+        cp_async16(dst, src);
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const bool in = ok && left > q;
+        cp_async4(dst + q * STEP, in ? src + q : safe, in);
+    }
+}
+
+// sgemm_pipelined: the same register tiling as sgemm_tiled, fed by a STAGES-deep ring of
+// shared-memory buffers filled with cp.async (no register staging, no transposing STS), with
+// the operand fragments of step k+1 read from shared memory while step k is multiplied, and
+// (PREFETCH_C) the C tile fetched into shared memory at the start so that the beta*C read of
+// a rank-k update overlaps the multiply instead of stalling the epilogue.
+// Dynamic shared memory: STAGES*BK*(BM+4 + BN+4) floats (+ BM*BN with PREFETCH_C).
+template <int BM, int BN, int BK, int TM, int TN, int STAGES, int MINB, bool A_KMAJOR,
+          bool B_NMAJOR, bool VEC, bool PREFETCH_C>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB)
+sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
+                const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
+                long long ldc)
+{
+    constexpr int THREADS = (BM / TM) * (BN / TN);
+    constexpr int TX = BN / TN;
+    constexpr int SM_ = TM / 4, SN = TN / 4;
+    constexpr int STRIDE_M = BM / SM_, STRIDE_N = BN / SN;
+    constexpr int LDA_S = BM + 4, LDB_S = BN + 4;
+    constexpr int A_STAGE = BK * LDA_S, B_STAGE = BK * LDB_S;
+    constexpr int A_LOADS = BM * BK / (4 * THREADS), B_LOADS = BN * BK / (4 * THREADS);
+    static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tile is made of 4x4 sub-blocks");
+    static_assert(BM % TM == 0 && BN % TN == 0, "tile must divide evenly among threads");
+    static_assert(A_LOADS >= 1 && B_LOADS >= 1 && A_LOADS * 4 * THREADS == BM * BK &&
+                  B_LOADS * 4 * THREADS == BN * BK, "loads must cover the slice exactly");
+    static_assert(BK % 4 == 0 && STAGES >= 2, "BK in float4 groups, at least double buffering");
+
+    extern __shared__ __align__(16) float smem[];
+    float* As = smem;                         // [STAGES][BK][LDA_S]
+    float* Bs = smem + STAGES * A_STAGE;      // [STAGES][BK][LDB_S]
+    float* Cs = Bs + STAGES * B_STAGE;        // [BM][BN] (PREFETCH_C)
+
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int pid = blockIdx.x;
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = (pid / per_group) * GROUP_M;
+    const int group_rows = min(tiles_m - first_m, GROUP_M);
+    const int tile_m = first_m + (pid % per_group) % group_rows;
+    const int tile_n = (pid % per_group) / group_rows;
+    const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
+    const int tid = threadIdx.x;
+    const int tx = tid % TX, ty = tid / TX;
+    const bool read_c = PREFETCH_C && beta != 0.0f;
+
+    // Issue the copies of k-slice kt into ring buffer buf.
+    auto issue = [&](int kt, int buf) {
+        const long long k0 = (long long)kt * BK;
+        float* as = As + buf * A_STAGE;
+        float* bs = Bs + buf * B_STAGE;
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            const int r = A_KMAJOR ? e / BK : e % BM;
+            const int k = A_KMAJOR ? e % BK : e / BM;
+            const long long gi = row0 + r, gk = k0 + k;
+            const float* src = A + a_offset<A_KMAJOR>(gi, gk, lda);
+            if (A_KMAJOR)  // 4 k values of row r -> column r of the k-major buffer
+                copy4<VEC, LDA_S>(as + k * LDA_S + r, src, A, gi < M, K - gk);
+            else
+                copy4<VEC, 1>(as + k * LDA_S + r, src, A, gk < K, M - gi);
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int e = (tid + l * THREADS) * 4;
+            const int c = B_NMAJOR ? e % BN : e / BK;
+            const int k = B_NMAJOR ? e / BN : e % BK;
+            const long long gj = col0 + c, gk = k0 + k;
+            const float* src = B + a_offset<!B_NMAJOR>(gj, gk, ldb);
+            if (B_NMAJOR)
+                copy4<VEC, 1>(bs + k * LDB_S + c, src, B, gk < K, N - gj);
+            else  // 4 k values of column c
+                copy4<VEC, LDB_S>(bs + k * LDB_S + c, src, B, gj < N, K - gk);
+        }
+    };
+
+    if (read_c) {  // the whole C tile, as its own (first) group of copies
+        for (int e = tid * 4; e < BM * BN; e += THREADS * 4) {
+            const int r = e / BN, c = e % BN;
+            const long long gi = row0 + r, gj = col0 + c;
+            copy4<VEC, 1>(Cs + e, C + gi * ldc + gj, C, gi < M, N - gj);
+        }
+    }
+    cp_async_commit();
+
+    const int ktiles = (K + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ktiles) issue(s, s);
+        cp_async_commit();
+    }
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    int buf = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        cp_async_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
+        __syncthreads();              // ... everyone's, and slice kt-1's buffer is free
+        {
+            const int nk = kt + STAGES - 1;
+            int nbuf = buf + STAGES - 1;
+            if (nbuf >= STAGES) nbuf -= STAGES;
+            if (nk < ktiles) issue(nk, nbuf);
+            cp_async_commit();
+        }
+        const float* as = As + buf * A_STAGE;
+        const float* bs = Bs + buf * B_STAGE;
+        float a[2][TM], b[2][TN];
+        auto fragments = [&](int k, float* fa, float* fb) {
+#pragma unroll
+            for (int s = 0; s < SM_; ++s) {
+                const float4 t = *reinterpret_cast<const float4*>(as + k * LDA_S + s * STRIDE_M + ty * 4);
+                fa[4 * s + 0] = t.x; fa[4 * s + 1] = t.y; fa[4 * s + 2] = t.z; fa[4 * s + 3] = t.w;
+            }
+#pragma unroll
+            for (int s = 0; s < SN; ++s) {
+                const float4 t = *reinterpret_cast<const float4*>(bs + k * LDB_S + s * STRIDE_N + tx * 4);
+                fb[4 * s + 0] = t.x; fb[4 * s + 1] = t.y; fb[4 * s + 2] = t.z; fb[4 * s + 3] = t.w;
+            }
+        };
+        fragments(0, a[0], b[0]);
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            if (k + 1 < BK) fragments(k + 1, a[(k + 1) & 1], b[(k + 1) & 1]);
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[k & 1][i], b[k & 1][j], acc[i][j]);
+        }
+        if (++buf == STAGES) buf = 0;
+    }
+    cp_async_wait<0>();
+    if (read_c) __syncthreads();  // C tile copied by other threads is visible
+
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = (i / 4) * STRIDE_M + ty * 4 + (i % 4);
+        const long long gi = row0 + r;
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int s = 0; s < SN; ++s) {
+            const int c = s * STRIDE_N + tx * 4;
+            const long long gj = col0 + c;
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = alpha * acc[i][4 * s + q];
+            if (beta != 0.0f) {
+                float old[4];
+                if (read_c) {
+                    const float4 t = *reinterpret_cast<const float4*>(Cs + r * BN + c);
+                    old[0] = t.x; old[1] = t.y; old[2] = t.z; old[3] = t.w;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) old[q] = gj + q < N ? crow[gj + q] : 0.0f;
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) v[q] = fmaf(beta, old[q], v[q]);
+            }
+            if (VEC && gj + 3 < N) {
+                *reinterpret_cast<float4*>(crow + gj) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (gj + q < N) crow[gj + q] = v[q];
+            }
+        }
+    }
+}
+
 // Volkov & Demmel (2008) sgemmNN, column-major in its own terms: Cc (Mc x Nc, ldc) =
 // alpha*Ac*Bc + beta*Cc with Ac Mc x Kc (lda), Bc Kc x Nc (ldb).  Block: 64 threads, a 64x16
 // tile of Cc; thread t owns row t of the tile (16 values in registers); Ac read from global

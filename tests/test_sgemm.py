@@ -79,8 +79,9 @@ def test_every_variant_divides_its_tile():
         threads = _blas.tile_threads(t)
         assert threads % 32 == 0 and threads <= 1024
         assert (t.BM * t.BK) % (4 * threads) == 0 and (t.BN * t.BK) % (4 * threads) == 0
-    for m, n, k in [(1, 1, 1), (16384, 16384, 64), (300, 100000, 5)]:
-        assert _blas.pick_variant(m, n, k) in _blas.VARIANTS
+    for m, n, k in [(1, 1, 1), (16384, 16384, 64), (300, 100000, 5), (8192, 8192, 8192)]:
+        for beta in (0.0, 1.0):
+            assert _blas.pick_variant(m, n, k, beta) in _blas.VARIANTS
 
 
 # ---------------------------------------------------------------- GPU: the kernels
@@ -112,7 +113,7 @@ def test_variants_edges_and_accuracy(cp, rng, variant, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["128x128x8", "64x64x16"])
+@pytest.mark.parametrize("variant", ["tiled128", "pipe128", "pipe256x128", "pipe64"])
 @pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFF", "CCF", "FCF"])
 @pytest.mark.parametrize("vec", [True, False])
 def test_memory_orders_and_alignment(cp, rng, variant, orders, vec):

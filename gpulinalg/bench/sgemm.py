@@ -45,7 +45,7 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True):
         except ValueError:  # the baseline's divisibility rules
             ms, tf = None, None
         row[f"{v}_ms"], row[f"{v}_tflops"] = ms, tf
-    auto = _blas.pick_variant(m, n, k)
+    auto = _blas.pick_variant(m, n, k, beta)
     row["variant"] = auto
     row["ms"], row["tflops"] = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c))
     row["ratio"] = row["tflops"] / row["cublas_tflops"]
