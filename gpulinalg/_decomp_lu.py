@@ -408,6 +408,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _o
     piv_h = _host_pivots(piv)
     if piv_h.shape != (n,):
         raise ValueError(f"piv must have shape ({n},), got {piv_h.shape}")
+    if n and (piv_h.min() < 0 or piv_h.max() >= n):  # the laswp kernel trusts its pivots
+        raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
     if kind in ("numpy", "torch_cpu"):
         bh = _arrays.host_view(b, "b")
         if check_finite and not np.isfinite(bh).all():

@@ -1,0 +1,455 @@
+"""LU: the driver with the NumPy device steps and the public API's validation (CPU); the
+real kernels through the public API (GPU)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import gpulinalg
+from gpulinalg import _decomp_lu
+from gpulinalg._lu import CpuPanel, getrf, unit_lower_inverse
+from gpulinalg._lu_ops import NumpyOps, laswp_host
+
+EPS = np.finfo(np.float32).eps
+
+
+# ---------------------------------------------------------------- helpers
+
+def factors(lu, piv):
+    """(perm, L, U) in float64: (L U)[i] = A[perm[i]]."""
+    lu = np.asarray(lu, dtype=np.float64)
+    m, n = lu.shape
+    k = min(m, n)
+    L = np.tril(lu[:, :k], -1) + np.eye(m, k)
+    U = np.triu(lu[:k, :])
+    return laswp_host(np.arange(m), np.asarray(piv)), L, U
+
+
+def backward_error(a, lu, piv):
+    """||PA - LU||_F / (||A||_F n eps), products in float64."""
+    a = np.asarray(a, dtype=np.float64)
+    perm, L, U = factors(lu, piv)
+    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * EPS
+    return np.linalg.norm(a[perm] - L @ U) / scale
+
+
+def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None):
+    A = np.array(a, dtype=np.float32, order="C")
+    ops = NumpyOps(A, nb)
+    piv, info = getrf(ops, CpuPanel(), nb, lookahead, inv_threshold, timeline)
+    return A, piv, info, ops
+
+
+def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True):
+    a = np.asarray(a, dtype=np.float32)
+    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_lu, ref_piv = sl.lu_factor(a)
+    if same_pivots:
+        np.testing.assert_array_equal(piv, ref_piv)
+    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
+    assert ours <= 2 * ref + 1e-3, (ours, ref)
+    return lu, piv, info
+
+
+def wilkinson(n):
+    """Pivot growth 2^(n-1) under partial pivoting."""
+    a = np.tril(-np.ones((n, n)), -1) + np.eye(n)
+    a[:, -1] = 1
+    return a.astype(np.float32)
+
+
+def with_cond(rng, n, cond):
+    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return ((u * np.logspace(0, -np.log10(cond), n)) @ v.T).astype(np.float32)
+
+
+# ---------------------------------------------------------------- CPU: the driver (NumpyOps)
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 7), (8, 8), (9, 9), (15, 15), (17, 17), (31, 31),
+                                   (53, 53), (97, 97), (61, 23), (23, 61), (100, 8), (8, 100),
+                                   (2, 1), (1, 3)])
+@pytest.mark.parametrize("lookahead", [0, 1])
+def test_driver_matches_sgetrf(rng, shape, lookahead):
+    a = rng.standard_normal(shape).astype(np.float32)
+    check_against_scipy(a, nb=8, lookahead=lookahead)
+
+
+@pytest.mark.parametrize("nb", [1, 3, 16, 128])
+def test_driver_block_sizes(rng, nb):
+    check_against_scipy(rng.standard_normal((67, 67)), nb=nb)
+
+
+@pytest.mark.parametrize("threshold", [0.0, np.inf])
+@pytest.mark.parametrize("shape", [(64, 64), (70, 45), (45, 70)])
+def test_inverse_and_solve_paths(rng, threshold, shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    tl = []
+    lu, piv, info, _ = run_driver(a, 8, inv_threshold=threshold, timeline=tl)
+    used = {r["use_inverse"] for r in tl[0]["steps"]}
+    assert used == {threshold == np.inf}
+    check_against_scipy(a, nb=8, inv_threshold=threshold)
+
+
+def test_inverse_threshold_is_per_panel(rng):
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    tl = []
+    run_driver(a, 16, timeline=tl)
+    norms = [r["linv_norm"] for r in tl[0]["steps"]]
+    mid = float(np.median(norms))
+    tl2 = []
+    run_driver(a, 16, inv_threshold=mid, timeline=tl2)
+    flags = [r["use_inverse"] for r in tl2[0]["steps"]]
+    assert flags == [nrm < mid for nrm in norms]
+    check_against_scipy(a, nb=16, inv_threshold=mid)
+
+
+def test_unit_lower_inverse():
+    l = np.array([[5, 9, 9], [0.5, 7, 9], [0.25, -0.5, 3]], np.float32, order="F")
+    inv, use, norm = unit_lower_inverse(l, 1e3)
+    ref = np.linalg.inv(np.tril(l, -1) + np.eye(3))
+    np.testing.assert_allclose(inv, ref, rtol=1e-6)
+    assert use and norm == pytest.approx(np.abs(ref).sum(axis=1).max())
+    assert not unit_lower_inverse(l, 1.0)[1]
+
+
+def test_wilkinson_growth():
+    a = wilkinson(40)
+    lu, piv, info = check_against_scipy(a, nb=8)
+    assert abs(lu[-1, -1]) == 2.0 ** 39  # pivot growth 2^(n-1), exact in float32
+
+
+@pytest.mark.parametrize("threshold", [1e3, 0.0, np.inf])
+def test_ill_conditioned(rng, threshold):
+    check_against_scipy(with_cond(rng, 80, 1e6), nb=8, inv_threshold=threshold)
+
+
+def test_rank_deficient(rng):
+    a = (rng.standard_normal((72, 20)) @ rng.standard_normal((20, 72))).astype(np.float32)
+    check_against_scipy(a, nb=8, same_pivots=False)
+
+
+def test_exactly_singular_reports_first_zero():
+    a = np.arange(1, 10, dtype=np.float32).reshape(3, 3)
+    a[:, 1] = 0
+    lu, piv, info, _ = run_driver(a, 2)
+    assert info == sl.lapack.sgetrf(a)[2] == 2
+    a = np.zeros((20, 20), np.float32)
+    assert run_driver(a, 8)[2] == 1
+
+
+def test_lookahead_order_in_log(rng):
+    """Panel s+1 reaches the host before the rest of step s's trailing update runs."""
+    _, _, _, ops = run_driver(rng.standard_normal((48, 48)), 8, lookahead=1)
+    log = ops.log
+    for s in range(4):
+        assert log.index(("host", "getrf", s + 1)) < log.index(("update", "update_rest", s))
+        assert log.index(("update", "update_next", s)) < log.index(("panel", "d2h", s + 1))
+    _, _, _, ops = run_driver(rng.standard_normal((48, 48)), 8, lookahead=0)
+    for s in range(5):
+        assert ops.log.index(("update", "update", s)) < ops.log.index(("host", "getrf", s + 1))
+
+
+def test_timeline_fields(rng):
+    tl = []
+    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl)
+    t = tl[0]
+    assert len(t["steps"]) == 5 and t["backend"] == "NumpyOps"
+    for key in ("wall_ms", "host_panel_ms", "gpu_ms", "update_ms", "transfer_ms"):
+        assert t[key] >= 0
+
+
+def test_stream_emulation_order():
+    """NumpyOps runs a stream only up to the awaited event, honouring cross-stream waits."""
+    ops = NumpyOps(np.eye(4, dtype=np.float32), 2)
+    ops._enqueue("panel", "p0", 0, lambda: None)
+    tok = ops.record("panel")
+    ops.wait("update", tok)
+    ops._enqueue("update", "u0", 0, lambda: None)
+    ops._enqueue("panel", "p1", 1, lambda: None)
+    ops.host_sync(ops.record("update"))
+    assert ops.log == [("panel", "p0", 0), ("update", "u0", 0)]
+
+
+# ---------------------------------------------------------------- CPU: public API
+
+def test_public_names():
+    for name in ("lu", "lu_factor", "lu_solve"):
+        assert hasattr(gpulinalg, name)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (1, 1), (9, 9), (13, 6), (6, 13)])
+@pytest.mark.parametrize("kw", [{}, {"permute_l": True}, {"p_indices": True}])
+def test_lu_parity_host_backend(rng, shape, kw):
+    a = rng.standard_normal(shape).astype(np.float32)
+    ours = gpulinalg.lu(a, block_size=4, _ops="numpy", **kw)
+    ref = sl.lu(a, **kw)
+    assert len(ours) == len(ref)
+    for x, y in zip(ours, ref):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_allclose(x, y, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (1, 1), (9, 9), (13, 6), (6, 13)])
+def test_lu_factor_parity_host_backend(rng, shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(np.asfortranarray(a), block_size=4, _ops="numpy")
+    ref_lu, ref_piv = sl.lu_factor(a)
+    assert lu.shape == ref_lu.shape and piv.dtype == np.int32
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_allclose(lu, ref_lu, atol=1e-5)
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("bshape", [(11,), (11, 3), (11, 0)])
+def test_lu_solve_host_backend(rng, trans, bshape):
+    a = rng.standard_normal((11, 11)).astype(np.float32)
+    b = rng.standard_normal(bshape).astype(np.float32)
+    x = gpulinalg.lu_solve(gpulinalg.lu_factor(a, block_size=4, _ops="numpy"), b, trans=trans,
+                           _ops="numpy")
+    ref = sl.lu_solve(sl.lu_factor(a), b, trans=trans)
+    assert x.shape == ref.shape
+    np.testing.assert_allclose(x, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_singular_warning_host_backend():
+    a = np.ones((4, 4), np.float32)
+    with pytest.warns(sl.LinAlgWarning, match=r"^Diagonal number 2 is exactly zero\. "
+                                               r"Singular matrix\.$"):
+        lu, piv = gpulinalg.lu_factor(a, _ops="numpy")
+    assert lu.shape == (4, 4)
+
+
+def test_input_not_modified_host_backend(rng):
+    a = rng.standard_normal((20, 20)).astype(np.float32)
+    a0 = a.copy()
+    gpulinalg.lu_factor(a, block_size=4, _ops="numpy")
+    np.testing.assert_array_equal(a, a0)
+
+
+# Validation happens before the GPU is touched: these pass without CUDA.
+@pytest.mark.parametrize("bad", [np.ones(3, np.float32), np.ones((2, 2, 2), np.float32)])
+def test_rejects_non_2d(bad):
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.lu_factor(bad)
+    with pytest.raises(ValueError, match="2-D"):
+        gpulinalg.lu(bad)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int64])
+def test_rejects_lossy_dtype(dtype):
+    with pytest.raises(TypeError, match="float32"):
+        gpulinalg.lu_factor(np.eye(3, dtype=dtype))
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_rejects_non_finite(value):
+    a = np.eye(3, dtype=np.float32)
+    a[1, 2] = value
+    with pytest.raises(ValueError, match="^array must not contain infs or NaNs$"):
+        gpulinalg.lu_factor(a)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu(a)
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu_solve((np.eye(3, dtype=np.float32), np.arange(3, dtype=np.int32)),
+                           a[:, 2])
+
+
+def test_panel_and_option_validation():
+    a = np.eye(3, dtype=np.float32)
+    with pytest.raises(NotImplementedError, match="gpu"):
+        gpulinalg.lu_factor(a, panel="gpu")
+    for kw in ({"panel": "tpu"}, {"block_size": 0}, {"block_size": 2.5}, {"lookahead": 2}):
+        with pytest.raises(ValueError):
+            gpulinalg.lu_factor(a, **kw)
+
+
+def test_lu_solve_validation():
+    lu, piv = np.eye(3, dtype=np.float32), np.arange(3, dtype=np.int32)
+    with pytest.raises(ValueError, match="incompatible"):
+        gpulinalg.lu_solve((lu, piv), np.ones(4, np.float32))
+    with pytest.raises(ValueError, match="trans"):
+        gpulinalg.lu_solve((lu, piv), np.ones(3, np.float32), trans=3)
+    with pytest.raises(ValueError, match="piv"):
+        gpulinalg.lu_solve((lu, piv + 5), np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="float32"):
+        gpulinalg.lu_solve((lu, piv), np.ones(3))
+
+
+@pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
+def test_clear_error_without_gpu():
+    with pytest.raises(gpulinalg.CudaUnavailableError):
+        gpulinalg.lu_factor(np.eye(3, dtype=np.float32))
+
+
+# ---------------------------------------------------------------- GPU: the real kernels
+
+GPU_SIZES = [0, 1, 127, 129, 257, 1000, 1031, 2049]
+
+
+def _np(x):
+    if hasattr(x, "get"):
+        return x.get()
+    if type(x).__module__.startswith("torch"):
+        return x.cpu().numpy()
+    return np.asarray(x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", GPU_SIZES)
+def test_gpu_lu_factor_square(rng, n):
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(a)
+    assert isinstance(lu, np.ndarray) and lu.shape == (n, n) and piv.dtype == np.int32
+    if n == 0:
+        return
+    ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 300), (300, 1000), (1031, 129), (129, 1031),
+                                   (4096, 512), (1, 7), (7, 1)])
+def test_gpu_rectangular(rng, shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(a)
+    ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("threshold", [0.0, np.inf])
+@pytest.mark.parametrize("lookahead", [0, 1])
+def test_gpu_paths(rng, threshold, lookahead):
+    a = rng.standard_normal((1031, 1031)).astype(np.float32)
+    tl = []
+    lu, piv = gpulinalg.lu_factor(a, block_size=64, lookahead=lookahead,
+                                  _inv_threshold=threshold, _timeline=tl)
+    assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
+    ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["wilkinson", "cond1e6", "rank_deficient"])
+def test_gpu_hard_matrices(rng, kind):
+    n = 300
+    a = {"wilkinson": lambda: wilkinson(n),
+         "cond1e6": lambda: with_cond(rng, n, 1e6),
+         "rank_deficient": lambda: (rng.standard_normal((n, 40)) @ rng.standard_normal(
+             (40, n))).astype(np.float32)}[kind]()
+    lu, piv = gpulinalg.lu_factor(a, block_size=32)
+    ref_lu, ref_piv = sl.lu_factor(a)
+    assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+def test_gpu_singular_warning():
+    a = np.ones((200, 200), np.float32)
+    with pytest.warns(sl.LinAlgWarning, match="Diagonal number 2 is exactly zero"):
+        lu, piv = gpulinalg.lu_factor(a, block_size=32)
+    assert lu.shape == (200, 200)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("order", ["C", "F", "strided"])
+def test_gpu_cupy_layouts_and_no_modification(cp, rng, order):
+    h = rng.standard_normal((600, 1000)).astype(np.float32)
+    if order == "strided":
+        d = cp.asarray(h)[:, ::2][:, :300]
+        h = h[:, ::2][:, :300]
+    else:
+        d = cp.asarray(np.asarray(h, order=order))
+    d0 = d.copy()
+    lu, piv = gpulinalg.lu_factor(d)
+    assert isinstance(lu, cp.ndarray) and isinstance(piv, cp.ndarray)
+    assert bool((d == d0).all())
+    ref_lu, ref_piv = sl.lu_factor(h)
+    np.testing.assert_array_equal(_np(piv), ref_piv)
+    assert backward_error(h, _np(lu), _np(piv)) <= 2 * backward_error(h, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+def test_gpu_overwrite_in_place(cp, rng):
+    h = rng.standard_normal((513, 513)).astype(np.float32)
+    d = cp.asarray(h)
+    lu, piv = gpulinalg.lu_factor(d, overwrite_a=True)
+    assert lu.data.ptr == d.data.ptr
+    h2 = np.asfortranarray(h)
+    lu2, _ = gpulinalg.lu_factor(h2, overwrite_a=True)  # NumPy input: never modified
+    np.testing.assert_array_equal(h2, h)
+    np.testing.assert_allclose(_np(lu), lu2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_torch(rng):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA torch")
+    h = rng.standard_normal((700, 700)).astype(np.float32)
+    t = torch.from_numpy(h).cuda()
+    lu, piv = gpulinalg.lu_factor(t)
+    assert isinstance(lu, torch.Tensor) and lu.is_cuda
+    ref_lu, ref_piv = sl.lu_factor(h)
+    np.testing.assert_array_equal(_np(piv), ref_piv)
+    assert backward_error(h, _np(lu), _np(piv)) <= 2 * backward_error(h, ref_lu, ref_piv) + 1e-3
+    np.testing.assert_array_equal(t.cpu().numpy(), h)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(257, 257), (300, 1031), (1031, 300), (1, 1), (0, 5)])
+@pytest.mark.parametrize("kw", [{}, {"permute_l": True}, {"p_indices": True}])
+def test_gpu_lu_parity(rng, shape, kw):
+    a = rng.standard_normal(shape).astype(np.float32)
+    ours, ref = gpulinalg.lu(a, **kw), sl.lu(a, **kw)
+    for x, y in zip(ours, ref):
+        assert x.shape == y.shape and x.dtype == y.dtype
+        np.testing.assert_allclose(x, y, atol=2e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("nrhs", [None, 1, 7])
+def test_gpu_lu_solve(cp, rng, trans, nrhs):
+    n = 1031
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n,) if nrhs is None else (n, nrhs)).astype(np.float32)
+    f = gpulinalg.lu_factor(a)
+    x = gpulinalg.lu_solve(f, b, trans=trans)
+    assert x.shape == b.shape and isinstance(x, np.ndarray)
+    op = a.T if trans else a
+
+    def resid(x):
+        x = np.asarray(x, np.float64).reshape(n, -1)
+        r = op.astype(np.float64) @ x - b.reshape(n, -1)
+        return np.linalg.norm(r) / (np.linalg.norm(a) * np.linalg.norm(x) * n * EPS)
+    ref = sl.lu_solve(sl.lu_factor(a), b, trans=trans)
+    assert resid(x) <= 2 * resid(ref) + 1e-3
+    xd = gpulinalg.lu_solve((cp.asarray(f[0]), cp.asarray(f[1])), cp.asarray(b), trans=trans)
+    assert isinstance(xd, cp.ndarray)
+    np.testing.assert_allclose(_np(xd), x, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_memory_error_message(cp):
+    free = cp.cuda.Device().mem_info[1]
+    n = int((free / 4) ** 0.5) + 1024
+    with pytest.raises(MemoryError, match="GiB"):
+        _decomp_lu._check_memory(cp, n, n, 256, copy_matrix=True)
+
+
+@pytest.mark.gpu
+def test_gpu_timeline(rng):
+    a = rng.standard_normal((2048, 2048)).astype(np.float32)
+    tl = []
+    gpulinalg.lu_factor(a, _timeline=tl)
+    t = tl[0]
+    assert t["backend"] == "CupyOps" and len(t["steps"]) == 2048 // 128
+    assert t["gpu_ms"] > 0 and t["host_panel_ms"] > 0 and t["wall_ms"] > 0
