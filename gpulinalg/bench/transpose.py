@@ -9,7 +9,6 @@ against a.T on the device.
 
 import argparse
 
-
 from . import common
 
 DEFAULT_SIZES = "1000,2000,4000,4096,6000x10000,8000,8192,12288,16384"
