@@ -135,7 +135,9 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             A = cp.empty((m, n), dtype=np.float32)
             transpose_into(src.T, A)
         else:
-            A = cp.ascontiguousarray(src, dtype=np.float32)  # other strides: one copy
+            # Other strides (or C-order without permission to overwrite): one explicit copy;
+            # ascontiguousarray would hand back the caller's C-contiguous array itself.
+            A = cp.array(src, dtype=np.float32, order="C", copy=True)
     if k == 0:
         return kind, cp, A, np.zeros(0, np.int32), 0
     piv, info = getrf(CupyOps(A, nb), _panel_object(panel_name), nb, lookahead,

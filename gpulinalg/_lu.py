@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
-# The norm is the infinity norm (max absolute row sum) of L11^{-1}.  The forward error of the
-# product grows with ||L11^{-1}|| ||L11||, against ||L11^{-1}||... for the triangular solve; with
-# partial pivoting |L11| <= 1, so this threshold caps the extra error factor at about 1e3 / jb
-# per panel -- random and moderately ill-conditioned matrices stay far below it (typical norms
-# are 2..50 for nb = 128), adversarial ones fall back to the triangular solve.
+# Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The
+# error of the product exceeds that of a triangular solve by at most a factor of order
+# ||L11^{-1}||_inf (|l_ij| <= 1 under partial pivoting), so 1e3 bounds the extra error per
+# panel.  Measured at nb = 128 (n = 1024): random normal and cond-1e6 matrices give norms of
+# 49..101 and take the fast path; larger norms (e.g. adversarial panels) use the solve.
 INV_THRESHOLD = 1e3
 
 

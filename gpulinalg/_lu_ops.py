@@ -29,6 +29,7 @@ from ._backend import cupy
 
 F32 = np.float32
 I32 = np.int32
+_H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost (CUDA runtime enum)
 
 
 def workspace_bytes(m, n, nb):
@@ -116,8 +117,7 @@ class CupyOps:
         with self.streams["panel"]:
             # Layout: the row-major panel's transpose is the column-major panel LAPACK wants.
             self._transpose(self.a[j0:, j0:j1], t)
-            self._copy(self.host_panel.ctypes.data, t.data.ptr, 4 * jb * mp,
-                       self._cp.cuda.runtime.memcpyDeviceToHost)
+            self._copy(self.host_panel.ctypes.data, t.data.ptr, 4 * jb * mp, _D2H)
 
     def host_panel_view(self, j0, j1):
         """The staged panel as an F-ordered (m-j0) x jb view of the pinned buffer (no copy)."""
@@ -128,7 +128,7 @@ class CupyOps:
         """Copy the factored panel, its pivots and L11^{-1} back; transpose the panel into place."""
         mp, jb = self.shape[0] - j0, j1 - j0
         t = self.T[:jb * mp].reshape(jb, mp)
-        h2d = self._cp.cuda.runtime.memcpyHostToDevice
+        h2d = _H2D
         with self.streams["panel"]:
             self._copy(t.data.ptr, self.host_panel.ctypes.data, 4 * jb * mp, h2d)
             # Layout: column-major panel (= row-major jb x mp) back to the row-major matrix.
