@@ -23,16 +23,17 @@ def cublas_gemm(cp, a, b, c, alpha, beta):
     return cupy.cublas.gemm("N", "N", a, b, out=c, alpha=alpha, beta=beta)
 
 
-def measure(m, n, k, update, variants, repeat, seed=0, check=True):
+def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=False):
     import cupy as cp
     from .. import _blas
-    a = common.random_matrix((m, k), seed)
+    # a_colmajor: A given as the transpose of a row-major k x m buffer (the LU's panel layout)
+    a = common.random_matrix((k, m), seed).T if a_colmajor else common.random_matrix((m, k), seed)
     b = common.random_matrix((k, n), seed + 1)
     c0 = common.random_matrix((m, n), seed + 2) if update else None
     alpha, beta = (-1.0, 1.0) if update else (1.0, 0.0)
     c = c0.copy() if update else cp.empty((m, n), dtype=cp.float32)
     flops = 2.0 * m * n * k
-    row = {"m": m, "n": n, "k": k, "op": "C-=AB" if update else "C=AB"}
+    row = {"m": m, "n": n, "k": k, "op": ("C-=AB" if update else "C=AB") + ("'" if a_colmajor else "")}
 
     def rate(fn):
         ms = common.time_gpu(fn, repeat=repeat)
@@ -69,7 +70,7 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, op in zip(axes, ("C=AB", "C-=AB")):
+    for ax, op in zip(axes, ("C=AB", "C-=AB")):  # A column-major rows (op "C-=AB'") not plotted
         sel = [r for r in rows if r["op"] == op]
         x = [r["n"] if op == "C=AB" else r["k"] for r in sel]
         ax.plot(x, [r["tflops"] for r in sel], "o-", label="gpulinalg")
@@ -94,6 +95,8 @@ def main(argv=None):
     p.add_argument("--rank-k", default=",".join(map(str, RANK_K)),
                    help="k list for 16384 x k x 16384 updates ('' for none)")
     p.add_argument("--update-n", type=int, default=16384)
+    p.add_argument("--a-colmajor", action="store_true",
+                   help="also time the rank-k updates with A column-major (rows marked C-=AB')")
     p.add_argument("--variants", default="volkov2008",
                    help="extra kernel variants to time ('all' for every tile shape)")
     p.add_argument("--repeat", type=int, default=10)
@@ -115,8 +118,10 @@ def main(argv=None):
         progress(rows[-1])
     for k in common.parse_sizes(args.rank_k):
         nn = args.update_n
-        rows.append(measure(nn, nn, k, True, variants, args.repeat, check=not args.no_check))
-        progress(rows[-1])
+        for colmajor in ((False, True) if args.a_colmajor else (False,)):
+            rows.append(measure(nn, nn, k, True, variants, args.repeat,
+                                check=not args.no_check, a_colmajor=colmajor))
+            progress(rows[-1])
     print()
     print_rows(rows, variants)
     common.write_json(args.json, "sgemm", rows, {"variants": variants})
