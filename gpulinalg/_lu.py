@@ -26,10 +26,13 @@ import numpy as np
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
 # Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The
-# error of the product exceeds that of a triangular solve by at most a factor of order
-# ||L11^{-1}||_inf (|l_ij| <= 1 under partial pivoting), so 1e3 bounds the extra error per
-# panel.  Measured at nb = 128 (n = 1024): random normal and cond-1e6 matrices give norms of
-# 49..101 and take the fast path; larger norms (e.g. adversarial panels) use the solve.
+# residual A12 - L11 X of X = fl(inv(L11) A12) exceeds a triangular solve's by a factor of order
+# ||L11||*||L11^{-1}|| (|l_ij| <= 1 under partial pivoting).  Measured at nb = 128: random
+# normal and cond-1e6 matrices give ||L11^{-1}|| of 49..101, and the plain product left
+# ||PA - LU|| 3-4x SciPy's (H100, 2026-11-21).  So the product is followed by one step of
+# refinement, U12 = X + inv(L11) (A12 - L11 X), two more SGEMMs of inner size nb (a fraction
+# 2 nb / (m - j0) of the step's flops), which brings the residual to the solve's order as long
+# as ||L11^{-1}|| stays below the threshold; above it the driver uses the triangular solve.
 INV_THRESHOLD = 1e3
 
 
@@ -86,8 +89,10 @@ class CpuPanel:
         # panel's first row j0 -- exactly what laswp takes on the view a[j0:, :].
         ops.host_piv[j0:j1] = ipiv[:jb]
         linv, use_inverse, norm = unit_lower_inverse(panel[:jb, :jb], inv_threshold)
-        if use_inverse:
-            ops.host_linv[:jb * jb] = linv.ravel()  # row-major, as gemm_into reads it
+        if use_inverse:  # row-major jb x jb, as gemm_into reads them: L11^{-1}, then L11
+            ops.host_linv[0, :jb * jb] = linv.ravel()
+            l11 = np.tril(panel[:jb, :jb], -1) + np.eye(jb, dtype=np.float32)
+            ops.host_linv[1, :jb * jb] = l11.ravel()
         t1 = time.perf_counter()
         recv_start = ops.record("panel")
         ops.panel_to_device(step, j0, j1, use_inverse)

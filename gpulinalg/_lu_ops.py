@@ -17,7 +17,8 @@ Shared conventions (both backends):
 - pivots on the "device" are 0-based and relative to the top row ``j0`` of their panel (what
   ``laswp_inplace`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
 - host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
-  (L11^{-1} row-major, nb*nb), ``host_piv`` (k int32); the panel writes them, the ops copy them.
+  (L11^{-1} and the unit lower L11, each row-major nb*nb, for the refined product), ``host_piv``
+  (k int32); the panel writes them, the ops copy them.
 """
 
 import collections
@@ -35,7 +36,7 @@ _H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost (CUDA runtim
 def workspace_bytes(m, n, nb):
     """Device bytes CupyOps allocates besides the matrix (plus room for the trsm temporaries)."""
     k = min(m, n)
-    return 4 * (nb * m + nb * n + 2 * nb * nb + k) + 2 * 4 * nb * n
+    return 4 * (nb * m + nb * n + 4 * nb * nb + k) + 2 * 4 * nb * n
 
 
 def laswp_host(v, piv, inverse=False):
@@ -79,11 +80,13 @@ class CupyOps:
         # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, the pivots.
         self.T = cp.empty(max(nb * m, 1), dtype=F32)
         self.W = cp.empty((nb, max(n, 1)), dtype=F32)
-        self.linv = cp.empty((2, nb * nb), dtype=F32)  # double-buffered: step s uses s % 2
+        # L11^{-1} and L11, double-buffered: step s uses linv[s % 2] (the previous step's
+        # update may still read the other one).
+        self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
         self.piv = cp.zeros(max(k, 1), dtype=I32)
         # Pinned host staging buffers (asynchronous copies need page-locked memory).
         self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
-        self.host_linv = cupyx.empty_pinned((nb * nb,), dtype=F32)
+        self.host_linv = cupyx.empty_pinned((2, nb * nb), dtype=F32)
         self.host_piv = cupyx.empty_pinned((max(k, 1),), dtype=I32)
 
     # -- events
@@ -138,7 +141,7 @@ class CupyOps:
                        4 * jb, h2d)
             if use_inverse:
                 self._copy(self.linv[step % 2].data.ptr, self.host_linv.ctypes.data,
-                           4 * jb * jb, h2d)
+                           4 * self.host_linv.size, h2d)
 
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
@@ -159,8 +162,10 @@ class CupyOps:
             if use_inverse:
                 w = self.W[:jb, c0 - j1:c1 - j1]
                 w[...] = u12                                   # A12 -> workspace
-                linv = self.linv[step % 2, :jb * jb].reshape(jb, jb)
-                self._gemm(1.0, linv, w, 0.0, u12)             # U12 = L11^{-1} A12
+                linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
+                self._gemm(1.0, linv, w, 0.0, u12)             # X = L11^{-1} A12
+                self._gemm(-1.0, l11, u12, 1.0, w)             # R = A12 - L11 X
+                self._gemm(1.0, linv, w, 1.0, u12)             # U12 = X + L11^{-1} R
             else:
                 # Stable fallback: triangular solve with the unit lower L11 (cuBLAS trsm).
                 u12[...] = self._trsm(a[j0:j1, j0:j1], u12, lower=True, unit_diagonal=True)
@@ -203,10 +208,10 @@ class NumpyOps:
         # "Device" buffers and host staging buffers, as in CupyOps.
         self.T = np.full(max(nb * m, 1), np.nan, F32)
         self.W = np.full((nb, max(n, 1)), np.nan, F32)
-        self.linv = np.full((2, nb * nb), np.nan, F32)
+        self.linv = np.full((2, 2, nb * nb), np.nan, F32)
         self.piv = np.zeros(max(k, 1), I32)
         self.host_panel = np.full(max(nb * m, 1), np.nan, F32)
-        self.host_linv = np.full(nb * nb, np.nan, F32)
+        self.host_linv = np.full((2, nb * nb), np.nan, F32)
         self.host_piv = np.zeros(max(k, 1), I32)
 
     # -- emulated streams and events
@@ -276,7 +281,7 @@ class NumpyOps:
             self.T[:jb * mp] = self.host_panel[:jb * mp]
             self.piv[j0:j1] = self.host_piv[j0:j1]
             if use_inverse:
-                self.linv[step % 2, :jb * jb] = self.host_linv[:jb * jb]
+                self.linv[step % 2] = self.host_linv
 
         def transpose():
             self.a[j0:, j0:j1] = self.T[:jb * mp].reshape(jb, mp).T
@@ -303,8 +308,10 @@ class NumpyOps:
             if use_inverse:
                 w = self.W[:jb, c0 - j1:c1 - j1]
                 w[...] = u12
-                linv = self.linv[step % 2, :jb * jb].reshape(jb, jb)
+                linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
                 np.matmul(linv, w, out=u12)
+                w -= l11 @ u12
+                u12 += linv @ w
             else:
                 u12[...] = scipy.linalg.solve_triangular(a[j0:j1, j0:j1], u12, lower=True,
                                                          unit_diagonal=True)
