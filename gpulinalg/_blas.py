@@ -9,18 +9,20 @@ from ._backend import cupy
 from ._kernels import get_kernel
 
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
-# MINB: resident blocks per SM asked of the register allocator.  STAGES = 0 is the
-# register-staged sgemm_tiled kernel (the first tuning step, kept for the progression);
-# STAGES >= 2 is sgemm_pipelined with that many cp.async shared-memory buffers.
-Tile = namedtuple("Tile", "BM BN BK TM TN MINB STAGES")
+# KIND: "tiled" = sgemm_tiled (register-staged, the first tuning step), "dbuf" = sgemm_tiled
+# with double-buffered register fragments, "pipe" = sgemm_pipelined with STAGES cp.async
+# buffers.  MINB: resident blocks per SM asked of the register allocator.
+Tile = namedtuple("Tile", "KIND BM BN BK TM TN MINB STAGES")
 VARIANTS = {
-    "tiled128": Tile(128, 128, 8, 8, 8, 2, 0),
-    "tiled256x128": Tile(256, 128, 8, 16, 8, 1, 0),
-    "pipe64": Tile(64, 64, 16, 4, 4, 4, 3),
-    "pipe128x64": Tile(128, 64, 8, 8, 8, 3, 3),
-    "pipe128": Tile(128, 128, 8, 8, 8, 2, 3),
-    "pipe256x128": Tile(256, 128, 8, 16, 8, 1, 3),
-    "pipe128x256": Tile(128, 256, 8, 8, 16, 1, 3),
+    "tiled128": Tile("tiled", 128, 128, 8, 8, 8, 2, 2),
+    "tiled256x128": Tile("tiled", 256, 128, 8, 16, 8, 1, 2),
+    "dbuf128": Tile("dbuf", 128, 128, 8, 8, 8, 2, 2),
+    "dbuf256x128": Tile("dbuf", 256, 128, 8, 16, 8, 1, 2),
+    "dbuf128x256": Tile("dbuf", 128, 256, 8, 8, 16, 1, 2),
+    "pipe64": Tile("pipe", 64, 64, 16, 4, 4, 4, 3),
+    "pipe128x64": Tile("pipe", 128, 64, 8, 8, 8, 3, 3),
+    "pipe128": Tile("pipe", 128, 128, 8, 8, 8, 2, 3),
+    "pipe256x128": Tile("pipe", 256, 128, 8, 16, 8, 1, 3),
 }
 BASELINE = "volkov2008"
 _NUM_SMS_GUESS = 132
@@ -53,16 +55,16 @@ def pick_variant(m, n, k, beta=0.0):
 
 def _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c=False):
     flags = lambda *fs: ",".join(str(f).lower() for f in fs)
-    if t.STAGES == 0:
-        return (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
-                f"{flags(a_kmajor, b_nmajor, vec)}>")
-    return (f"sgemm_pipelined<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.STAGES},{t.MINB},"
-            f"{flags(a_kmajor, b_nmajor, vec, prefetch_c)}>")
+    if t.KIND == "pipe":
+        return (f"sgemm_pipelined<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.STAGES},{t.MINB},"
+                f"{flags(a_kmajor, b_nmajor, vec, prefetch_c)}>")
+    return (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
+            f"{flags(t.KIND == 'dbuf', a_kmajor, b_nmajor, vec)}>")
 
 
 def _dynamic_smem(t, prefetch_c):
     """Bytes of dynamic shared memory sgemm_pipelined needs (mirrors the kernel's carve-up)."""
-    if t.STAGES == 0:
+    if t.KIND != "pipe":
         return 0
     floats = t.STAGES * t.BK * (t.BM + 4 + t.BN + 4) + (t.BM * t.BN if prefetch_c else 0)
     return 4 * floats
@@ -73,7 +75,7 @@ FAMILY = "sgemm"
 KERNEL_NAMES = tuple(
     _kernel_name(t, am, bn, v, pc) for t in VARIANTS.values()
     for am in (True, False) for bn in (True, False) for v in (True, False)
-    for pc in ((False, True) if t.STAGES else (False,))) + ("sgemm_volkov2008",)
+    for pc in ((False, True) if t.KIND == "pipe" else (False,))) + ("sgemm_volkov2008",)
 
 
 def _aligned(ptr, ld):
@@ -83,7 +85,7 @@ def _aligned(ptr, ld):
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
     vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
-    prefetch_c = t.STAGES > 0 and beta != 0.0
+    prefetch_c = t.KIND == "pipe" and beta != 0.0
     kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c))
     smem = _dynamic_smem(t, prefetch_c)
     if smem > 48 * 1024 and kernel.max_dynamic_shared_size_bytes < smem:

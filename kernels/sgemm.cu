@@ -7,7 +7,7 @@
 // (B[j*ldb + k]).  A column-major C is handled by the caller as C^T = B^T A^T.  All offsets
 // are 64-bit.  beta == 0 never reads C (C may hold NaN).
 //
-// sgemm_tiled<BM, BN, BK, TM, TN, MINB, A_KMAJOR, B_NMAJOR, VEC> (the tuned kernel, Volkov's lessons):
+// sgemm_tiled<BM, BN, BK, TM, TN, MINB, DBUF, A_KMAJOR, B_NMAJOR, VEC> (Volkov's lessons):
 //   * one block computes a BM x BN tile of C with (BM/TM)*(BN/TN) threads; each thread keeps a
 //     TM x TN register tile of C, split in 4x4 sub-blocks spaced BM/(TM/4) rows and BN/(TN/4)
 //     columns apart so its shared-memory reads are conflict-free float4s;
@@ -16,7 +16,7 @@
 //     transposing stores); in the inner loop every FFMA takes both operands from registers;
 //   * the next BK slice is loaded from global memory into registers (float4 when VEC) while the
 //     current one is multiplied, then stored to the other shared-memory buffer: one barrier per
-//     k-step;
+//     k-step; DBUF also double-buffers the register fragments (step k+1 read during step k);
 //   * partial edge tiles are handled here: out-of-range loads read 0, out-of-range stores are
 //     skipped;  the grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
 //   Knobs (template parameters; Python passes them, static_asserts check them): BM, BN, BK, TM,
@@ -63,7 +63,8 @@ __device__ __forceinline__ float4 load4(const float* p, bool row_ok, long long l
 
 }  // namespace
 
-template <int BM, int BN, int BK, int TM, int TN, int MINB, bool A_KMAJOR, bool B_NMAJOR, bool VEC>
+template <int BM, int BN, int BK, int TM, int TN, int MINB, bool DBUF, bool A_KMAJOR,
+          bool B_NMAJOR, bool VEC>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), VEC ? MINB : 1)
 sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
             const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
@@ -172,32 +173,69 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     }
     __syncthreads();
 
-    for (int kt = 0; kt < ktiles; ++kt) {
-        const int cur = kt & 1;
-        if (kt + 1 < ktiles) {  // global loads of the next slice fly during the FFMAs below
-            load_a((kt + 1) * BK);
-            load_b((kt + 1) * BK);
+    // Operand fragments of step k from shared-memory buffer buf: TM values of A, TN of B.
+    auto fragments = [&](int buf, int k, float* fa, float* fb) {
+#pragma unroll
+        for (int s = 0; s < SM_; ++s) {
+            const float4 t = *reinterpret_cast<const float4*>(&As[buf][k][s * STRIDE_M + ty * 4]);
+            fa[4 * s + 0] = t.x; fa[4 * s + 1] = t.y; fa[4 * s + 2] = t.z; fa[4 * s + 3] = t.w;
         }
 #pragma unroll
-        for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int s = 0; s < SM_; ++s) {
-                const float4 t = *reinterpret_cast<const float4*>(&As[cur][k][s * STRIDE_M + ty * 4]);
-                a[4 * s + 0] = t.x; a[4 * s + 1] = t.y; a[4 * s + 2] = t.z; a[4 * s + 3] = t.w;
-            }
-#pragma unroll
-            for (int s = 0; s < SN; ++s) {
-                const float4 t = *reinterpret_cast<const float4*>(&Bs[cur][k][s * STRIDE_N + tx * 4]);
-                b[4 * s + 0] = t.x; b[4 * s + 1] = t.y; b[4 * s + 2] = t.z; b[4 * s + 3] = t.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        for (int s = 0; s < SN; ++s) {
+            const float4 t = *reinterpret_cast<const float4*>(&Bs[buf][k][s * STRIDE_N + tx * 4]);
+            fb[4 * s + 0] = t.x; fb[4 * s + 1] = t.y; fb[4 * s + 2] = t.z; fb[4 * s + 3] = t.w;
         }
-        if (kt + 1 < ktiles) store_smem(cur ^ 1);
-        __syncthreads();
+    };
+    auto outer_product = [&](const float* fa, const float* fb) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
+    };
+
+    if (!DBUF) {
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int cur = kt & 1;
+            if (kt + 1 < ktiles) {  // global loads of the next slice fly during the FFMAs below
+                load_a((kt + 1) * BK);
+                load_b((kt + 1) * BK);
+            }
+#pragma unroll
+            for (int k = 0; k < BK; ++k) {
+                float a[TM], b[TN];
+                fragments(cur, k, a, b);
+                outer_product(a, b);
+            }
+            if (kt + 1 < ktiles) store_smem(cur ^ 1);
+            __syncthreads();
+        }
+    } else {
+        // Fragment double buffering (as CUTLASS's SIMT mainloop): step k+1's fragments are read
+        // while step k multiplies; the next slice is stored and the barrier taken before the
+        // last step's FFMAs, so its first fragments are read while they run.  BK is even, so
+        // fragment set 0 always holds step 0 of a slice.
+        static_assert(BK % 2 == 0, "fragment parity carries across slices");
+        float a[2][TM], b[2][TN];
+        if (ktiles > 0) fragments(0, 0, a[0], b[0]);
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int cur = kt & 1;
+            const bool more = kt + 1 < ktiles;
+            if (more) {
+                load_a((kt + 1) * BK);
+                load_b((kt + 1) * BK);
+            }
+#pragma unroll
+            for (int k = 0; k < BK; ++k) {
+                if (k < BK - 1) {
+                    fragments(cur, k + 1, a[(k + 1) & 1], b[(k + 1) & 1]);
+                } else {  // every read of buffer cur^1 happened before the previous barrier
+                    if (more) store_smem(cur ^ 1);
+                    __syncthreads();
+                    if (more) fragments(cur ^ 1, 0, a[0], b[0]);
+                }
+                outer_product(a[k & 1], b[k & 1]);
+            }
+        }
     }
 
     // Epilogue: C = alpha*acc + beta*C, float4 stores where the row segment is whole.
