@@ -35,9 +35,10 @@ def tile_threads(t):
 def pick_variant(m, n, k, beta=0.0):
     """Tile shape for an m x n x k product, from the H100 sweep in docs/performance.md.
 
-    Square and long-k products: the 256x128 register-staged tile once it fills one wave.
-    LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched through
-    shared memory when k is too short to hide the beta*C read.  Small products: smaller tiles.
+    Square and long-k products: the 256x128 tile with double-buffered fragments once it fills
+    one wave.  LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched
+    through shared memory when k is too short to hide the beta*C read.  Small products: smaller
+    tiles.
     """
     def waves(name):
         t = VARIANTS[name]
@@ -45,9 +46,9 @@ def pick_variant(m, n, k, beta=0.0):
 
     if k < 128 and beta != 0.0 and waves("pipe128") >= 2:
         return "pipe128"
-    if k <= 512 and waves("tiled128") >= 2:
-        return "tiled128"
-    for name in ("tiled256x128", "tiled128", "pipe128x64"):
+    if k <= 512 and waves("dbuf128") >= 2:
+        return "dbuf128"
+    for name in ("dbuf256x128", "dbuf128", "pipe128x64"):
         if waves(name) >= 1:
             return name
     return "pipe64"
