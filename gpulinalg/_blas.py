@@ -1,5 +1,6 @@
 """SGEMM: launch wrappers for kernels/sgemm.cu and the public sgemm / matmul."""
 
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -83,14 +84,22 @@ def _aligned(ptr, ld):
     return ptr % 16 == 0 and ld % 4 == 0
 
 
+@functools.lru_cache(maxsize=None)
+def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c):
+    """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
+    t = VARIANTS[variant]
+    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c))
+    smem = _dynamic_smem(t, prefetch_c)
+    if smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = smem
+    return kernel, smem
+
+
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
     vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
-    prefetch_c = t.KIND == "pipe" and beta != 0.0
-    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c))
-    smem = _dynamic_smem(t, prefetch_c)
-    if smem > 48 * 1024 and kernel.max_dynamic_shared_size_bytes < smem:
-        kernel.max_dynamic_shared_size_bytes = smem  # opt in beyond the 48 KiB default
+    kernel, smem = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor, b_nmajor,
+                                 vec, t.KIND == "pipe" and beta != 0.0)
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),

@@ -66,9 +66,12 @@ def _module(device_id, family, name_expressions, options):
         return mod
 
 
+@functools.lru_cache(maxsize=None)
+def _function(device_id, family, name, options):
+    return _module(device_id, family, (name,) if "<" in name else (), options).get_function(name)
+
+
 def get_kernel(family, name, options=()):
     """Kernel `name` (a C++ template instantiation or extern "C" name) of `family`, compiled
-    for the current device."""
-    dev = cupy().cuda.Device().id
-    mod = _module(dev, family, (name,) if "<" in name else (), tuple(options))
-    return mod.get_function(name)
+    for the current device (cached: this sits on the launch path)."""
+    return _function(cupy().cuda.runtime.getDevice(), family, name, tuple(options))
