@@ -453,3 +453,21 @@ def test_gpu_timeline(rng):
     t = tl[0]
     assert t["backend"] == "CupyOps" and len(t["steps"]) == 2048 // 128
     assert t["gpu_ms"] > 0 and t["host_panel_ms"] > 0 and t["wall_ms"] > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_n50000_64bit_indexing(cp):
+    # 50000^2 floats = 10 GB: offsets pass 2**31 elements (and 2**32 bytes) many times over.
+    from gpulinalg.bench.lu import backward_error as estimate
+    n = 50000
+    if cp.cuda.Device().mem_info[0] < 3 * 4 * n * n:
+        pytest.skip("needs ~30 GB of free GPU memory")
+    a = cp.random.default_rng(11).standard_normal((n, n), dtype=cp.float32)
+    lu, piv = gpulinalg.lu_factor(a)
+    p = cp.asnumpy(piv)
+    assert p.shape == (n,) and (p >= np.arange(n)).all() and (p < n).all()
+    assert bool(cp.isfinite(lu[-1]).all()) and bool(cp.isfinite(lu[:, -1]).all())
+    x = cp.random.default_rng(12).standard_normal(n)
+    # A wrong block (bad offset, unwritten tile) gives an error of order 1/(n eps) ~ 1e3.
+    assert estimate(cp, a, lu, piv, x) < 0.05
