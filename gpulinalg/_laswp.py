@@ -1,6 +1,8 @@
 """Row interchanges (LAPACK slaswp, 0-based, row-major): launch wrapper for kernels/laswp.cu
 and the public laswp."""
 
+import functools
+
 import numpy as np
 
 from . import _arrays
@@ -9,17 +11,56 @@ from ._kernels import get_kernel
 
 FAMILY = "laswp"
 KMAX = 512                  # pivots per launch (LASWP_KMAX in the kernel)
-THREADS = 256               # threads per block (the kernel's __launch_bounds__)
+THREADS = 256               # threads per block of laswp_rows (its __launch_bounds__)
 STRIP_WIDTHS = (32, 16, 8)  # columns per block, widest first; W=8 always fits KMAX pivots
 SMEM_LIMIT = 48 * 1024      # dynamic shared memory without an opt-in
+
+# The planned variant: laswp_plan (one block) writes the net moves to a workspace, then
+# laswp_apply moves the rows with a bandwidth-shaped grid.
+PLAN_THREADS = 1024         # laswp_plan: one slot per thread (>= 2 * KMAX)
+APPLY_THREADS = 512         # laswp_apply's __launch_bounds__
+APPLY_BLOCKS_PER_SM = 2     # 2 x APPLY_SMEM (+1 KiB reserved each) within the H100's 228 KiB
+MOVES_BYTES = 8 * 2 * KMAX  # s_mv: up to 2k int2 moves
+APPLY_SMEM = MOVES_BYTES + 100 * 1024   # dynamic shared memory of one laswp_apply block
+APPLY_CAP = (APPLY_SMEM - MOVES_BYTES) // 4   # floats of strip data per block
+WORKSPACE_INTS = 2 + 2 * 2 * KMAX       # ws[0] = number of moves, int2 moves from ws + 2
+
+VARIANTS = ("planned", "strip")   # "strip": laswp_rows, the first kernel (baseline)
+DEFAULT = "planned"
+BASELINE = "strip"
+_NUM_SMS_GUESS = 132
 
 
 def _kernel_name(w):
     return f"laswp_rows<{w},{THREADS}>"
 
 
+def _apply_name(vw):
+    return f"laswp_apply<{vw},{APPLY_THREADS}>"
+
+
+PLAN_NAME = f"laswp_plan<{PLAN_THREADS}>"
+
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
-KERNEL_NAMES = tuple(_kernel_name(w) for w in STRIP_WIDTHS)
+KERNEL_NAMES = (tuple(_kernel_name(w) for w in STRIP_WIDTHS) + (PLAN_NAME,)
+                + tuple(_apply_name(vw) for vw in (4, 1)))
+
+
+def apply_grid(n, sm_count):
+    """Blocks of laswp_apply: APPLY_BLOCKS_PER_SM per SM, at most one per 8 columns."""
+    return max(1, min(APPLY_BLOCKS_PER_SM * sm_count, -(-n // 8)))
+
+
+def apply_strip_width(n, nm, grid, cap=APPLY_CAP):
+    """Host model of laswp_apply's strip width (floats) for nm moved rows on `grid` blocks."""
+    wmax = (cap // nm) & ~7
+    rounds = -(-n // (grid * wmax))
+    return (-(-n // (grid * rounds)) + 7) & ~7
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id):
+    return cupy().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
 
 
 def hash_bits(k):
@@ -91,13 +132,15 @@ def reference_laswp(a, piv, inverse=False, offset=0):
     return a
 
 
-def laswp_inplace(a, piv_dev, inverse=False, offset=0):
+def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=None):
     """Apply the interchanges offset+i <-> piv_dev[i] to the rows of `a` in place; returns a.
 
     a: float32 CuPy row-major view (unit column stride, any leading dimension).  piv_dev: CuPy
     integer array of absolute 0-based row indices of `a`, already validated (0 <= piv < m,
-    offset + len <= m).  No host synchronisation: launches on the current stream, one launch
-    per KMAX pivots (applied in order).
+    offset + len <= m).  No host synchronisation: launches on the current stream, per KMAX
+    pivots (applied in order) one laswp_rows launch ("strip") or laswp_plan + laswp_apply
+    ("planned", the default).  workspace: optional CuPy int32 array of at least
+    WORKSPACE_INTS elements for the planned variant (else one is taken from CuPy's pool).
     """
     cp = cupy()
     if a.ndim != 2 or a.dtype != np.float32:
@@ -111,19 +154,43 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0):
         raise ValueError("piv must be 1-D")
     if offset < 0 or offset + k > m:
         raise ValueError(f"offset {offset} + {k} pivots exceed the {m} rows")
+    variant = DEFAULT if variant is None else variant
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown laswp variant {variant!r}; choose from {VARIANTS}")
     if k == 0 or n == 0:
         return a
     if m >= 2**31 or n >= 2**31:
         raise ValueError("dimensions must be below 2**31")
     # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
     piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
+    if variant == "strip":
+        for start, count in launch_plan(k, inverse):
+            w = strip_width(count)
+            kernel = get_kernel(FAMILY, _kernel_name(w))
+            kernel((-(-n // w),), (THREADS,),
+                   (np.int32(n), a, np.int64(lda), np.int32(count),
+                    piv_dev[start:start + count], np.int32(offset + start),
+                    np.int32(bool(inverse)), np.int32(hash_bits(count))),
+                   shared_mem=shared_bytes(count, w))
+        return a
+    if workspace is None:   # stream-ordered reuse through CuPy's pool: no sync, no memset
+        workspace = cp.empty(WORKSPACE_INTS, dtype=np.int32)
+    elif (workspace.dtype != np.int32 or workspace.size < WORKSPACE_INTS
+          or not workspace.flags.c_contiguous):
+        raise ValueError(f"workspace must be a contiguous int32 array of {WORKSPACE_INTS}")
+    plan = get_kernel(FAMILY, PLAN_NAME)
+    vw = 4 if a.data.ptr % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
+    apply = get_kernel(FAMILY, _apply_name(vw))
+    if apply.max_dynamic_shared_size_bytes < APPLY_SMEM:
+        apply.max_dynamic_shared_size_bytes = APPLY_SMEM  # opt in beyond the 48 KiB default
+    grid = apply_grid(n, _sm_count(cp.cuda.get_device_id()))
     for start, count in launch_plan(k, inverse):
-        w = strip_width(count)
-        kernel = get_kernel(FAMILY, _kernel_name(w))
-        kernel((-(-n // w),), (THREADS,),
-               (np.int32(n), a, np.int64(lda), np.int32(count), piv_dev[start:start + count],
-                np.int32(offset + start), np.int32(bool(inverse)), np.int32(hash_bits(count))),
-               shared_mem=shared_bytes(count, w))
+        plan((1,), (PLAN_THREADS,),
+             (np.int32(count), piv_dev[start:start + count], np.int32(offset + start),
+              np.int32(bool(inverse)), np.int32(hash_bits(count)), workspace))
+        apply((grid,), (APPLY_THREADS,),
+              (np.int32(n), a, np.int64(lda), workspace, np.int32(APPLY_CAP)),
+              shared_mem=APPLY_SMEM)
     return a
 
 
@@ -206,12 +273,12 @@ def laswp(a, piv, inverse=False):
 
     Notes
     -----
-    Unlike LAPACK, `a` is stored row-wise, so each row is contiguous.  The kernel
-    (kernels/laswp.cu) applies up to 512 interchanges in one launch: every block owns a strip
-    of columns, works out the net permutation of the (at most ``2k``) touched rows in shared
-    memory while it copies those rows of its strip in, then writes each moved row once.  It is
-    bandwidth-bound: ``8 * n`` bytes per distinct touched row.  Device pivots are copied to
-    the host once for validation.
+    Unlike LAPACK, `a` is stored row-wise, so each row is contiguous.  Up to 512
+    interchanges are applied per pass (kernels/laswp.cu): one small kernel works out the net
+    permutation of the (at most ``2k``) touched rows once, then a bandwidth kernel copies each
+    moved row's column strip into shared memory and writes it to its destination row, every
+    moved row read and written once.  It is bandwidth-bound: ``8 * n`` bytes per moved row.
+    Device pivots are copied to the host once for validation.
     """
     if not hasattr(a, "shape"):
         raise TypeError("a must be an array (NumPy, CuPy or torch): it is modified in place")

@@ -1,5 +1,6 @@
 """Transpose: launch wrappers for kernels/transpose.cu and the public transpose."""
 
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -9,30 +10,59 @@ from ._backend import cupy
 from ._kernels import get_kernel
 
 FAMILY = "transpose"
-# One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# TILE x TILE elements per block, 32 x BY threads, DIAG: diagonal block order.
-Tile = namedtuple("Tile", "TILE BY DIAG")
+# One source of truth for the tile shapes; the kernels static_assert their consistency.
+# TILE x TILE elements per block, 32 x BY threads, DIAG: diagonal block order; KIND "tiled" is
+# transpose_tiled (one tile per block, 4-byte accesses), "vec" transpose_vec (persistent grid,
+# 16-byte accesses, cp.async double buffer, always 64 x 64 and 256 threads).
+Tile = namedtuple("Tile", "TILE BY DIAG KIND", defaults=("tiled",))
 VARIANTS = {
     "32x8": Tile(32, 8, False),        # the seed kernel (baseline)
     "32x8-diag": Tile(32, 8, True),
     "64x8": Tile(64, 8, False),
     "64x8-diag": Tile(64, 8, True),
     "64x16-diag": Tile(64, 16, True),
+    "64v4-persist": Tile(64, 8, False, "vec"),
 }
 BASELINE = "32x8"
-DEFAULT = "64x8-diag"
-SMALL = "32x8-diag"
+# H100 measurements: plain 64x8 beat every diagonal variant at every size (no partition camping
+# on Hopper), so it is the default; 64v4-persist is the candidate to replace it once timed.
+DEFAULT = "64x8"
+SMALL = "32x8"
+VEC_BLOCKS_PER_SM = 4   # TRANSPOSE_VEC_BLOCKS_PER_SM in the kernel (its __launch_bounds__)
 _NUM_SMS_GUESS = 132
 _COPY_THREADS = 256   # copy2d's block size (its __launch_bounds__)
 _MAX_GRID_Y = 65535
 
 
 def _tiled_name(t):
+    if t.KIND == "vec":
+        return f"transpose_vec<{32 * t.BY}>"
     return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}>"
 
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
-KERNEL_NAMES = tuple(_tiled_name(t) for t in VARIANTS.values()) + ("copy2d",)
+KERNEL_NAMES = tuple(dict.fromkeys(_tiled_name(t) for t in VARIANTS.values())) + ("copy2d",)
+
+_kernel_cache = {}
+
+
+def _kernel(name):
+    """get_kernel for the current device, memoised (the launch path is short for small sizes)."""
+    key = (cupy().cuda.get_device_id(), name)
+    k = _kernel_cache.get(key)
+    if k is None:
+        k = _kernel_cache[key] = get_kernel(FAMILY, name)
+    return k
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_id):
+    return cupy().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+
+
+def vec_grid(tiles, sm_count):
+    """Blocks of the persistent transpose_vec: one resident wave, never more than the tiles."""
+    return max(1, min(tiles, VEC_BLOCKS_PER_SM * sm_count))
 
 
 def pick_variant(rows, cols):
@@ -59,14 +89,18 @@ def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     tiles = -(-rows // t.TILE) * -(-cols // t.TILE)
     if tiles >= 2**31:
         raise ValueError("matrix too large for one launch")
-    kernel = get_kernel(FAMILY, _tiled_name(t))
-    kernel((tiles,), (32, t.BY),
+    kernel = _kernel(_tiled_name(t))
+    if t.KIND == "vec":   # persistent: one resident wave walks all the tiles
+        grid, block = vec_grid(tiles, _sm_count(cupy().cuda.get_device_id())), (32 * t.BY,)
+    else:
+        grid, block = tiles, (32, t.BY)
+    kernel((grid,), block,
            (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
     """dst[r, c] = src[r, c] for two row-major views with leading dimensions lds, ldd."""
-    kernel = get_kernel(FAMILY, "copy2d")
+    kernel = _kernel("copy2d")
     grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y))
     kernel(grid, (_COPY_THREADS,),
            (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
@@ -152,7 +186,7 @@ def transpose(a, out=None):
     -----
     Unlike ``a.T``, which is a view, this moves the data: the kernel (kernels/transpose.cu)
     goes through 64 x 64 shared-memory tiles (32 x 32 for small matrices) so that reads and
-    writes are both coalesced, and walks the tiles in diagonal order.  It is bandwidth-bound:
+    writes are both coalesced.  It is bandwidth-bound:
     ``8*m*n`` bytes are read and written.  A column-major `a` transposes to a C-ordered result
     by a plain strided copy.
     """

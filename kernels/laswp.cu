@@ -33,6 +33,26 @@
 //   (the Python side splits longer pivot vectors into launches applied in order).
 //   Bound: bandwidth-bound; bytes moved = 2 * (number of distinct touched rows) * n * 4, judged
 //   against a device-to-device copy (~3.0 TB/s on an H100).
+//
+// The planned variant splits the same work into two launches on the caller's stream:
+// laswp_plan<THREADS>: one block works out the net permutation once (same slots, hash and
+//   item-following as above, one slot per thread, THREADS = 1024 >= 2*KMAX) and writes the
+//   moves to a small device workspace: ws[0] = number of moves nm, then nm int2 (source row,
+//   destination row) pairs from ws + 2, only for rows whose contents change.  Latency-bound
+//   (k serial steps of a few instructions), no matrix traffic.
+// laswp_apply<VW, THREADS>: the bandwidth kernel.  A grid of 2 blocks per SM (Python sizes it)
+//   each walks column strips of width wc: wc is the largest multiple of 8 floats for which the
+//   nm x wc strip fits the block's shared memory (cap floats, ~100 KiB), shrunk so that the
+//   strips spread evenly over the grid (every block gets about the same number of columns).
+//   Per strip: every thread issues cp.async copies of the moved rows' strip (16 bytes each for
+//   VW = 4, several per thread in flight, no registers held), waits, one barrier, then writes
+//   each saved row to its destination with 16-byte stores; a second barrier frees the buffer.
+//   All reads of a strip precede all its writes, so cycles of moves are safe.  VW = 4 needs A
+//   16-byte aligned and lda % 4 == 0 (Python checks; the last strip handles n % 4 with 4-byte
+//   copies); VW = 1 is the fallback.  Knobs: THREADS = 512, shared memory and blocks per SM in
+//   gpulinalg/_laswp.py (APPLY_SMEM, APPLY_BLOCKS_PER_SM).  At 16384^2 with 128 LU pivots:
+//   nm = 255, wc = 64 on 264 blocks, 64 KiB per block in flight.
+//   Bound: bandwidth-bound; bytes = 2 * nm * n * 4 (each moved row read and written once).
 
 #define LASWP_KMAX 512
 
@@ -52,6 +72,16 @@ __device__ __forceinline__ void copy_async4(float* dst, const float* src) {
                  : "memory");
 #else
     *dst = *src;
+#endif
+}
+
+// 16 bytes global -> shared, asynchronously (both 16-byte aligned), bypassing L1.
+__device__ __forceinline__ void copy_async16(float* dst, const float* src) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src)
+                 : "memory");
+#else
+    *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
 #endif
 }
 
@@ -174,4 +204,147 @@ laswp_rows(int n, float* A, long long lda, int k, const int* __restrict__ piv, i
             if (row >= 0)
                 Acol[row * lda] = s_val[s * W + c];
         }
+}
+
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS)
+laswp_plan(int k, const int* __restrict__ piv, int offset, int inverse, int log2h,
+           int* __restrict__ ws)
+{
+    static_assert(THREADS >= 2 * LASWP_KMAX, "one slot per thread");
+    __shared__ int s_piv[LASWP_KMAX], s_slot[LASWP_KMAX];
+    __shared__ int s_key[2 * LASWP_KMAX], s_first[2 * LASWP_KMAX];
+    __shared__ int s_count;
+    const int H = 1 << log2h;   // hash size, >= 2k, <= 2*KMAX
+    const int tid = threadIdx.x;
+
+    if (tid < k)
+        s_piv[tid] = piv[tid];
+    for (int h = tid; h < H; h += THREADS) {
+        s_key[h] = -1;
+        s_first[h] = 0x7fffffff;
+    }
+    if (tid == 0)
+        s_count = 0;
+    __syncthreads();
+
+    // Slots, as in laswp_rows: row offset+i -> i; an outside pivot row -> k + first index.
+    if (tid < k) {
+        const int p = s_piv[tid];
+        if (p - offset < 0 || p - offset >= k) {
+            unsigned h = row_hash(p, log2h);
+            for (;;) {
+                const int old = atomicCAS(&s_key[h], -1, p);
+                if (old == -1 || old == p) {
+                    atomicMin(&s_first[h], tid);
+                    break;
+                }
+                h = (h + 1) & (H - 1);
+            }
+        }
+    }
+    __syncthreads();
+    if (tid < k) {
+        const int p = s_piv[tid];
+        int slot = p - offset;
+        if (slot < 0 || slot >= k) {
+            unsigned h = row_hash(p, log2h);
+            while (s_key[h] != p)
+                h = (h + 1) & (H - 1);
+            slot = k + s_first[h];
+        }
+        s_slot[tid] = slot;
+    }
+    __syncthreads();
+
+    // Follow the contents of slot tid through the interchanges.
+    int pos = tid;
+    if (inverse) {
+        for (int i = k - 1; i >= 0; --i) {
+            const int b = s_slot[i];
+            pos = pos == i ? b : (pos == b ? i : pos);
+        }
+    } else {
+        for (int i = 0; i < k; ++i) {
+            const int b = s_slot[i];
+            pos = pos == i ? b : (pos == b ? i : pos);
+        }
+    }
+    int2* moves = reinterpret_cast<int2*>(ws + 2);
+    if (tid < 2 * k && pos != tid) {   // contents of slot tid move to slot pos
+        const int src = tid < k ? offset + tid : s_piv[tid - k];
+        const int dst = pos < k ? offset + pos : s_piv[pos - k];
+        moves[atomicAdd(&s_count, 1)] = make_int2(src, dst);
+    }
+    __syncthreads();
+    if (tid == 0)
+        ws[0] = s_count;
+}
+
+template <int VW, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+laswp_apply(int n, float* A, long long lda, const int* __restrict__ ws, int cap)
+{
+    static_assert(VW == 1 || VW == 4, "4-byte or 16-byte accesses");
+    static_assert(THREADS % 32 == 0, "whole warps");
+    // Dynamic shared memory: s_mv[2*KMAX] (int2) | s_val[cap] (strip rows of wc floats).
+    extern __shared__ float4 smem4[];
+    int2* s_mv = reinterpret_cast<int2*>(smem4);
+    float* s_val = reinterpret_cast<float*>(s_mv + 2 * LASWP_KMAX);
+
+    const int nm = ws[0];
+    if (nm == 0)
+        return;
+    const int2* mv = reinterpret_cast<const int2*>(ws + 2);
+    const int tid = threadIdx.x;
+    for (int i = tid; i < nm; i += THREADS)
+        s_mv[i] = mv[i];
+
+    // Strip width: a multiple of 8 floats (32-byte sectors), at most what fits in cap, and
+    // small enough that the strips spread over all blocks in as few rounds as possible.
+    const long long wmax = (cap / nm) & ~7;   // >= 8: Python guarantees cap >= 8 * 2k
+    const long long per = gridDim.x;
+    const long long rounds = (n + per * wmax - 1) / (per * wmax);
+    const int wc = static_cast<int>(((n + per * rounds - 1) / (per * rounds) + 7) & ~7LL);
+    const int nstrips = (n + wc - 1) / wc;
+    __syncthreads();
+
+    for (int strip = blockIdx.x; strip < nstrips; strip += gridDim.x) {
+        const int c0 = strip * wc;
+        const int g = (min(wc, n - c0) + VW - 1) / VW;   // groups of VW floats per strip row
+        const int total = nm * g;
+        // Gather: every moved row's strip into shared memory (source rows).
+        for (int idx = tid; idx < total; idx += THREADS) {
+            const int row = idx / g, j = idx - row * g;
+            const int col = c0 + j * VW;
+            const float* src = A + s_mv[row].x * lda + col;
+            float* sv = s_val + row * wc + j * VW;
+            if (VW == 4 && col + 4 <= n) {
+                copy_async16(sv, src);
+            } else {
+#pragma unroll
+                for (int e = 0; e < VW; ++e)
+                    if (col + e < n)
+                        copy_async4(sv + e, src + e);
+            }
+        }
+        copy_async_wait_all();
+        __syncthreads();   // the whole strip is read before any of it is written
+        // Scatter: each saved strip row to its destination row.
+        for (int idx = tid; idx < total; idx += THREADS) {
+            const int row = idx / g, j = idx - row * g;
+            const int col = c0 + j * VW;
+            float* dst = A + s_mv[row].y * lda + col;
+            const float* sv = s_val + row * wc + j * VW;
+            if (VW == 4 && col + 4 <= n) {
+                *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
+            } else {
+#pragma unroll
+                for (int e = 0; e < VW; ++e)
+                    if (col + e < n)
+                        dst[e] = sv[e];
+            }
+        }
+        __syncthreads();   // s_val free for the next strip
+    }
 }

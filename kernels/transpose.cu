@@ -29,6 +29,31 @@
 //   once), judged against a device-to-device copy of the same size (~3.0 TB/s on an H100).
 //   transpose_tiled<32,8,false> is the seed kernel, kept as the baseline variant.
 //
+// transpose_vec<THREADS>: 64 x 64 tiles moved with 16-byte accesses by a persistent grid.
+//   * the grid is sized by the caller to fill the GPU once (TRANSPOSE_VEC_BLOCKS_PER_SM = 4
+//     resident blocks of 256 threads per SM); block b moves tiles b, b + gridDim.x, ...
+//     (row-major order over A's tiles: the diagonal order measured slower on the H100);
+//   * read: thread t copies float4 columns 4*(t%16).. of A rows t/16 + 16*q (q < 4) straight
+//     into shared memory with cp.async (16 bytes each, no registers held): a warp reads 2 rows
+//     x 256 contiguous bytes;
+//   * double buffer: while tile t is written out of one 16 KiB buffer, the next tile of the
+//     block is already in flight into the other (16 KiB per block, 64 KiB per SM in flight
+//     during the write phase, 128 KiB at the start of one);
+//   * write: the thread with lane l of warp w assembles the float4 of A rows 4*rq..4*rq+3 at
+//     column cc + 16*q, rq = l%8 + 8*(w%2), cc = l/8 + 4*(w/2), i.e. 16 bytes of B row
+//     c0+cc+16*q, and stores it: a warp writes 4 B rows x 128 contiguous bytes;
+//   * shared memory is [64][64] without padding; the 16-byte chunk index of row r is XORed
+//     with (r/4)%8, which keeps both the 16-byte cp.async stores and the column-wise 4-byte
+//     reads free of bank conflicts (a read instruction hits chunk (w/2 + 4q) ^ (l%8), i.e.
+//     bank 4*(that % 8) + l/8, 32 different banks);
+//   * 16-byte reads need src 16-byte aligned and lds % 4 == 0, 16-byte writes the same of dst
+//     and ldd (runtime checks, uniform per launch); otherwise, and in partial edge tiles, the
+//     same mapping runs with bounds-checked 4-byte accesses.
+//   Knobs: THREADS = 256 (a multiple of 64), TRANSPOSE_VEC_BLOCKS_PER_SM = 4 (the second
+//   __launch_bounds__ argument: 64 registers, the count ptxas needs without spills; Python
+//   sizes the grid with the same number).  Shared memory 32 KiB per block.
+//   Bound: bandwidth-bound, as above.
+//
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
 //   transposes that are strided copies; bandwidth-bound like the above.
@@ -101,6 +126,128 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
             for (int p = 0; p < CX; ++p)
                 if (ty + BY * q < cl && tx + 32 * p < rl)
                     d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
+    }
+}
+
+#ifndef TRANSPOSE_VEC_BLOCKS_PER_SM
+#define TRANSPOSE_VEC_BLOCKS_PER_SM 4   // resident blocks of transpose_vec (32 KiB smem, 64 regs)
+#endif
+
+namespace {
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously (both 16-byte aligned).
+__device__ __forceinline__ void copy_async16(float* dst, const float* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_u32(dst)), "l"(src)
+                 : "memory");
+}
+
+// 4 bytes global -> shared, asynchronously.
+__device__ __forceinline__ void copy_async4(float* dst, const float* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(smem_u32(dst)), "l"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ void copy_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+// Wait until at most N committed groups of this thread are still in flight.
+template <int N>
+__device__ __forceinline__ void copy_async_wait_prior() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+// Word index of element (r, c) of a 64 x 64 tile stored with XOR-swizzled 16-byte chunks.
+__device__ __forceinline__ int swz64(int r, int c) {
+    return r * 64 + ((c >> 2) ^ ((r >> 2) & 7)) * 4 + (c & 3);
+}
+
+}  // namespace
+
+template <int THREADS>
+__global__ void __launch_bounds__(THREADS, TRANSPOSE_VEC_BLOCKS_PER_SM)
+transpose_vec(int rows, int cols, const float* __restrict__ src, long long lds,
+              float* __restrict__ dst, long long ldd)
+{
+    constexpr int TILE = 64;
+    constexpr int RPP = THREADS / 16;    // tile rows per pass (16 float4 per tile row)
+    constexpr int NQ = TILE / RPP;       // passes, float4 per thread
+    static_assert(THREADS % 64 == 0 && TILE % RPP == 0 && THREADS <= 1024, "tile mapping");
+    __shared__ __align__(16) float tile[2][TILE * TILE];   // double buffer
+
+    const unsigned gx = (static_cast<unsigned>(cols) + TILE - 1) / TILE;
+    const unsigned ntiles = gx * ((static_cast<unsigned>(rows) + TILE - 1) / TILE);
+    const bool vld = ((reinterpret_cast<unsigned long long>(src) & 15) | (lds & 3)) == 0;
+    const bool vst = ((reinterpret_cast<unsigned long long>(dst) & 15) | (ldd & 3)) == 0;
+    const int tid = threadIdx.x;
+    const int cq = tid % 16, rr = tid / 16;                  // read mapping
+    const int lane = tid % 32, w = tid / 32;                 // write mapping
+    const int rq = (lane & 7) | ((w & 1) << 3), cc = (lane >> 3) | ((w >> 1) << 2);
+
+    // Tile t of A -> shared buffer buf, asynchronously (no registers held while in flight).
+    auto stage = [&](unsigned t, int buf) {
+        const long long r0 = static_cast<long long>(t / gx) * TILE;
+        const long long c0 = static_cast<long long>(t % gx) * TILE;
+        const float* s = src + (r0 + rr) * lds + c0 + 4 * cq;
+        float* sh = tile[buf];
+        if (vld && r0 + TILE <= rows && c0 + TILE <= cols) {
+#pragma unroll
+            for (int q = 0; q < NQ; ++q)
+                copy_async16(&sh[swz64(rr + RPP * q, 4 * cq)], s + RPP * q * lds);
+        } else {   // edge tile or unaligned rows: 4-byte copies of the elements inside A
+            const long long rl = rows - r0 - rr, cl = cols - c0 - 4 * cq;   // left from here
+#pragma unroll 1
+            for (int q = 0; q < NQ && RPP * q < rl; ++q)
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    if (j < cl)
+                        copy_async4(&sh[swz64(rr + RPP * q, 4 * cq + j)], s + RPP * q * lds + j);
+        }
+        copy_async_commit();
+    };
+
+    unsigned t = blockIdx.x;
+    int buf = 0;
+    if (t < ntiles)
+        stage(t, buf);
+    for (; t < ntiles; t += gridDim.x, buf ^= 1) {
+        if (t + gridDim.x < ntiles) {
+            stage(t + gridDim.x, buf ^ 1);   // in flight while tile t is written out
+            copy_async_wait_prior<1>();
+        } else {
+            copy_async_wait_prior<0>();
+        }
+        __syncthreads();   // tile t complete in tile[buf]
+
+        const float* sh = tile[buf];
+        const long long r0 = static_cast<long long>(t / gx) * TILE;
+        const long long c0 = static_cast<long long>(t % gx) * TILE;
+        float* d = dst + (c0 + cc) * ldd + r0 + 4 * rq;       // B(c0+cc, r0+4rq)
+        if (vst && r0 + TILE <= rows && c0 + TILE <= cols) {
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const int c = cc + RPP * q;
+                float4 o;
+                o.x = sh[swz64(4 * rq + 0, c)];
+                o.y = sh[swz64(4 * rq + 1, c)];
+                o.z = sh[swz64(4 * rq + 2, c)];
+                o.w = sh[swz64(4 * rq + 3, c)];
+                *reinterpret_cast<float4*>(d + RPP * q * ldd) = o;
+            }
+        } else {
+            const long long bl = cols - c0 - cc, al = rows - r0 - 4 * rq;  // B rows, A rows left
+#pragma unroll 1
+            for (int q = 0; q < NQ && RPP * q < bl; ++q)
+#pragma unroll
+                for (int i = 0; i < 4; ++i)
+                    if (i < al)
+                        d[RPP * q * ldd + i] = sh[swz64(4 * rq + i, cc + RPP * q)];
+        }
+        __syncthreads();   // tile[buf] is free for the stage two iterations on
     }
 }
 

@@ -79,7 +79,36 @@ def test_launch_plan_and_shared_memory():
         assert _laswp.shared_bytes(k, w) <= _laswp.SMEM_LIMIT
         assert (1 << _laswp.hash_bits(k)) >= 2 * k
         assert _laswp.THREADS % w == 0 and 32 % w == 0
-    assert set(_laswp.KERNEL_NAMES) == {f"laswp_rows<{w},256>" for w in _laswp.STRIP_WIDTHS}
+    assert set(_laswp.KERNEL_NAMES) == ({f"laswp_rows<{w},256>" for w in _laswp.STRIP_WIDTHS}
+                                        | {"laswp_plan<1024>", "laswp_apply<4,512>",
+                                           "laswp_apply<1,512>"})
+    assert _laswp.DEFAULT in _laswp.VARIANTS and _laswp.BASELINE in _laswp.VARIANTS
+
+
+def test_planned_variant_limits():
+    assert _laswp.PLAN_THREADS >= 2 * _laswp.KMAX
+    assert _laswp.APPLY_CAP >= 8 * 2 * _laswp.KMAX          # a strip of 8 always fits
+    assert _laswp.APPLY_BLOCKS_PER_SM * (_laswp.APPLY_SMEM + 1024) <= 228 * 1024
+    assert _laswp.APPLY_SMEM <= 227 * 1024
+    assert _laswp.WORKSPACE_INTS >= 2 + 2 * 2 * _laswp.KMAX
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 100, 1031, 16384, 32768, 100003])
+@pytest.mark.parametrize("nm", [1, 2, 255, 1023, 1024])
+def test_apply_strip_width(n, nm):
+    grid = _laswp.apply_grid(n, 132)
+    wc = _laswp.apply_strip_width(n, nm, grid)
+    assert wc >= 8 and wc % 8 == 0 and nm * wc <= _laswp.APPLY_CAP
+    strips = -(-n // wc)
+    rounds = -(-strips // grid)
+    assert rounds == -(-n // (grid * ((_laswp.APPLY_CAP // nm) & ~7)))   # fewest rounds
+    if n >= 8 * grid:
+        assert strips > grid * (rounds - 1)     # the last round is not nearly empty
+
+
+def test_apply_strip_width_at_the_measured_size():
+    # 16384^2, 128 LU pivots -> 255 moved rows: one round of 64-column strips on 264 blocks
+    assert _laswp.apply_strip_width(16384, 255, _laswp.apply_grid(16384, 132)) == 64
 
 
 def test_row_leading_dim():
@@ -157,36 +186,40 @@ def make_piv(kind, m, k, rng):
                                    (4096, 257, 513)])
 @pytest.mark.parametrize("pk", PIV_CASES)
 @pytest.mark.parametrize("inverse", [False, True])
-def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse):
+@pytest.mark.parametrize("variant", _laswp.VARIANTS)
+def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse, variant):
     a = rng.standard_normal((m, n), dtype=np.float32)
     piv = make_piv(pk, m, k, rng)
     ref = _laswp.reference_laswp(a.copy(), piv, inverse)
     d = cp.asarray(a)
-    _laswp.laswp_inplace(d, cp.asarray(piv), inverse)
+    _laswp.laswp_inplace(d, cp.asarray(piv), inverse, variant=variant)
     np.testing.assert_array_equal(d.get(), ref)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [1, 128, 512, 1000])
-def test_inverse_undoes_forward_on_gpu(cp, rng, k):
+@pytest.mark.parametrize("variant", _laswp.VARIANTS)
+def test_inverse_undoes_forward_on_gpu(cp, rng, k, variant):
     m, n = 1500, 77
     a = rng.standard_normal((m, n), dtype=np.float32)
     piv = cp.asarray(make_piv("dependent", m, k, rng))
     d = cp.asarray(a)
-    _laswp.laswp_inplace(d, piv)
-    _laswp.laswp_inplace(d, piv, inverse=True)
+    _laswp.laswp_inplace(d, piv, variant=variant)
+    _laswp.laswp_inplace(d, piv, inverse=True, variant=variant)
     np.testing.assert_array_equal(d.get(), a)
 
 
 @pytest.mark.gpu
-def test_offset_and_column_block_views(cp, rng):
+@pytest.mark.parametrize("variant", _laswp.VARIANTS)
+@pytest.mark.parametrize("j0,j1", [(37, 201), (4, 300), (8, 263)])   # 4-byte and 16-byte paths
+def test_offset_and_column_block_views(cp, rng, variant, j0, j1):
     m, n = 400, 300
     a = rng.standard_normal((m, n), dtype=np.float32)
     d = cp.asarray(a)
-    j0, j1, off, k = 37, 201, 64, 128
+    off, k = 64, 128
     piv = lu_like(rng, m, off + k)[off:]       # absolute rows >= off + i
     view = d[:, j0:j1]                          # ld 300, offset pointer
-    _laswp.laswp_inplace(view, cp.asarray(piv), offset=off)
+    _laswp.laswp_inplace(view, cp.asarray(piv), offset=off, variant=variant)
     ref = a.copy()
     ref[:, j0:j1] = _laswp.reference_laswp(a[:, j0:j1].copy(), piv, offset=off)
     np.testing.assert_array_equal(d.get(), ref)   # columns outside the block untouched
@@ -231,6 +264,31 @@ def test_public_cupy_in_place_and_device_pivots(cp, rng):
     np.testing.assert_array_equal(d.get(), ref)
     gpulinalg.laswp(v, piv, inverse=True)
     np.testing.assert_array_equal(d.get(), big)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(4096, 16384, 128), (3000, 40000, 512), (2000, 5001, 300)])
+def test_planned_wide_matrices_several_strips(cp, m, n, k):
+    # wide enough that every apply block walks several strips; n % 4 != 0 in the last case
+    rng = np.random.default_rng(7)
+    piv = lu_like(rng, m, k)
+    a = cp.random.default_rng(3).standard_normal((m, n), dtype=cp.float32)
+    ref = a.copy()
+    src, dst = zip(*_laswp.net_moves(piv))
+    ref[cp.asarray(dst)] = a[cp.asarray(src)]
+    ws = cp.full(_laswp.WORKSPACE_INTS, -7, dtype=cp.int32)
+    _laswp.laswp_inplace(a, cp.asarray(piv), workspace=ws)
+    assert bool(cp.array_equal(a, ref))
+    assert int(ws[0]) == len(src)
+
+
+@pytest.mark.gpu
+def test_planned_workspace_is_checked(cp):
+    a = cp.zeros((10, 8), dtype=cp.float32)
+    with pytest.raises(ValueError, match="workspace"):
+        _laswp.laswp_inplace(a, cp.asarray([1, 2]), workspace=cp.zeros(3, dtype=cp.int32))
+    with pytest.raises(ValueError, match="variant"):
+        _laswp.laswp_inplace(a, cp.asarray([1, 2]), variant="nope")
 
 
 @pytest.mark.gpu

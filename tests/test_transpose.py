@@ -56,9 +56,64 @@ def test_diagonal_order_spreads_concurrent_writes():
     assert len(set(bx[:16].tolist())) == 16 and len(set(by[:16].tolist())) == 16
 
 
+def swz64(r, c):
+    """transpose_vec's shared-memory word of tile element (r, c) (XOR-swizzled 16-byte chunks)."""
+    return r * 64 + ((c >> 2) ^ ((r >> 2) & 7)) * 4 + (c & 3)
+
+
+def emulate_vec(a):
+    """NumPy model of transpose_vec: per-tile cp.async reads and float4 writes, its bounds."""
+    rows, cols = a.shape
+    out = np.full((cols, rows), np.nan, np.float32)
+    tid = np.arange(256)
+    cq, rr = tid % 16, tid // 16
+    lane, w = tid % 32, tid // 32
+    rq, cc = (lane & 7) | ((w & 1) << 3), (lane >> 3) | ((w >> 1) << 2)
+    gx, gy = -(-cols // 64), -(-rows // 64)
+    for t in range(gx * gy):
+        r0, c0 = t // gx * 64, t % gx * 64
+        sh = np.full(64 * 64, np.nan, np.float32)
+        T, q, j = np.meshgrid(tid, np.arange(4), np.arange(4), indexing="ij")
+        r, c = rr[T] + 16 * q, 4 * cq[T] + j
+        ok = (r0 + r < rows) & (c0 + c < cols)
+        sh[swz64(r[ok], c[ok])] = a[r0 + r[ok], c0 + c[ok]]
+        br, bc = cc[T] + 16 * q, 4 * rq[T] + j     # B row c0+br, column r0+bc (j plays i)
+        ok = (c0 + br < cols) & (r0 + bc < rows)
+        out[c0 + br[ok], r0 + bc[ok]] = sh[swz64(bc[ok], br[ok])]
+    return out
+
+
+def test_vec_swizzle_is_a_bijection_and_conflict_free():
+    r, c = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
+    assert len(np.unique(swz64(r, c))) == 64 * 64 and swz64(r, c).max() == 64 * 64 - 1
+    tid = np.arange(256)
+    cq, rr = tid % 16, tid // 16
+    lane, w = tid % 32, tid // 32
+    rq, cc = (lane & 7) | ((w & 1) << 3), (lane >> 3) | ((w >> 1) << 2)
+    for warp in range(8):
+        L = slice(32 * warp, 32 * warp + 32)
+        for q in range(4):
+            # 16-byte stores: each quarter warp (8 lanes) covers all 32 banks once
+            words = swz64(rr[L] + 16 * q, 4 * cq[L])
+            assert (words % 4 == 0).all()    # 16-byte aligned
+            for p in range(4):
+                banks = (words[8 * p:8 * p + 8, None] + np.arange(4)) % 32
+                assert len(np.unique(banks)) == 32
+            # 4-byte column reads: 32 lanes, 32 different banks
+            for i in range(4):
+                assert len(np.unique(swz64(4 * rq[L] + i, cc[L] + 16 * q) % 32)) == 32
+
+
+def test_vec_grid():
+    assert _transpose.vec_grid(1, 132) == 1
+    assert _transpose.vec_grid(10**6, 132) == _transpose.VEC_BLOCKS_PER_SM * 132
+
+
 def emulate_tiled(a, variant):
     """NumPy model of transpose_tiled: per-block tile reads/writes with the kernel's bounds."""
     t = _transpose.VARIANTS[variant]
+    if t.KIND == "vec":
+        return emulate_vec(a)
     rows, cols = a.shape
     out = np.full((cols, rows), np.nan, np.float32)
     gx, gy = -(-cols // t.TILE), -(-rows // t.TILE)
@@ -76,7 +131,7 @@ def emulate_tiled(a, variant):
 
 
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
-@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70)])
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70), (128, 192)])
 def test_tile_model_covers_every_element(variant, shape):
     a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     np.testing.assert_array_equal(emulate_tiled(a, variant), a.T)
@@ -91,6 +146,9 @@ def test_kernel_table():
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
     assert _transpose.pick_variant(100, 100) == _transpose.SMALL
+    vec = [v for v, t in _transpose.VARIANTS.items() if t.KIND == "vec"]
+    assert vec and all(_transpose.VARIANTS[v].TILE == 64 for v in vec)
+    assert "transpose_vec<256>" in _transpose.KERNEL_NAMES
 
 
 # ---------------------------------------------------------------- GPU
@@ -107,6 +165,34 @@ def test_transpose_into_variants(cp, rng, shape, variant):
     dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
     _transpose.transpose_into(cp.asarray(a), dst, variant=variant)
     np.testing.assert_array_equal(dst.get(), a.T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+@pytest.mark.parametrize("s_off,d_off", [(0, 0), (1, 0), (0, 3), (2, 1)])
+def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off):
+    # offsets and leading dimensions that are not multiples of 4 floats (16-byte paths off)
+    a = _rand(rng, (200, 300))
+    big = cp.asarray(a)
+    out = cp.full((300, 520), cp.nan, dtype=cp.float32)
+    src = big[:, s_off:s_off + 257][:130]
+    dst = out[:257, d_off:d_off + 130]
+    _transpose.transpose_into(src, dst, variant=variant)
+    res = out.get()
+    np.testing.assert_array_equal(res[:257, d_off:d_off + 130], a[:130, s_off:s_off + 257].T)
+    res[:257, d_off:d_off + 130] = np.nan
+    assert np.isnan(res).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+@pytest.mark.parametrize("shape", [(4096, 4096), (2049, 4097), (5000, 300)])
+def test_transpose_large_variants(cp, shape, variant):
+    # more tiles than one resident wave: the persistent kernel walks several per block
+    a = cp.random.default_rng(2).standard_normal(shape, dtype=cp.float32)
+    out = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+    _transpose.transpose_into(a, out, variant=variant)
+    assert bool(cp.array_equal(out, a.T))
 
 
 @pytest.mark.gpu
