@@ -26,20 +26,19 @@ def _check_options(panel, block_size, lookahead):
     """Validate the LU keywords (no GPU needed); return the panel kind to use."""
     if not isinstance(panel, str) or panel not in _PANELS:
         raise ValueError(f"panel must be one of {_PANELS}, got {panel!r}")
-    if panel == "gpu":
-        raise NotImplementedError(
-            "panel='gpu' (the GPU-resident panel factorization) is not available yet; "
-            "use panel='cpu' or 'auto'")
     if block_size is not None and (isinstance(block_size, bool)
                                    or not isinstance(block_size, (int, np.integer))
                                    or block_size < 1):
         raise ValueError(f"block_size must be a positive integer or None, got {block_size!r}")
     if lookahead not in (0, 1) or isinstance(lookahead, float):
         raise ValueError(f"lookahead must be 0 or 1, got {lookahead!r}")
-    return "cpu"  # "auto" is the CPU panel until the GPU panel lands
+    return "gpu" if panel == "gpu" else "cpu"  # "auto" is the CPU panel until measured
 
 
 def _panel_object(name):
+    if name == "gpu":
+        from ._panel_gpu import GpuPanel
+        return GpuPanel()
     return CpuPanel()
 
 
@@ -179,7 +178,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         Check that `a` holds only finite numbers (raises ValueError otherwise).
     panel : {"auto", "cpu", "gpu"}, optional
         Where panels are factored: "cpu" is the host (LAPACK sgetrf on pinned memory);
-        "gpu" is not implemented yet (NotImplementedError); "auto" currently means "cpu".
+        "gpu" is the GPU (recursive panel with a cooperative leaf kernel, no host round
+        trips); "auto" currently means "cpu".
     block_size : int, optional
         Panel width nb; by default 128 for min(M, N) <= 8192 and 256 above.
     lookahead : {1, 0}, optional

@@ -2,8 +2,8 @@
 
 One driver, `getrf`, for every backend: it calls an ``ops`` object (gpulinalg/_lu_ops.py:
 `CupyOps` on the GPU, `NumpyOps` on the host for tests) for each device step, and a ``panel``
-object for the panel factorization (`CpuPanel` here; a GPU panel plugs in with the same two
-methods, ``send`` and ``factor``).
+object for the panel factorization (`CpuPanel` here; `GpuPanel` in gpulinalg/_panel_gpu.py
+plugs in with the same two methods, ``send`` and ``factor``, plus ``final_info``).
 
 The matrix is m x n, row-major (C-order), so that row interchanges touch contiguous rows.
 Step s factors the panel A[j0:m, j0:j1] (jb = j1 - j0 <= nb columns), then
@@ -147,6 +147,10 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
         steps.append(rec)
     piv_rel = ops.finish()
     wall_ms = (time.perf_counter() - t_start) * 1e3
+    # A GPU panel keeps LAPACK's info on the device: read it once, after the last step.
+    final_info = getattr(panel, "final_info", None)
+    if final_info is not None:
+        info = info or final_info(ops)
     # Pivot base: relative to each panel's first row -> absolute row numbers (still 0-based).
     piv = piv_rel.astype(np.int64)
     for j0, j1 in blocks:

@@ -51,6 +51,16 @@ def laswp_host(v, piv, inverse=False):
 
 # ------------------------------------------------------------------------------------ GPU
 
+def _priority_stream(cp):
+    """A non-blocking stream of the device's highest priority (the panel is the critical
+    path); a plain one where this CuPy has no stream priorities."""
+    try:
+        _, highest = cp.cuda.runtime.deviceGetStreamPriorityRange()
+        return cp.cuda.Stream(non_blocking=True, priority=highest)
+    except (AttributeError, TypeError):
+        return cp.cuda.Stream(non_blocking=True)
+
+
 class CupyOps:
     """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
 
@@ -69,7 +79,7 @@ class CupyOps:
         m, n = a.shape
         self.shape, self.nb = (m, n), nb
         k = min(m, n)
-        self.streams = {"panel": cp.cuda.Stream(non_blocking=True),
+        self.streams = {"panel": _priority_stream(cp),
                         "update": cp.cuda.Stream(non_blocking=True)}
         # Our streams start after the caller's pending work (e.g. the upload of a).
         self._caller = cp.cuda.get_current_stream()

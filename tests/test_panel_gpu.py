@@ -1,0 +1,277 @@
+"""GPU panel: the recursion and its leaf model on the host against LAPACK sgetrf (CPU); the
+leaf kernel and the recursive panel alone, then lu_factor(panel="gpu") (GPU)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import gpulinalg
+from gpulinalg import _decomp_lu
+from gpulinalg._lu import getrf
+from gpulinalg._lu_ops import NumpyOps
+from gpulinalg._panel_gpu import (GCAP, LEAF_SHAPES, THREADS, GpuPanel, factor_panel,
+                                  getf2_host, getrf_panel_host, leaf_shape, split)
+
+from test_lu import backward_error, wilkinson, with_cond
+
+M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
+W_SIZES = (1, 7, 32, 64, 128, 256)
+
+
+def _m(m, w):
+    return {"w-1": w - 1, "w": w, "w+1": w + 1}.get(m, m)
+
+
+def sgetrf_ref(a):
+    """LAPACK's factors and 0-based pivots (min(m, w) of them) and info."""
+    lu, ipiv, info = sl.lapack.sgetrf(a)
+    return lu, ipiv[:min(a.shape)].astype(np.int32), int(info)
+
+
+def check_panel(a, lu, piv, info, exact_pivots=True):
+    ref_lu, ref_piv, ref_info = sgetrf_ref(a)
+    if exact_pivots:
+        np.testing.assert_array_equal(piv, ref_piv)
+    assert info == ref_info
+    scale = max(float(np.abs(ref_lu).max()), 1.0)
+    assert float(np.abs(np.asarray(lu) - ref_lu).max()) <= 1e-4 * scale
+    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
+    assert ours <= 2 * ref + 1e-3, (ours, ref)
+
+
+# ---------------------------------------------------------------- CPU: the model
+
+def test_leaf_shapes_and_split():
+    assert leaf_shape(1) == (32, 4, 1)
+    assert leaf_shape(THREADS * 4) == (32, 4, 1)
+    assert leaf_shape(THREADS * 4 + 1) == (32, 4, 2)
+    assert leaf_shape(33000) == (32, 4, 33)
+    assert leaf_shape(GCAP * THREADS * 4 + 1) == (16, 8, GCAP // 2 + 1)
+    with pytest.raises(ValueError, match="panel='cpu'"):
+        leaf_shape(GCAP * THREADS * 16 + 1)
+    assert all(lw * rpt <= 128 for lw, rpt in LEAF_SHAPES)
+    assert split(128, 32) == 64 and split(256, 32) == 128 and split(100, 32) == 64
+    assert split(33, 32) == 32 and split(127, 32) == 64
+
+
+@pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
+@pytest.mark.parametrize("w", [1, 3, 8, 31, 64, 100])
+@pytest.mark.parametrize("lw", [1, 4, 32])
+def test_recursion_matches_sgetrf(rng, m, w, lw):
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    b = a.copy()
+    piv, info = getrf_panel_host(b, lw)
+    check_panel(a, b, piv, info)
+
+
+def test_leaf_model_pivot_rule():
+    """First max on ties, whole-row swaps, no scaling of a zero column."""
+    a = np.array([[1, 2], [-3, 4], [3, 5]], np.float32)
+    piv = np.zeros(2, np.int32)
+    assert getf2_host(a, piv) == 0
+    assert piv[0] == 1
+    z = np.zeros((4, 3), np.float32)
+    z[:, 1] = [0, 0, 2, 0]
+    piv = np.zeros(3, np.int32)
+    assert getf2_host(z, piv, col_base=10) == 11
+    assert list(piv) == [0, 2, 2]
+
+
+@pytest.mark.parametrize("zero_col", [0, 5, 40, 63])
+@pytest.mark.parametrize("lw", [4, 32])
+def test_recursion_zero_column_info(rng, zero_col, lw):
+    a = rng.standard_normal((90, 64)).astype(np.float32)
+    a[:, zero_col] = 0
+    b = a.copy()
+    piv, info = getrf_panel_host(b, lw, col_base=0)
+    assert info == zero_col + 1
+    check_panel(a, b, piv, info)
+
+
+@pytest.mark.parametrize("shape", [(53, 53), (61, 23), (23, 61), (100, 8), (8, 100), (1, 1)])
+@pytest.mark.parametrize("lookahead", [0, 1])
+@pytest.mark.parametrize("lw", [2, 32])
+def test_driver_with_gpu_panel_model(rng, shape, lookahead, lw):
+    a = rng.standard_normal(shape).astype(np.float32)
+    A = a.copy()
+    piv, info = getrf(NumpyOps(A, 8), GpuPanel(leaf_width=lw), 8, lookahead)
+    ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    assert info == 0
+    assert backward_error(a, A, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+def test_driver_gpu_panel_model_info_and_timeline():
+    a = np.random.default_rng(1).standard_normal((40, 40)).astype(np.float32)
+    a[:, 17] = 0
+    A, tl = a.copy(), []
+    piv, info = getrf(NumpyOps(A, 8), GpuPanel(leaf_width=4), 8, 1, timeline=tl)
+    assert info == sl.lapack.sgetrf(a)[2] == 18
+    assert tl[0]["panel"] == "gpu" and tl[0]["host_panel_ms"] == 0
+    assert not any(s["use_inverse"] for s in tl[0]["steps"])
+
+
+def test_public_api_gpu_panel_host_backend(rng):
+    assert _decomp_lu._check_options("gpu", None, 1) == "gpu"
+    assert _decomp_lu._check_options("auto", None, 1) == "cpu"
+    assert isinstance(_decomp_lu._panel_object("gpu"), GpuPanel)
+    a = rng.standard_normal((37, 37)).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(a, panel="gpu", block_size=8, _ops="numpy")
+    ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_allclose(lu, ref_lu, atol=1e-4)
+    s = np.ones((4, 4), np.float32)
+    with pytest.warns(sl.LinAlgWarning, match="Diagonal number 2 is exactly zero"):
+        gpulinalg.lu_factor(s, panel="gpu", _ops="numpy")
+
+
+def test_factor_panel_step_order():
+    """The recursion's steps, in order, for a 10 x 8 panel with leaves of width 2."""
+    class Log:
+        def __init__(self):
+            self.calls = []
+
+        def __getattr__(self, name):
+            return lambda *args: self.calls.append((name, args[0].shape))
+
+    log = Log()
+    factor_panel(log, np.zeros((10, 8), np.float32), np.zeros(8, np.int32), 2, 0)
+    names = [c[0] for c in log.calls]
+    assert names.count("leaf") == 4
+    assert log.calls[0] == ("leaf", (10, 2))
+    assert names[-2:] == ["laswp", "add"]          # swaps of A22 reach the left columns
+    assert ("gemm_sub", (6, 4)) in log.calls         # A22 of the top split: rows 4:, cols 4:
+
+
+# ---------------------------------------------------------------- GPU: the panel alone
+
+def _device_panel(cp, a, **kw):
+    from gpulinalg._panel_gpu import getrf_panel_device
+    d = cp.asarray(a)
+    piv = cp.full(min(a.shape), -1, dtype=np.int32)      # poisoned: every slot must be written
+    piv, ws = getrf_panel_device(d, piv, **kw)
+    cp.cuda.get_current_stream().synchronize()
+    return cp.asnumpy(d), cp.asnumpy(piv), int(ws.info.get()[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("w", W_SIZES)
+@pytest.mark.parametrize("m", M_SIZES)
+def test_panel_kernel_matches_sgetrf(cp, rng, m, w):
+    m = _m(m, w)
+    if m == 0:
+        pytest.skip("empty")
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a)
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", LEAF_SHAPES)
+@pytest.mark.parametrize("m,w", [(5000, 64), (4097, 33), (20000, 16)])
+def test_panel_every_leaf_shape(cp, rng, leaf, m, w):
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, leaf=leaf)
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_panel_most_blocks(cp, rng):
+    """GCAP blocks of the widest leaf: the barrier with the largest grid."""
+    m = GCAP * THREADS * 4
+    a = rng.standard_normal((m, 40)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a)
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_panel_strided_view(cp, rng):
+    """A column strip of a wider row-major matrix (lda > w), as the driver passes it."""
+    big = rng.standard_normal((3000, 300)).astype(np.float32)
+    d = cp.asarray(big)
+    from gpulinalg._panel_gpu import getrf_panel_device
+    piv, ws = getrf_panel_device(d[100:, 37:165])
+    out = cp.asnumpy(d)
+    np.testing.assert_array_equal(out[:, :37], big[:, :37])        # outside: untouched
+    np.testing.assert_array_equal(out[:100], big[:100])
+    np.testing.assert_array_equal(out[:, 165:], big[:, 165:])
+    check_panel(big[100:, 37:165], out[100:, 37:165], cp.asnumpy(piv), int(ws.info.get()[0]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("zero_col", [0, 13, 32, 100, 127])
+def test_panel_zero_column_info(cp, rng, zero_col):
+    a = rng.standard_normal((2000, 128)).astype(np.float32)
+    a[:, zero_col] = 0
+    lu, piv, info = _device_panel(cp, a, col_base=0)
+    assert info == zero_col + 1
+    check_panel(a, lu, piv, info)
+    z = np.zeros((700, 64), np.float32)
+    lu, piv, info = _device_panel(cp, z, col_base=1000)
+    assert info == 1001 and list(piv) == list(range(64)) and not lu.any()
+
+
+@pytest.mark.gpu
+def test_panel_ties_take_first_row(cp, rng):
+    a = rng.standard_normal((5000, 3)).astype(np.float32)
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[[17, 2100, 4999], 0] = [-2.0, 2.0, 2.0]     # a tie across blocks (1024 rows each)
+    lu, piv, info = _device_panel(cp, a)
+    assert piv[0] == 17
+    check_panel(a, lu, piv, info)
+
+
+# ---------------------------------------------------------------- GPU: lu_factor(panel="gpu")
+
+def _gpu_lu_check(cp, a, **kw):
+    lu, piv = gpulinalg.lu_factor(cp.asarray(a), panel="gpu", **kw)
+    lu, piv = cp.asnumpy(lu), cp.asnumpy(piv)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_lu, ref_piv = sl.lu_factor(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
+    assert ours <= 2 * ref + 1e-3, (ours, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (7, 7), (129, 129), (1000, 1000), (2049, 2049),
+                                   (3000, 500), (500, 3000), (1500, 1499), (257, 1000)])
+@pytest.mark.parametrize("lookahead", [0, 1])
+def test_lu_factor_gpu_panel(cp, rng, shape, lookahead):
+    a = rng.standard_normal(shape).astype(np.float32)
+    _gpu_lu_check(cp, a, lookahead=lookahead)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nb", [1, 37, 64, 256])
+def test_lu_factor_gpu_panel_block_sizes(cp, rng, nb):
+    _gpu_lu_check(cp, rng.standard_normal((700, 700)).astype(np.float32), block_size=nb)
+
+
+@pytest.mark.gpu
+def test_lu_factor_gpu_panel_hard_matrices(cp, rng):
+    _gpu_lu_check(cp, with_cond(rng, 1024, 1e6))
+    w = wilkinson(100)
+    lu, piv = gpulinalg.lu_factor(cp.asarray(w), panel="gpu", block_size=32)
+    assert abs(float(lu[-1, -1])) == 2.0 ** 99
+
+
+@pytest.mark.gpu
+def test_lu_factor_gpu_panel_singular(cp, rng):
+    a = rng.standard_normal((600, 600)).astype(np.float32)
+    a[:, 300] = 0
+    with pytest.warns(sl.LinAlgWarning, match=r"^Diagonal number 301 is exactly zero"):
+        gpulinalg.lu_factor(cp.asarray(a), panel="gpu", block_size=128)
+    a = np.ones((300, 300), np.float32)
+    with pytest.warns(sl.LinAlgWarning, match=r"^Diagonal number 2 is exactly zero"):
+        gpulinalg.lu_factor(a, panel="gpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_lu_factor_gpu_panel_large(cp, rng):
+    a = rng.standard_normal((8192, 8192)).astype(np.float32)
+    _gpu_lu_check(cp, a)
