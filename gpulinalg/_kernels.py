@@ -56,22 +56,26 @@ def arch_option(device_id=None):
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id, family, name_expressions, options):
+def _module(device_id, family, name_expressions, options, cooperative):
     cp = cupy()
     with cp.cuda.Device(device_id):
         opts = ("--std=c++17", arch_option(device_id)) + options
+        # cooperative: its kernels launch with cuLaunchCooperativeKernel (co-resident grid).
         mod = cp.RawModule(code=source(family), options=opts,
-                           name_expressions=name_expressions or None)
+                           name_expressions=name_expressions or None,
+                           enable_cooperative_groups=cooperative)
         mod.compile()
         return mod
 
 
 @functools.lru_cache(maxsize=None)
-def _function(device_id, family, name, options):
-    return _module(device_id, family, (name,) if "<" in name else (), options).get_function(name)
+def _function(device_id, family, name, options, cooperative):
+    names = (name,) if "<" in name else ()
+    return _module(device_id, family, names, options, cooperative).get_function(name)
 
 
-def get_kernel(family, name, options=()):
+def get_kernel(family, name, options=(), cooperative=False):
     """Kernel `name` (a C++ template instantiation or extern "C" name) of `family`, compiled
-    for the current device (cached: this sits on the launch path)."""
-    return _function(cupy().cuda.runtime.getDevice(), family, name, tuple(options))
+    for the current device (cached: this sits on the launch path).  cooperative=True: every
+    launch is a cooperative launch (grid-wide barriers; the grid must fit on the device)."""
+    return _function(cupy().cuda.runtime.getDevice(), family, name, tuple(options), cooperative)

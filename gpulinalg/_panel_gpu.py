@@ -96,13 +96,13 @@ class PanelWorkspace:
 
     def max_blocks(self, kernel):
         """Co-resident blocks of `kernel` on this device (what a cooperative launch allows)."""
-        key = kernel.ptr
+        key = kernel.name
         if key not in self._max_blocks:
             per_sm = 1
-            try:
+            try:  # RawKernel.kernel is the driver Function (its ptr the CUfunction handle)
                 per_sm = max(1, cupy().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                    kernel.ptr, THREADS, 0))
-            except Exception:  # older CuPy: __launch_bounds__(256, 1) promises one per SM
+                    kernel.kernel.ptr, THREADS, 0))
+            except Exception:  # no occupancy query: __launch_bounds__(256, 1) promises one
                 pass
             self._max_blocks[key] = min(GCAP, self.sms * per_sm)
         return self._max_blocks[key]
@@ -118,7 +118,7 @@ class _DeviceSteps:
         from ._laswp import laswp_inplace
         self.ws, self.lw, self.rpt, self.g_max = ws, leaf[0], leaf[1], None
         self._trsm, self._gemm, self._laswp = solve_triangular, gemm_into, laswp_inplace
-        self.kernel = get_kernel(FAMILY, f"getrf_leaf<{self.lw},{self.rpt}>")
+        self.kernel = get_kernel(FAMILY, f"getrf_leaf<{self.lw},{self.rpt}>", cooperative=True)
 
     def leaf(self, a, piv, col_base):
         mp, w = a.shape
@@ -129,8 +129,7 @@ class _DeviceSteps:
         self.kernel((g,), (THREADS,),
                     (np.int32(mp), np.int32(w), a, np.int64(lda), piv, ws.info,
                      np.int32(col_base), ws.rec, ws.rec[2 * GCAP * REC:], ws.counter,
-                     np.uint32(ws.arrivals)),
-                    enable_cooperative_groups=True)
+                     np.uint32(ws.arrivals)))
         ws.arrivals = (ws.arrivals + g * kk) % 2**32
 
     def laswp(self, a, piv):
@@ -163,7 +162,7 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
         ws = PanelWorkspace()
     if min(mp, w) == 0:
         return piv, ws
-    probe = get_kernel(FAMILY, KERNEL_NAMES[0])
+    probe = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
     if leaf is None:
         leaf = leaf_shape(mp, ws.max_blocks(probe))
     elif tuple(leaf[:2]) not in LEAF_SHAPES or -(-mp // (THREADS * leaf[1])) > GCAP:
