@@ -1,6 +1,7 @@
 """Row interchanges (LAPACK slaswp, 0-based, row-major): launch wrapper for kernels/laswp.cu
 and the public laswp."""
 
+import collections
 import functools
 
 import numpy as np
@@ -25,10 +26,21 @@ APPLY_SMEM = MOVES_BYTES + 100 * 1024   # dynamic shared memory of one laswp_app
 APPLY_CAP = (APPLY_SMEM - MOVES_BYTES) // 4   # floats of strip data per block
 WORKSPACE_INTS = 2 + 2 * 2 * KMAX       # ws[0] = number of moves, int2 moves from ws + 2
 
-VARIANTS = ("planned", "strip")   # "strip": laswp_rows, the first kernel (baseline)
+# The fused variant: laswp_fused, plan and apply in one launch (each block plans for itself
+# while its first strip is in flight).  Same grid as laswp_apply.
+FUSED_THREADS = 512         # laswp_fused's __launch_bounds__
+FUSED_META = 4 * 6 * KMAX   # s_piv, s_slot, s_key/s_dst (2 KMAX), s_first (2 KMAX)
+FUSED_SMEM = FUSED_META + 100 * 1024   # dynamic shared memory of one laswp_fused block
+FUSED_CAP = (FUSED_SMEM - FUSED_META) // 4   # floats of strip data per block
+
+# "strip": laswp_rows, the first kernel (baseline); "planned": laswp_plan + laswp_apply;
+# "fused": laswp_fused.  Call timing on the H100 (16384^2, 128 pivots): planned 0.038 ms,
+# strip 0.045 ms; fused is new (expected to save the plan kernel and one launch gap).
+VARIANTS = ("planned", "strip", "fused")
 DEFAULT = "planned"
 BASELINE = "strip"
 _NUM_SMS_GUESS = 132
+WORKSPACE_CACHE = 16        # cached planned-variant workspaces, one per (device, stream)
 
 
 def _kernel_name(w):
@@ -42,8 +54,15 @@ def _apply_name(vw):
 PLAN_NAME = f"laswp_plan<{PLAN_THREADS}>"
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
+
+
+def _fused_name(vw):
+    return f"laswp_fused<{vw},{FUSED_THREADS}>"
+
+
 KERNEL_NAMES = (tuple(_kernel_name(w) for w in STRIP_WIDTHS) + (PLAN_NAME,)
-                + tuple(_apply_name(vw) for vw in (4, 1)))
+                + tuple(_apply_name(vw) for vw in (4, 1))
+                + tuple(_fused_name(vw) for vw in (4, 1)))
 
 
 def apply_grid(n, sm_count):
@@ -58,9 +77,46 @@ def apply_strip_width(n, nm, grid, cap=APPLY_CAP):
     return (-(-n // (grid * rounds)) + 7) & ~7
 
 
+def fused_strip_width(n, k, grid):
+    """Host model of laswp_fused's strip width (floats): laswp_apply's rule for 2k slots."""
+    return apply_strip_width(n, 2 * k, grid, cap=FUSED_CAP)
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device_id):
     return cupy().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
+
+
+@functools.lru_cache(maxsize=None)
+def _opt_in(device_id, name, smem):
+    """Kernel `name` on the current device (device_id), allowed `smem` bytes of dynamic shared
+    memory (beyond the 48 KiB default); memoised, so the attribute is set once, not per call."""
+    kernel = get_kernel(FAMILY, name)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem
+    return kernel
+
+
+_workspaces = collections.OrderedDict()
+
+
+def _workspace(device_id):
+    """The planned variant's workspace for the current stream of device_id, reused by every
+    call on that stream (stream order makes the reuse safe: a plan only overwrites it after
+    the previous apply on the stream has read it).  Keyed by stream pointer; the stream
+    object is held so that its pointer cannot be reused by another stream while cached.  A
+    graph replayed on another stream than the one it was captured on shares its workspace
+    with that stream: pass workspace= explicitly there."""
+    stream = cupy().cuda.get_current_stream()
+    key = (device_id, stream.ptr)
+    hit = _workspaces.get(key)
+    if hit is not None:
+        return hit[1]
+    ws = cupy().empty(WORKSPACE_INTS, dtype=np.int32)
+    _workspaces[key] = (stream, ws)
+    while len(_workspaces) > WORKSPACE_CACHE:   # dropped ones go back to their stream's pool
+        _workspaces.popitem(last=False)
+    return ws
 
 
 def hash_bits(k):
@@ -138,17 +194,21 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     a: float32 CuPy row-major view (unit column stride, any leading dimension).  piv_dev: CuPy
     integer array of absolute 0-based row indices of `a`, already validated (0 <= piv < m,
     offset + len <= m).  No host synchronisation: launches on the current stream, per KMAX
-    pivots (applied in order) one laswp_rows launch ("strip") or laswp_plan + laswp_apply
-    ("planned", the default).  workspace: optional CuPy int32 array of at least
-    WORKSPACE_INTS elements for the planned variant (else one is taken from CuPy's pool).
+    pivots (applied in order) one laswp_rows launch ("strip"), laswp_plan + laswp_apply
+    ("planned", the default) or one laswp_fused launch ("fused").  workspace: optional CuPy
+    int32 array of at least WORKSPACE_INTS elements for the planned variant (else one cached
+    per device and stream is used).
     """
     cp = cupy()
     if a.ndim != 2 or a.dtype != np.float32:
         raise ValueError("a must be a 2-D float32 array")
     m, n = a.shape
-    lda = row_leading_dim(a.shape, tuple(s // a.itemsize for s in a.strides))
-    if lda is None or any(s % a.itemsize for s in a.strides):
-        raise ValueError("a must be a row-major view (unit column stride)")
+    if a.flags.c_contiguous:   # the common case without the stride analysis
+        lda = max(n, 1)
+    else:
+        lda = row_leading_dim(a.shape, tuple(s // a.itemsize for s in a.strides))
+        if lda is None or any(s % a.itemsize for s in a.strides):
+            raise ValueError("a must be a row-major view (unit column stride)")
     k = piv_dev.shape[0] if piv_dev.ndim == 1 else -1
     if k < 0:
         raise ValueError("piv must be 1-D")
@@ -162,36 +222,52 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     if m >= 2**31 or n >= 2**31:
         raise ValueError("dimensions must be below 2**31")
     # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
-    piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
+    if piv_dev.dtype != np.int32 or not piv_dev.flags.c_contiguous:
+        piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
+    chunks = ((0, k),) if k <= KMAX else launch_plan(k, inverse)
+    dev = cp.cuda.runtime.getDevice()
+    inv = np.int32(bool(inverse))
     if variant == "strip":
-        for start, count in launch_plan(k, inverse):
+        for start, count in chunks:
             w = strip_width(count)
             kernel = get_kernel(FAMILY, _kernel_name(w))
             kernel((-(-n // w),), (THREADS,),
                    (np.int32(n), a, np.int64(lda), np.int32(count),
-                    piv_dev[start:start + count], np.int32(offset + start),
-                    np.int32(bool(inverse)), np.int32(hash_bits(count))),
+                    _piv_chunk(piv_dev, start, count, k), np.int32(offset + start),
+                    inv, np.int32(hash_bits(count))),
                    shared_mem=shared_bytes(count, w))
         return a
-    if workspace is None:   # stream-ordered reuse through CuPy's pool: no sync, no memset
-        workspace = cp.empty(WORKSPACE_INTS, dtype=np.int32)
+    vw = 4 if a.data.ptr % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
+    grid = (apply_grid(n, _sm_count(dev)),)
+    if variant == "fused":
+        fused = _opt_in(dev, _fused_name(vw), FUSED_SMEM)
+        for start, count in chunks:
+            fused(grid, (FUSED_THREADS,),
+                  (np.int32(n), a, np.int64(lda), np.int32(count),
+                   _piv_chunk(piv_dev, start, count, k), np.int32(offset + start), inv,
+                   np.int32(hash_bits(count)), np.int32(FUSED_CAP)),
+                  shared_mem=FUSED_SMEM)
+        return a
+    if workspace is None:
+        workspace = _workspace(dev)
     elif (workspace.dtype != np.int32 or workspace.size < WORKSPACE_INTS
           or not workspace.flags.c_contiguous):
         raise ValueError(f"workspace must be a contiguous int32 array of {WORKSPACE_INTS}")
     plan = get_kernel(FAMILY, PLAN_NAME)
-    vw = 4 if a.data.ptr % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
-    apply = get_kernel(FAMILY, _apply_name(vw))
-    if apply.max_dynamic_shared_size_bytes < APPLY_SMEM:
-        apply.max_dynamic_shared_size_bytes = APPLY_SMEM  # opt in beyond the 48 KiB default
-    grid = apply_grid(n, _sm_count(cp.cuda.get_device_id()))
-    for start, count in launch_plan(k, inverse):
+    apply = _opt_in(dev, _apply_name(vw), APPLY_SMEM)
+    for start, count in chunks:
         plan((1,), (PLAN_THREADS,),
-             (np.int32(count), piv_dev[start:start + count], np.int32(offset + start),
-              np.int32(bool(inverse)), np.int32(hash_bits(count)), workspace))
-        apply((grid,), (APPLY_THREADS,),
+             (np.int32(count), _piv_chunk(piv_dev, start, count, k), np.int32(offset + start),
+              inv, np.int32(hash_bits(count)), workspace))
+        apply(grid, (APPLY_THREADS,),
               (np.int32(n), a, np.int64(lda), workspace, np.int32(APPLY_CAP)),
               shared_mem=APPLY_SMEM)
     return a
+
+
+def _piv_chunk(piv_dev, start, count, k):
+    """piv_dev[start:start+count] (the array itself when it is the whole vector: no view)."""
+    return piv_dev if count == k else piv_dev[start:start + count]
 
 
 def _element_strides(a, kind):

@@ -11,65 +11,73 @@ from ._kernels import get_kernel
 
 FAMILY = "transpose"
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
-# TILE x TILE elements per block, 32 x BY threads, DIAG: diagonal block order; KIND "tiled" is
-# transpose_tiled (one tile per block, 4-byte accesses), "vec" transpose_vec (persistent grid,
-# 16-byte accesses, cp.async double buffer, always 64 x 64 and 256 threads).
-Tile = namedtuple("Tile", "TILE BY DIAG KIND", defaults=("tiled",))
+# TILE x TC elements of A per block (TILE rows, TC columns; TC None means a square tile),
+# 32 x BY threads, DIAG: diagonal block order.  All are transpose_tiled (one tile per block,
+# 4-byte accesses, every load of a thread in flight before the shared stores).
+Tile = namedtuple("Tile", "TILE BY DIAG TC", defaults=(None,))
 VARIANTS = {
-    "32x8": Tile(32, 8, False),        # the seed kernel (baseline)
+    "32x8": Tile(32, 8, False),        # the seed kernel (baseline): 4 elements per thread
     "32x8-diag": Tile(32, 8, True),
-    "64x8": Tile(64, 8, False),
+    "64x8": Tile(64, 8, False),        # 16 elements per thread, 8 blocks (16.6 KiB) per SM
     "64x8-diag": Tile(64, 8, True),
     "64x16-diag": Tile(64, 16, True),
-    "64v4-persist": Tile(64, 8, False, "vec"),
+    "64x4": Tile(64, 4, False),        # 32 elements per thread on 128 threads, 13 blocks/SM
+    "64x128-by8": Tile(64, 8, False, 128),   # 32 per thread, 512-byte A row segments
+    "128x64-by8": Tile(128, 8, False, 64),   # 32 per thread, 512-byte B row segments
 }
 BASELINE = "32x8"
-# H100 measurements: plain 64x8 beat every diagonal variant at every size (no partition camping
-# on Hopper), so it is the default; 64v4-persist is the candidate to replace it once timed.
+# H100 measurements (call timing): plain 64x8 beat every diagonal variant at every size (no
+# partition camping on Hopper) and the persistent 16-byte cp.async kernel (removed), so it is
+# the default; 64x4 / 64x128-by8 / 128x64-by8 (32 elements per thread) are the candidates for
+# n >= 4096 until timed.  Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x8"
 SMALL = "32x8"
-VEC_BLOCKS_PER_SM = 4   # TRANSPOSE_VEC_BLOCKS_PER_SM in the kernel (its __launch_bounds__)
+SMALL_TILES_PER_SM = 4
 _NUM_SMS_GUESS = 132
 _COPY_THREADS = 256   # copy2d's block size (its __launch_bounds__)
 _MAX_GRID_Y = 65535
 
 
+def tile_cols(t):
+    """Columns of A per tile (TC, or TILE for a square tile)."""
+    return t.TC or t.TILE
+
+
 def _tiled_name(t):
-    if t.KIND == "vec":
-        return f"transpose_vec<{32 * t.BY}>"
-    return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}>"
+    tc = "" if t.TC in (None, t.TILE) else f",{t.TC}"
+    return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}{tc}>"
 
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
 KERNEL_NAMES = tuple(dict.fromkeys(_tiled_name(t) for t in VARIANTS.values())) + ("copy2d",)
 
-_kernel_cache = {}
+
+def num_tiles(rows, cols, variant):
+    t = VARIANTS[variant]
+    return -(-rows // t.TILE) * -(-cols // tile_cols(t))
 
 
-def _kernel(name):
-    """get_kernel for the current device, memoised (the launch path is short for small sizes)."""
-    key = (cupy().cuda.get_device_id(), name)
-    k = _kernel_cache.get(key)
-    if k is None:
-        k = _kernel_cache[key] = get_kernel(FAMILY, name)
-    return k
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_id):
-    return cupy().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
-
-
-def vec_grid(tiles, sm_count):
-    """Blocks of the persistent transpose_vec: one resident wave, never more than the tiles."""
-    return max(1, min(tiles, VEC_BLOCKS_PER_SM * sm_count))
-
-
+@functools.lru_cache(maxsize=1024)
 def pick_variant(rows, cols):
     """The 64-wide tile once it gives a few blocks per SM, the 32-wide one below that."""
-    t = VARIANTS[DEFAULT]
-    tiles = -(-rows // t.TILE) * -(-cols // t.TILE)
-    return DEFAULT if tiles >= 4 * _NUM_SMS_GUESS else SMALL
+    tiles = num_tiles(rows, cols, DEFAULT)
+    return DEFAULT if tiles >= SMALL_TILES_PER_SM * _NUM_SMS_GUESS else SMALL
+
+
+@functools.lru_cache(maxsize=1024)
+def _transpose_launch(device_id, rows, cols, variant):
+    """(kernel, grid, block) of one transpose launch; memoised: the launch path stays short."""
+    t = VARIANTS[variant]
+    tiles = num_tiles(rows, cols, variant)
+    if tiles >= 2**31:
+        raise ValueError("matrix too large for one launch")
+    return get_kernel(FAMILY, _tiled_name(t)), (tiles,), (32, t.BY)
+
+
+@functools.lru_cache(maxsize=1024)
+def _copy_launch(device_id, rows, cols):
+    grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y))
+    return get_kernel(FAMILY, "copy2d"), grid, (_COPY_THREADS,)
 
 
 def block_order(gx, gy, diag):
@@ -85,25 +93,18 @@ def block_order(gx, gy, diag):
 
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
-    t = VARIANTS[variant]
-    tiles = -(-rows // t.TILE) * -(-cols // t.TILE)
-    if tiles >= 2**31:
-        raise ValueError("matrix too large for one launch")
-    kernel = _kernel(_tiled_name(t))
-    if t.KIND == "vec":   # persistent: one resident wave walks all the tiles
-        grid, block = vec_grid(tiles, _sm_count(cupy().cuda.get_device_id())), (32 * t.BY,)
-    else:
-        grid, block = tiles, (32, t.BY)
-    kernel((grid,), block,
-           (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
+    kernel, grid, block = _transpose_launch(_device_id(), rows, cols, variant)
+    kernel(grid, block, (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
     """dst[r, c] = src[r, c] for two row-major views with leading dimensions lds, ldd."""
-    kernel = _kernel("copy2d")
-    grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y))
-    kernel(grid, (_COPY_THREADS,),
-           (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
+    kernel, grid, block = _copy_launch(_device_id(), rows, cols)
+    kernel(grid, block, (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
+
+
+def _device_id():
+    return cupy().cuda.runtime.getDevice()
 
 
 def transpose_into(src, dst, variant=None):
@@ -114,6 +115,7 @@ def transpose_into(src, dst, variant=None):
     is copied once, dst with no unit stride is written through one temporary.
     """
     m, n = src.shape
+    auto = variant is None
     if dst.shape != (n, m):
         raise ValueError(f"dst has shape {dst.shape}, expected {(n, m)}")
     if src.dtype != np.float32 or dst.dtype != np.float32:
@@ -121,6 +123,13 @@ def transpose_into(src, dst, variant=None):
     if max(m, n) >= 2**31:
         raise ValueError("dimensions must be below 2**31")
     if m == 0 or n == 0:
+        return dst
+    if variant is None:
+        variant = pick_variant(m, n)   # memoised per shape
+    elif variant not in VARIANTS:
+        raise ValueError(f"unknown transpose variant {variant!r}; choose from {list(VARIANTS)}")
+    if src.flags.c_contiguous and dst.flags.c_contiguous:   # the common case, fewest steps
+        _launch_transpose(m, n, src, n, dst, m, variant)
         return dst
     d_layout = _arrays.matrix_layout(dst)
     if d_layout is None:  # odd dst strides: transpose into a temporary, then one copy
@@ -140,7 +149,7 @@ def transpose_into(src, dst, variant=None):
     else:                          # column-major dst: dst.T is row-major m x n, like src: copy
         _launch_copy(m, n, src, lds, dst, ldd)
         return dst
-    if variant is None:
+    if auto and rows != m:   # both column-major: choose for the row-major problem
         variant = pick_variant(rows, cols)
     _launch_transpose(rows, cols, src, lds, dst, ldd, variant)
     return dst

@@ -39,7 +39,8 @@
 //   item-following as above, one slot per thread, THREADS = 1024 >= 2*KMAX) and writes the
 //   moves to a small device workspace: ws[0] = number of moves nm, then nm int2 (source row,
 //   destination row) pairs from ws + 2, only for rows whose contents change.  Latency-bound
-//   (k serial steps of a few instructions), no matrix traffic.
+//   (k serial steps of a few instructions), no matrix traffic; only the 2k threads owning a
+//   slot run the k steps (the other warps used to run them too, for nothing).
 // laswp_apply<VW, THREADS>: the bandwidth kernel.  A grid of 2 blocks per SM (Python sizes it)
 //   each walks column strips of width wc: wc is the largest multiple of 8 floats for which the
 //   nm x wc strip fits the block's shared memory (cap floats, ~100 KiB), shrunk so that the
@@ -53,6 +54,20 @@
 //   gpulinalg/_laswp.py (APPLY_SMEM, APPLY_BLOCKS_PER_SM).  At 16384^2 with 128 LU pivots:
 //   nm = 255, wc = 64 on 264 blocks, 64 KiB per block in flight.
 //   Bound: bandwidth-bound; bytes = 2 * nm * n * 4 (each moved row read and written once).
+//
+// laswp_fused<VW, THREADS>: the planned variant in ONE launch, for the latency of the small
+//   sizes (no second launch, no plan kernel on the critical path, no workspace).  The grid and
+//   strip walk are laswp_apply's (2 blocks of 512 threads per SM), with strips sized for all 2k
+//   slots.  Each block: requests its first strip of rows offset..offset+k-1 with cp.async
+//   before anything else, reads the pivots, requests the pivot rows, then works out the slots
+//   and the net permutation as laswp_rows does (hash, item-following by the 2k slot owners
+//   only) while those copies are in flight, and scatters the moved slots.  Later strips of
+//   the block gather only the moved slots.  The plan is computed once per block (264 blocks
+//   at once on an H100, hidden behind the first strip's reads: ~1-2 us against ~5 us of
+//   reads).  Dynamic shared memory: LASWP_FUSED_META = 6*KMAX*4 bytes of plan, then cap floats
+//   of strips (Python: FUSED_SMEM).  Same alignment rules as laswp_apply.
+//   Bound: bandwidth-bound; bytes = 2 * (touched rows) * n * 4 (unmoved touched rows are read
+//   once in the first strip of each block only).
 
 #define LASWP_KMAX 512
 
@@ -257,17 +272,23 @@ laswp_plan(int k, const int* __restrict__ piv, int offset, int inverse, int log2
     }
     __syncthreads();
 
-    // Follow the contents of slot tid through the interchanges.
+    // Follow the contents of slot tid through the interchanges.  Only the 2k threads that own a
+    // slot run the k serial steps (8 of the 32 warps for k = 128): the others would only take
+    // issue slots from them.
     int pos = tid;
-    if (inverse) {
-        for (int i = k - 1; i >= 0; --i) {
-            const int b = s_slot[i];
-            pos = pos == i ? b : (pos == b ? i : pos);
-        }
-    } else {
-        for (int i = 0; i < k; ++i) {
-            const int b = s_slot[i];
-            pos = pos == i ? b : (pos == b ? i : pos);
+    if (tid < 2 * k) {
+        if (inverse) {
+#pragma unroll 4
+            for (int i = k - 1; i >= 0; --i) {
+                const int b = s_slot[i];
+                pos = pos == i ? b : (pos == b ? i : pos);
+            }
+        } else {
+#pragma unroll 4
+            for (int i = 0; i < k; ++i) {
+                const int b = s_slot[i];
+                pos = pos == i ? b : (pos == b ? i : pos);
+            }
         }
     }
     int2* moves = reinterpret_cast<int2*>(ws + 2);
@@ -346,5 +367,176 @@ laswp_apply(int n, float* A, long long lda, const int* __restrict__ ws, int cap)
             }
         }
         __syncthreads();   // s_val free for the next strip
+    }
+}
+
+// laswp_fused: plan and apply in one launch.  Each block of the bandwidth-shaped grid works out
+// the permutation itself (the hash, slots and item-following of laswp_rows, only the 2k slot
+// owners following, so ~k steps of a few instructions, ~1-2 us) while its first strip's rows
+// are already in flight: the copies are issued before the plan is computed.
+template <int ITEMS, int THREADS>
+__device__ __forceinline__ void follow_slots(int k, int ns, const int* s_slot, int inverse,
+                                             int* pos)
+{
+    if (static_cast<int>(threadIdx.x) >= ns)
+        return;   // owns no slot
+#pragma unroll 4
+    for (int t = 0; t < k; ++t) {
+        const int i = inverse ? k - 1 - t : t;
+        const int b = s_slot[i];   // interchange i swaps slots i and b
+#pragma unroll
+        for (int q = 0; q < ITEMS; ++q)
+            pos[q] = pos[q] == i ? b : (pos[q] == b ? i : pos[q]);
+    }
+}
+
+template <int VW, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, int offset,
+            int inverse, int log2h, int cap)
+{
+    static_assert(VW == 1 || VW == 4, "4-byte or 16-byte accesses");
+    static_assert(THREADS % 32 == 0 && (2 * LASWP_KMAX) % THREADS == 0, "slots over threads");
+    // Dynamic shared memory (LASWP_FUSED_META bytes, then the strips):
+    // s_piv[KMAX] | s_slot[KMAX] | s_key[2 KMAX] (later s_dst) | s_first[2 KMAX] | s_val[cap].
+    extern __shared__ float4 smem4[];
+    int* s_piv = reinterpret_cast<int*>(smem4);
+    int* s_slot = s_piv + LASWP_KMAX;
+    int* s_key = s_slot + LASWP_KMAX;
+    int* s_first = s_key + 2 * LASWP_KMAX;
+    int* s_dst = s_key;   // reused once the hash table is no longer needed
+    float* s_val = reinterpret_cast<float*>(s_first + 2 * LASWP_KMAX);   // 12 KiB in: aligned
+    const int H = 1 << log2h;   // hash size, >= 2k, <= 2 KMAX
+    const int ns = 2 * k;       // slots
+    const int tid = threadIdx.x;
+
+    // Strip width as in laswp_apply, for all 2k slots (the moved ones are not known yet).
+    const long long wmax = (cap / ns) & ~7;   // >= 8: Python guarantees cap >= 8 * 2 KMAX
+    const long long per = gridDim.x;
+    const long long rounds = (n + per * wmax - 1) / (per * wmax);
+    const int wc = static_cast<int>(((n + per * rounds - 1) / (per * rounds) + 7) & ~7LL);
+    const int nstrips = (n + wc - 1) / wc;
+    if (static_cast<int>(blockIdx.x) >= nstrips)
+        return;   // no columns for this block (uniform: before any barrier)
+
+    // Strip rows [s_lo, s_hi) of slot range into s_val: slot s < k is row offset+s, slot
+    // k+j the pivot row piv[j] when it lies outside [offset, offset+k) (unused otherwise).
+    // only_moved: skip slots whose contents stay (s_dst known).
+    auto gather = [&](int c0, int s_lo, int s_hi, bool only_moved) {
+        const int g = (min(wc, n - c0) + VW - 1) / VW;   // groups of VW floats per strip row
+        const int total = (s_hi - s_lo) * g;
+        for (int idx = tid; idx < total; idx += THREADS) {
+            const int s = s_lo + idx / g, j = idx % g;
+            if (only_moved && s_dst[s] < 0)
+                continue;
+            int row = offset + s;
+            if (s >= k) {
+                row = s_piv[s - k];
+                if (row - offset >= 0 && row - offset < k)
+                    continue;
+            }
+            const int col = c0 + j * VW;
+            const float* src = A + row * lda + col;
+            float* sv = s_val + s * wc + j * VW;
+            if (VW == 4 && col + 4 <= n) {
+                copy_async16(sv, src);
+            } else {
+#pragma unroll
+                for (int e = 0; e < VW; ++e)
+                    if (col + e < n)
+                        copy_async4(sv + e, src + e);
+            }
+        }
+    };
+    auto scatter = [&](int c0) {
+        const int g = (min(wc, n - c0) + VW - 1) / VW;
+        const int total = ns * g;
+        for (int idx = tid; idx < total; idx += THREADS) {
+            const int s = idx / g, j = idx % g;
+            const int row = s_dst[s];
+            if (row < 0)
+                continue;
+            const int col = c0 + j * VW;
+            float* dst = A + row * lda + col;
+            const float* sv = s_val + s * wc + j * VW;
+            if (VW == 4 && col + 4 <= n) {
+                *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
+            } else {
+#pragma unroll
+                for (int e = 0; e < VW; ++e)
+                    if (col + e < n)
+                        dst[e] = sv[e];
+            }
+        }
+    };
+
+    // First strip, part 1: rows offset+i need no pivot, so they are requested at once.
+    int strip = blockIdx.x;
+    gather(strip * wc, 0, k, false);
+    for (int i = tid; i < k; i += THREADS)
+        s_piv[i] = piv[i];
+    for (int h = tid; h < H; h += THREADS) {
+        s_key[h] = -1;
+        s_first[h] = 0x7fffffff;
+    }
+    __syncthreads();
+    gather(strip * wc, k, ns, false);   // part 2: the pivot rows
+
+    // Slots, as in laswp_rows: an outside pivot row -> k + the first index naming it.
+    for (int i = tid; i < k; i += THREADS) {
+        const int p = s_piv[i];
+        if (p - offset >= 0 && p - offset < k) continue;
+        unsigned h = row_hash(p, log2h);
+        for (;;) {
+            const int old = atomicCAS(&s_key[h], -1, p);
+            if (old == -1 || old == p) {
+                atomicMin(&s_first[h], i);
+                break;
+            }
+            h = (h + 1) & (H - 1);
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < k; i += THREADS) {
+        const int p = s_piv[i];
+        int slot = p - offset;
+        if (slot < 0 || slot >= k) {
+            unsigned h = row_hash(p, log2h);
+            while (s_key[h] != p)
+                h = (h + 1) & (H - 1);
+            slot = k + s_first[h];
+        }
+        s_slot[i] = slot;
+    }
+    __syncthreads();   // s_slot complete; s_key is free for s_dst
+
+    constexpr int ITEMS = 2 * LASWP_KMAX / THREADS;
+    int pos[ITEMS];
+#pragma unroll
+    for (int q = 0; q < ITEMS; ++q)
+        pos[q] = tid + THREADS * q;   // contents of slot tid + THREADS*q, followed
+    if (ns <= THREADS)
+        follow_slots<1, THREADS>(k, ns, s_slot, inverse, pos);
+    else
+        follow_slots<ITEMS, THREADS>(k, ns, s_slot, inverse, pos);
+#pragma unroll
+    for (int q = 0; q < ITEMS; ++q) {
+        const int s = tid + THREADS * q;
+        if (s < ns) {
+            const int f = pos[q];   // final slot of the contents of slot s
+            s_dst[s] = f == s ? -1 : (f < k ? offset + f : s_piv[f - k]);
+        }
+    }
+    copy_async_wait_all();
+    __syncthreads();   // s_val and s_dst complete
+    scatter(strip * wc);
+
+    // Further strips: only the moved slots' rows.
+    for (strip += gridDim.x; strip < nstrips; strip += gridDim.x) {
+        __syncthreads();   // s_val free
+        gather(strip * wc, 0, ns, true);
+        copy_async_wait_all();
+        __syncthreads();   // the whole strip is read before any of it is written
+        scatter(strip * wc);
     }
 }

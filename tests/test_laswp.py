@@ -81,8 +81,22 @@ def test_launch_plan_and_shared_memory():
         assert _laswp.THREADS % w == 0 and 32 % w == 0
     assert set(_laswp.KERNEL_NAMES) == ({f"laswp_rows<{w},256>" for w in _laswp.STRIP_WIDTHS}
                                         | {"laswp_plan<1024>", "laswp_apply<4,512>",
-                                           "laswp_apply<1,512>"})
+                                           "laswp_apply<1,512>", "laswp_fused<4,512>",
+                                           "laswp_fused<1,512>"})
     assert _laswp.DEFAULT in _laswp.VARIANTS and _laswp.BASELINE in _laswp.VARIANTS
+
+
+def test_fused_variant_limits():
+    assert _laswp.FUSED_CAP >= 8 * 2 * _laswp.KMAX          # a strip of 8 always fits
+    assert _laswp.APPLY_BLOCKS_PER_SM * (_laswp.FUSED_SMEM + 1024) <= 228 * 1024
+    assert _laswp.FUSED_META % 16 == 0                       # s_val 16-byte aligned
+    assert 2 * _laswp.KMAX % _laswp.FUSED_THREADS == 0
+    # 16384^2 and 32768^2 with 128 pivots (256 slots): one / two rounds of 64-column strips
+    assert _laswp.fused_strip_width(16384, 128, _laswp.apply_grid(16384, 132)) == 64
+    assert _laswp.fused_strip_width(32768, 128, _laswp.apply_grid(32768, 132)) == 64
+    for k in (1, 128, 512):
+        wc = _laswp.fused_strip_width(100003, k, _laswp.apply_grid(100003, 132))
+        assert wc >= 8 and wc % 8 == 0 and 2 * k * wc <= _laswp.FUSED_CAP
 
 
 def test_planned_variant_limits():
@@ -280,6 +294,35 @@ def test_planned_wide_matrices_several_strips(cp, m, n, k):
     _laswp.laswp_inplace(a, cp.asarray(piv), workspace=ws)
     assert bool(cp.array_equal(a, ref))
     assert int(ws[0]) == len(src)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,inverse", [(4096, 40000, 128, False), (3000, 40000, 512, True),
+                                           (2000, 5001, 300, False), (700, 100003, 37, True)])
+def test_fused_wide_matrices_several_strips(cp, m, n, k, inverse):
+    # every block walks several strips (the later ones gather only the moved slots)
+    rng = np.random.default_rng(8)
+    piv = lu_like(rng, m, k)
+    a = cp.random.default_rng(4).standard_normal((m, n), dtype=cp.float32)
+    ref = a.copy()
+    src, dst = zip(*_laswp.net_moves(piv, inverse=inverse))
+    ref[cp.asarray(dst)] = a[cp.asarray(src)]
+    _laswp.laswp_inplace(a, cp.asarray(piv), inverse, variant="fused")
+    assert bool(cp.array_equal(a, ref))
+
+
+@pytest.mark.gpu
+def test_workspace_is_cached_per_stream(cp):
+    a = cp.zeros((10, 8), dtype=cp.float32)
+    _laswp.laswp_inplace(a, cp.asarray([1, 2]))
+    dev = cp.cuda.runtime.getDevice()
+    ws = _laswp._workspace(dev)
+    assert _laswp._workspace(dev) is ws
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        assert _laswp._workspace(dev) is not ws
+        _laswp.laswp_inplace(a, cp.asarray([1, 2]))
+    s.synchronize()
 
 
 @pytest.mark.gpu

@@ -56,82 +56,32 @@ def test_diagonal_order_spreads_concurrent_writes():
     assert len(set(bx[:16].tolist())) == 16 and len(set(by[:16].tolist())) == 16
 
 
-def swz64(r, c):
-    """transpose_vec's shared-memory word of tile element (r, c) (XOR-swizzled 16-byte chunks)."""
-    return r * 64 + ((c >> 2) ^ ((r >> 2) & 7)) * 4 + (c & 3)
-
-
-def emulate_vec(a):
-    """NumPy model of transpose_vec: per-tile cp.async reads and float4 writes, its bounds."""
-    rows, cols = a.shape
-    out = np.full((cols, rows), np.nan, np.float32)
-    tid = np.arange(256)
-    cq, rr = tid % 16, tid // 16
-    lane, w = tid % 32, tid // 32
-    rq, cc = (lane & 7) | ((w & 1) << 3), (lane >> 3) | ((w >> 1) << 2)
-    gx, gy = -(-cols // 64), -(-rows // 64)
-    for t in range(gx * gy):
-        r0, c0 = t // gx * 64, t % gx * 64
-        sh = np.full(64 * 64, np.nan, np.float32)
-        T, q, j = np.meshgrid(tid, np.arange(4), np.arange(4), indexing="ij")
-        r, c = rr[T] + 16 * q, 4 * cq[T] + j
-        ok = (r0 + r < rows) & (c0 + c < cols)
-        sh[swz64(r[ok], c[ok])] = a[r0 + r[ok], c0 + c[ok]]
-        br, bc = cc[T] + 16 * q, 4 * rq[T] + j     # B row c0+br, column r0+bc (j plays i)
-        ok = (c0 + br < cols) & (r0 + bc < rows)
-        out[c0 + br[ok], r0 + bc[ok]] = sh[swz64(bc[ok], br[ok])]
-    return out
-
-
-def test_vec_swizzle_is_a_bijection_and_conflict_free():
-    r, c = np.meshgrid(np.arange(64), np.arange(64), indexing="ij")
-    assert len(np.unique(swz64(r, c))) == 64 * 64 and swz64(r, c).max() == 64 * 64 - 1
-    tid = np.arange(256)
-    cq, rr = tid % 16, tid // 16
-    lane, w = tid % 32, tid // 32
-    rq, cc = (lane & 7) | ((w & 1) << 3), (lane >> 3) | ((w >> 1) << 2)
-    for warp in range(8):
-        L = slice(32 * warp, 32 * warp + 32)
-        for q in range(4):
-            # 16-byte stores: each quarter warp (8 lanes) covers all 32 banks once
-            words = swz64(rr[L] + 16 * q, 4 * cq[L])
-            assert (words % 4 == 0).all()    # 16-byte aligned
-            for p in range(4):
-                banks = (words[8 * p:8 * p + 8, None] + np.arange(4)) % 32
-                assert len(np.unique(banks)) == 32
-            # 4-byte column reads: 32 lanes, 32 different banks
-            for i in range(4):
-                assert len(np.unique(swz64(4 * rq[L] + i, cc[L] + 16 * q) % 32)) == 32
-
-
-def test_vec_grid():
-    assert _transpose.vec_grid(1, 132) == 1
-    assert _transpose.vec_grid(10**6, 132) == _transpose.VEC_BLOCKS_PER_SM * 132
-
-
 def emulate_tiled(a, variant):
     """NumPy model of transpose_tiled: per-block tile reads/writes with the kernel's bounds."""
     t = _transpose.VARIANTS[variant]
-    if t.KIND == "vec":
-        return emulate_vec(a)
+    tr, tcols = t.TILE, _transpose.tile_cols(t)
     rows, cols = a.shape
     out = np.full((cols, rows), np.nan, np.float32)
-    gx, gy = -(-cols // t.TILE), -(-rows // t.TILE)
+    gx, gy = -(-cols // tcols), -(-rows // tr)
     for bx, by in zip(*_transpose.block_order(gx, gy, t.DIAG)):
-        r0, c0 = by * t.TILE, bx * t.TILE
-        tile = np.zeros((t.TILE, t.TILE + 1), np.float32)
-        ty, q, tx, p = np.meshgrid(np.arange(t.BY), np.arange(t.TILE // t.BY), np.arange(32),
-                                   np.arange(t.TILE // 32), indexing="ij")
-        tr, tc = (ty + t.BY * q).ravel(), (tx + 32 * p).ravel()
-        ok = (r0 + tr < rows) & (c0 + tc < cols)
-        tile[tr[ok], tc[ok]] = a[r0 + tr[ok], c0 + tc[ok]]
-        ok = (c0 + tr < cols) & (r0 + tc < rows)   # write: B row c0+tr, column r0+tc
-        out[c0 + tr[ok], r0 + tc[ok]] = tile[tc[ok], tr[ok]]
+        r0, c0 = by * tr, bx * tcols
+        tile = np.zeros((tr, tcols + 1), np.float32)
+        ty, q, tx, p = np.meshgrid(np.arange(t.BY), np.arange(tr // t.BY), np.arange(32),
+                                   np.arange(tcols // 32), indexing="ij")
+        ar, ac = (ty + t.BY * q).ravel(), (tx + 32 * p).ravel()
+        ok = (r0 + ar < rows) & (c0 + ac < cols)
+        tile[ar[ok], ac[ok]] = a[r0 + ar[ok], c0 + ac[ok]]
+        ty, q, tx, p = np.meshgrid(np.arange(t.BY), np.arange(tcols // t.BY), np.arange(32),
+                                   np.arange(tr // 32), indexing="ij")
+        br, bc = (ty + t.BY * q).ravel(), (tx + 32 * p).ravel()   # B row c0+br, column r0+bc
+        ok = (c0 + br < cols) & (r0 + bc < rows)
+        out[c0 + br[ok], r0 + bc[ok]] = tile[bc[ok], br[ok]]
     return out
 
 
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
-@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70), (128, 192)])
+@pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70), (128, 192),
+                                   (129, 257)])
 def test_tile_model_covers_every_element(variant, shape):
     a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     np.testing.assert_array_equal(emulate_tiled(a, variant), a.T)
@@ -139,16 +89,20 @@ def test_tile_model_covers_every_element(variant, shape):
 
 def test_kernel_table():
     for name, t in _transpose.VARIANTS.items():
-        assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
+        tc = _transpose.tile_cols(t)
+        assert t.TILE % 32 == 0 and tc % 32 == 0, name
+        assert t.TILE % t.BY == 0 and tc % t.BY == 0 and 32 * t.BY <= 1024, name
+        assert t.TILE * (tc + 1) * 4 <= 48 * 1024, name   # static shared memory
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
+    assert "transpose_tiled<64,8,false>" in _transpose.KERNEL_NAMES
+    assert "transpose_tiled<64,8,false,128>" in _transpose.KERNEL_NAMES
     assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
     assert _transpose.pick_variant(100, 100) == _transpose.SMALL
-    vec = [v for v, t in _transpose.VARIANTS.items() if t.KIND == "vec"]
-    assert vec and all(_transpose.VARIANTS[v].TILE == 64 for v in vec)
-    assert "transpose_vec<256>" in _transpose.KERNEL_NAMES
+    assert _transpose.num_tiles(130, 129, "64x128-by8") == 3 * 2
+    assert _transpose.num_tiles(130, 129, "128x64-by8") == 2 * 3
 
 
 # ---------------------------------------------------------------- GPU
@@ -165,6 +119,13 @@ def test_transpose_into_variants(cp, rng, shape, variant):
     dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
     _transpose.transpose_into(cp.asarray(a), dst, variant=variant)
     np.testing.assert_array_equal(dst.get(), a.T)
+
+
+@pytest.mark.gpu
+def test_unknown_variant_is_rejected(cp):
+    with pytest.raises(ValueError, match="variant"):
+        _transpose.transpose_into(cp.zeros((2, 3), cp.float32), cp.zeros((3, 2), cp.float32),
+                                  variant="nope")
 
 
 @pytest.mark.gpu
@@ -188,7 +149,7 @@ def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off)
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
 @pytest.mark.parametrize("shape", [(4096, 4096), (2049, 4097), (5000, 300)])
 def test_transpose_large_variants(cp, shape, variant):
-    # more tiles than one resident wave: the persistent kernel walks several per block
+    # many tiles, full and partial edge tiles of every tile shape
     a = cp.random.default_rng(2).standard_normal(shape, dtype=cp.float32)
     out = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
     _transpose.transpose_into(a, out, variant=variant)

@@ -1,15 +1,22 @@
 """gpulinalg-bench laswp: one-launch row interchanges against CuPy, one run.
 
-For each m x n float32 matrix and npiv LU-like pivots (piv[i] uniform in [i, m), 0-based):
-our kernels apply the npiv interchanges (the default variant, and with --variants each one
-named, 'all' for every one: "planned" = plan kernel + bandwidth kernel, "strip" = the
-one-launch laswp_rows); CuPy applies them one at a time with fancy indexing
-(a[[i, p]] = a[[p, i]]) and, as a second baseline, as one gather + one scatter of the touched
-rows (net permutation computed on the host, outside the timing).  GB/s counts the rows that
-are actually touched: distinct rows * n * 4 bytes, read and written (x 2).  "% copy" is
-against a device-to-device copy of the whole matrix and "copy same GB/s" a copy of as many
-bytes as the rows moved, both measured in the same run.  The result is checked on the device
-against the sequential CuPy reference.
+For each m x n float32 matrix and npiv LU-like pivots (piv[i] uniform in [offset+i, m),
+0-based, absolute): our kernels apply the npiv interchanges (the default variant, and with
+--variants each one named, 'all' for every one: "planned" = plan kernel + bandwidth kernel,
+"fused" = both in one launch, "strip" = the one-launch laswp_rows); CuPy applies them one at
+a time with fancy indexing (a[[i, p]] = a[[p, i]]) and, as a second baseline, as one gather
++ one scatter of the touched rows (net permutation computed on the host, outside the timing).
+
+Two timings, both medians of CUDA-event intervals: "call" times one Python call (argument
+handling, launches and their gaps included); "graph" replays --graph-calls calls captured in
+a CUDA graph and divides (kernel-only), with the planned variant's workspace preallocated.
+The calls rotate among --rotate pivot sets at offsets 0, npiv, 2 npiv, ... (the LU's
+successive steps) so that the moved rows do not all sit in L2 between calls (--rotate 1:
+the same rows every call, as before).  GB/s counts the rows that are actually touched:
+distinct rows * n * 4 bytes, read and written (x 2), averaged over the sets.  "% copy" is
+against a device-to-device copy of the whole matrix timed the same way (call / graph) and
+"copy same GB/s" a copy of as many bytes as the rows moved (L2-resident at these sizes).
+The result is checked on the device against the sequential CuPy reference.
 """
 
 import argparse
@@ -19,9 +26,9 @@ import numpy as np
 from . import common
 
 
-def lu_like_pivots(m, k, seed):
+def lu_like_pivots(m, k, seed, offset=0):
     rng = np.random.default_rng(seed)
-    return np.array([rng.integers(i, m) for i in range(k)], dtype=np.int32)
+    return np.array([rng.integers(offset + i, m) for i in range(k)], dtype=np.int32)
 
 
 def swap_one_by_one(a, piv, inverse=False):
@@ -33,16 +40,20 @@ def swap_one_by_one(a, piv, inverse=False):
             a[[i, p]] = a[[p, i]]
 
 
-def measure(m, n, k, repeat, seed=0, variants=()):
+def measure(m, n, k, repeat, seed=0, variants=(), rotate=8, calls=10):
     import cupy as cp
     from .. import _laswp
     piv = lu_like_pivots(m, k, seed)
     piv_dev = cp.asarray(piv)
-    touched = len(set(range(k)) | set(piv.tolist()))
+    sets = [(0, piv)] + [(j * k, lu_like_pivots(m, k, seed + j, j * k))
+                         for j in range(1, rotate) if (j + 1) * k <= m]
+    sets_dev = [(off, cp.asarray(p)) for off, p in sets]
+    touched = float(np.mean([len(set(range(off, off + k)) | set(p.tolist())) for off, p in sets]))
     moved_bytes = 2.0 * touched * n * 4
     a0 = common.random_matrix((m, n), seed + 1)
-    row = {"m": m, "n": n, "npiv": k, "touched_rows": touched, "W": _laswp.strip_width(
-        min(k, _laswp.KMAX))}
+    row = {"m": m, "n": n, "npiv": k, "touched_rows": touched, "pivot_sets": len(sets),
+           "graph_calls": calls, "graph_how": "graph",
+           "W": _laswp.strip_width(min(k, _laswp.KMAX))}
 
     # Correctness first, on fresh copies: ours against the one-by-one CuPy swaps.
     a = a0.copy()
@@ -54,26 +65,47 @@ def measure(m, n, k, repeat, seed=0, variants=()):
     row["ok_inverse"] = bool(cp.array_equal(a, a0))
     ref_fwd = ref
 
+    def note(t):
+        if t["graph_how"] != "graph":
+            row["graph_how"] = t["graph_how"]
+        return t
+
     # Device copy bandwidth: the whole matrix, and a buffer the size of the moved rows.
     buf = cp.empty_like(a0)
-    ms = common.time_gpu(lambda: cp.copyto(buf, a0), repeat=repeat)
-    row["copy_gbs"] = 2.0 * m * n * 4 / ms / 1e6
+    t = note(common.time_both(lambda: cp.copyto(buf, a0), repeat=repeat, calls=calls))
+    row["copy_call_gbs"] = 2.0 * m * n * 4 / t["call_ms"] / 1e6
+    row["copy_graph_gbs"] = 2.0 * m * n * 4 / t["graph_ms"] / 1e6
+    row["copy_gbs"] = row["copy_call_gbs"]
     del buf
-    small = a0[:touched]
+    small = a0[:int(round(touched))]
     sbuf = cp.empty_like(small)
     ms = common.time_gpu(lambda: cp.copyto(sbuf, small), repeat=repeat)
     row["copy_same_gbs"] = moved_bytes / ms / 1e6
     del sbuf, small
 
     # Ours (timing on the already-permuted matrix: the cost does not depend on the data).
-    row["ms"] = common.time_gpu(lambda: _laswp.laswp_inplace(a, piv_dev), repeat=repeat)
-    row["gbs"] = moved_bytes / row["ms"] / 1e6
-    row["pct_copy"] = 100.0 * row["gbs"] / row["copy_gbs"]
+    ws = cp.empty(_laswp.WORKSPACE_INTS, dtype=cp.int32)
+
+    def ours(variant):
+        return [lambda off=off, p=p: _laswp.laswp_inplace(a, p, offset=off, variant=variant,
+                                                          workspace=ws)
+                for off, p in sets_dev]
+
+    def timed(prefix, variant):
+        t = note(common.time_both(ours(variant), repeat=repeat, calls=calls))
+        for how in ("call", "graph"):
+            ms = t[f"{how}_ms"]
+            row[f"{prefix}{how}_ms"] = ms
+            row[f"{prefix}{how}_pct_copy"] = 100.0 * moved_bytes / ms / 1e6 / row[f"copy_{how}_gbs"]
+
     row["variant"] = _laswp.DEFAULT
+    timed("", None)
+    row["ms"], row["pct_copy"] = row["call_ms"], row["call_pct_copy"]   # earlier keys
+    row["gbs"] = moved_bytes / row["ms"] / 1e6
+    row["graph_gbs"] = moved_bytes / row["graph_ms"] / 1e6
     for v in variants:
-        ms = common.time_gpu(lambda: _laswp.laswp_inplace(a, piv_dev, variant=v), repeat=repeat)
-        row[f"{v}_ms"] = ms
-        row[f"{v}_pct_copy"] = 100.0 * moved_bytes / ms / 1e6 / row["copy_gbs"]
+        timed(f"{v}_", v)
+        row[f"{v}_ms"], row[f"{v}_pct_copy"] = row[f"{v}_call_ms"], row[f"{v}_call_pct_copy"]
         b = a0.copy()
         _laswp.laswp_inplace(b, piv_dev, variant=v)
         row["ok"] = row["ok"] and bool(cp.array_equal(b, ref_fwd))
@@ -81,7 +113,7 @@ def measure(m, n, k, repeat, seed=0, variants=()):
         row["ok_inverse"] = row["ok_inverse"] and bool(cp.array_equal(b, a0))
         del b
 
-    # CuPy baselines.
+    # CuPy baselines (first pivot set, call timing).
     row["cupy_ms"] = common.time_gpu(lambda: swap_one_by_one(a, piv), warmup=1,
                                      repeat=max(3, repeat // 4))
     row["speedup"] = row["cupy_ms"] / row["ms"]
@@ -103,6 +135,10 @@ def main(argv=None):
     p.add_argument("--variants", default="",
                    help="kernel variants to time beside the default ('all' for every one)")
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--graph-calls", type=int, default=16,
+                   help="calls captured per CUDA graph for the kernel-only timing")
+    p.add_argument("--rotate", type=int, default=8,
+                   help="pivot sets (offsets 0, npiv, ...) the timed calls rotate among")
     p.add_argument("--json", help="write rows + environment here")
     args = p.parse_args(argv)
     from .. import _laswp
@@ -118,21 +154,38 @@ def main(argv=None):
     rows = []
     for m, n in parse_shapes(args.sizes):
         for k in common.parse_sizes(args.npiv):
-            rows.append(measure(m, n, k, args.repeat, variants=variants))
+            rows.append(measure(m, n, k, args.repeat, variants=variants, rotate=args.rotate,
+                                calls=args.graph_calls))
             r = rows[-1]
-            print(f"{m}x{n} npiv={k}: ours {r['ms']:.3f} ms, {r['gbs']:.0f} GB/s "
-                  f"({r['pct_copy']:.1f}% of copy), cupy {r['cupy_ms']:.2f} ms, "
+            print(f"{m}x{n} npiv={k}: ours call {r['call_ms']:.4f} ms "
+                  f"({r['call_pct_copy']:.1f}% of copy), graph {r['graph_ms']:.4f} ms "
+                  f"({r['graph_pct_copy']:.1f}% of copy), cupy {r['cupy_ms']:.2f} ms, "
                   f"ok={r['ok']}/{r['ok_inverse']}", flush=True)
+            if r["graph_how"] != "graph":
+                print(f"  graph timing: {r['graph_how']}", flush=True)
     print()
+    print(f"call: one Python call between events; graph: {args.graph_calls} calls replayed "
+          "from a CUDA graph, per call (kernel-only); calls rotate among "
+          f"{args.rotate} pivot sets; % copy against the whole-matrix copy timed the same way")
     cols = [("m", "m", "{}"), ("n", "n", "{}"), ("npiv", "npiv", "{}"),
-            ("touched_rows", "rows", "{}"), ("ms", "ours ms", "{:.3f}"),
-            ("gbs", "GB/s moved", "{:.0f}"), ("pct_copy", "% copy", "{:.1f}"),
-            ("copy_gbs", "copy GB/s", "{:.0f}"), ("copy_same_gbs", "copy same GB/s", "{:.0f}"),
+            ("touched_rows", "rows", "{:.0f}"), ("call_ms", "call ms", "{:.4f}"),
+            ("call_pct_copy", "call % copy", "{:.1f}"), ("graph_ms", "graph ms", "{:.4f}"),
+            ("graph_pct_copy", "graph % copy", "{:.1f}"),
+            ("copy_call_gbs", "copy call", "{:.0f}"), ("copy_graph_gbs", "copy graph", "{:.0f}"),
+            ("copy_same_gbs", "copy same GB/s", "{:.0f}"),
             ("cupy_ms", "cupy indexing ms", "{:.2f}"), ("speedup", "speedup", "{:.0f}"),
-            ("gather_scatter_ms", "cupy gather/scatter ms", "{:.3f}"), ("W", "W", "{}")]
-    for v in variants:
-        cols += [(f"{v}_ms", f"{v} ms", "{:.3f}"), (f"{v}_pct_copy", f"{v} % copy", "{:.1f}")]
+            ("gather_scatter_ms", "cupy gather/scatter ms", "{:.3f}")]
     cols += [("variant", "default", "{}"), ("ok", "ok", "{}")]
     common.print_table(cols, rows)
+    if variants:
+        print()
+        vcols = [("m", "m", "{}"), ("n", "n", "{}"), ("npiv", "npiv", "{}")]
+        for v in variants:
+            vcols += [(f"{v}_call_ms", f"{v} call ms", "{:.4f}"),
+                      (f"{v}_graph_ms", f"{v} graph ms", "{:.4f}"),
+                      (f"{v}_graph_pct_copy", f"{v} graph%", "{:.1f}")]
+        common.print_table(vcols, rows, title="variants (graph = kernel-only)")
+    if any(r["graph_how"] != "graph" for r in rows):
+        print("NOTE: graph capture failed for some rows; their graph columns are event timings")
     common.write_json(args.json, "laswp", rows, {"variants": variants})
     return 0 if all(r["ok"] and r["ok_inverse"] for r in rows) else 1
