@@ -34,10 +34,11 @@ FUSED_SMEM = FUSED_META + 100 * 1024   # dynamic shared memory of one laswp_fuse
 FUSED_CAP = (FUSED_SMEM - FUSED_META) // 4   # floats of strip data per block
 
 # "strip": laswp_rows, the first kernel (baseline); "planned": laswp_plan + laswp_apply;
-# "fused": laswp_fused.  Call timing on the H100 (16384^2, 128 pivots): planned 0.038 ms,
-# strip 0.045 ms; fused is new (expected to save the plan kernel and one launch gap).
+# "fused": laswp_fused.  H100, 128 LU-like pivots, kernel-only (graph replay) / per call:
+# 16384^2: fused 0.0148 / 0.0284 ms (93% of copy), planned 0.0181 / 0.0327, strip 0.0295 /
+# 0.0430; 32768^2: fused 0.0280 / 0.0412 ms (98%), planned 0.0314, strip 0.0538.
 VARIANTS = ("planned", "strip", "fused")
-DEFAULT = "planned"
+DEFAULT = "fused"
 BASELINE = "strip"
 _NUM_SMS_GUESS = 132
 WORKSPACE_CACHE = 16        # cached planned-variant workspaces, one per (device, stream)
