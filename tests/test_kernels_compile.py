@@ -13,7 +13,8 @@ from gpulinalg import _kernels
 
 # kernel family (kernels/<family>.cu) -> the module that launches it
 FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
-            "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu"}
+            "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu",
+            "sgemm_tc": "gpulinalg._gemm_tc"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

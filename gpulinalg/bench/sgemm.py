@@ -2,6 +2,8 @@
 
 Square products C = A B and LU-like rank-k updates C = C - A B, all in one run, on random
 normal inputs.  TF/s = 2 m n k / time; error = ||C - C64||_F / ||C64||_F against float64.
+--tc adds the tensor-core modes (3xTF32, plain TF32; gpulinalg/_gemm_tc.py) and cuBLAS in TF32
+(through torch with allow_tf32, restored afterwards; skipped without torch).
 """
 
 import argparse
@@ -23,7 +25,33 @@ def cublas_gemm(cp, a, b, c, alpha, beta):
     return cupy.cublas.gemm("N", "N", a, b, out=c, alpha=alpha, beta=beta)
 
 
-def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=False):
+def _torch_tf32_gemm():
+    """fn(a, b, c, alpha, beta) running cuBLAS with TF32 through torch, or None without torch.
+
+    allow_tf32 is process-global: it is set around each call and restored right after.
+    """
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            return None
+    except ImportError:
+        return None
+
+    def run(a, b, c, alpha, beta):
+        ta, tb, tc = (torch.from_dlpack(x) for x in (a, b, c))
+        old = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            if beta == 0.0:
+                torch.matmul(ta, tb, out=tc)
+            else:
+                tc.addmm_(ta, tb, beta=beta, alpha=alpha)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = old
+    return run
+
+
+def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=False, tc=False):
     import cupy as cp
     from .. import _blas
     # a_colmajor: A given as the transpose of a row-major k x m buffer (the LU's panel layout)
@@ -46,6 +74,21 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
         except ValueError:  # the baseline's divisibility rules
             ms, tf = None, None
         row[f"{v}_ms"], row[f"{v}_tflops"] = ms, tf
+    tc_fns = {}
+    if tc:
+        from .. import _gemm_tc
+        for mode in _gemm_tc.MODES:
+            tc_fns[mode] = (lambda o, mode=mode:
+                            _gemm_tc.gemm_tc_into(alpha, a, b, beta, o, mode=mode))
+        torch_tf32 = _torch_tf32_gemm()
+        if torch_tf32 is not None:
+            import torch  # torch's current stream is the default one; sync CuPy's to it
+            cp.cuda.get_current_stream().synchronize()
+            tc_fns["cublas_tf32"] = lambda o: torch_tf32(a, b, o, alpha, beta)
+        for key, fn in tc_fns.items():
+            row[f"{key}_ms"], row[f"{key}_tflops"] = rate(lambda: fn(c))
+            if key == "cublas_tf32":
+                torch.cuda.synchronize()
     auto = _blas.pick_variant(m, n, k, beta)
     row["variant"] = auto
     row["ms"], row["tflops"] = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c))
@@ -55,10 +98,15 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
         if update:
             ref = c0.astype(cp.float64) - ref
         nref = float(cp.linalg.norm(ref))
-        for key, fn in (("err", lambda o: _blas.gemm_into(alpha, a, b, beta, o)),
-                        ("cublas_err", lambda o: cublas_gemm(cp, a, b, o, alpha, beta))):
+        checks = [("err", lambda o: _blas.gemm_into(alpha, a, b, beta, o)),
+                  ("cublas_err", lambda o: cublas_gemm(cp, a, b, o, alpha, beta))]
+        checks += [(f"{key}_err", fn) for key, fn in tc_fns.items()]
+        for key, fn in checks:
             out = c0.copy() if update else cp.full((m, n), cp.nan, dtype=cp.float32)
             fn(out)
+            if key == "cublas_tf32_err":
+                import torch
+                torch.cuda.synchronize()
             row[key] = float(cp.linalg.norm(out.astype(cp.float64) - ref)) / nref
             del out
         del ref
@@ -99,6 +147,8 @@ def main(argv=None):
                    help="also time the rank-k updates with A column-major (rows marked C-=AB')")
     p.add_argument("--variants", default="volkov2008",
                    help="extra kernel variants to time ('all' for every tile shape)")
+    p.add_argument("--tc", action="store_true",
+                   help="also time the tensor-core modes (3xtf32, tf32) and cuBLAS TF32 (torch)")
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--no-check", action="store_true", help="skip the float64 error check")
     p.add_argument("--json", help="write rows + environment here")
@@ -114,17 +164,18 @@ def main(argv=None):
           f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
     rows = []
     for n in common.parse_sizes(args.sizes):
-        rows.append(measure(n, n, n, False, variants, args.repeat, check=not args.no_check))
+        rows.append(measure(n, n, n, False, variants, args.repeat, check=not args.no_check,
+                            tc=args.tc))
         progress(rows[-1])
     for k in common.parse_sizes(args.rank_k):
         nn = args.update_n
         for colmajor in ((False, True) if args.a_colmajor else (False,)):
             rows.append(measure(nn, nn, k, True, variants, args.repeat,
-                                check=not args.no_check, a_colmajor=colmajor))
+                                check=not args.no_check, a_colmajor=colmajor, tc=args.tc))
             progress(rows[-1])
     print()
-    print_rows(rows, variants)
-    common.write_json(args.json, "sgemm", rows, {"variants": variants})
+    print_rows(rows, variants, args.tc)
+    common.write_json(args.json, "sgemm", rows, {"variants": variants, "tc": args.tc})
     if args.plot:
         plot(rows, args.plot)
     return 0
@@ -137,11 +188,17 @@ def progress(r):
           f"({r['variant']}), cuBLAS {r['cublas_tflops']:.1f} | {others}", flush=True)
 
 
-def print_rows(rows, variants):
+def print_rows(rows, variants, tc=False):
     cols = [("op", "op", "{}"), ("m", "m", "{}"), ("n", "n", "{}"), ("k", "k", "{}"),
             ("tflops", "ours TF/s", "{:.1f}"), ("cublas_tflops", "cuBLAS TF/s", "{:.1f}"),
             ("ratio", "ratio", "{:.3f}")]
     cols += [(f"{v}_tflops", f"{v} TF/s", "{:.1f}") for v in variants]
-    cols += [("err", "rel.err ours", "{:.1e}"), ("cublas_err", "cuBLAS", "{:.1e}"),
-             ("variant", "tile", "{}")]
+    if tc:
+        cols += [("3xtf32_tflops", "3xtf32 TF/s", "{:.1f}"), ("tf32_tflops", "tf32 TF/s", "{:.1f}"),
+                 ("cublas_tf32_tflops", "cublas tf32", "{:.1f}")]
+    cols += [("err", "rel.err ours", "{:.1e}"), ("cublas_err", "cuBLAS", "{:.1e}")]
+    if tc:
+        cols += [("3xtf32_err", "3xtf32 err", "{:.1e}"), ("tf32_err", "tf32 err", "{:.1e}"),
+                 ("cublas_tf32_err", "cublas tf32 err", "{:.1e}")]
+    cols += [("variant", "tile", "{}")]
     common.print_table(cols, rows)

@@ -1,0 +1,123 @@
+"""Tensor-core SGEMM (kernels/sgemm_tc.cu): 3xTF32 (FP32-level accuracy) and plain TF32.
+
+`gemm_tc_into` has exactly the semantics of `_blas.gemm_into`; the public `precision=`
+keyword of sgemm/matmul/lu is wired to it elsewhere.
+"""
+
+import functools
+from collections import namedtuple
+
+import numpy as np
+
+from . import _arrays
+from ._backend import cupy
+from ._kernels import get_kernel
+
+# mode name -> MODE template argument (mma products per multiply-add)
+MODES = ("3xtf32", "tf32")
+_MODE_ARG = {"3xtf32": 3, "tf32": 1}
+
+# One source of truth for the tile shapes; the kernel static_asserts their consistency.
+# BM x BN block tile, BK k-slice (32: the swizzles assume it), WM x WN warp tile, STAGES cp.async
+# ring depth, MINB resident blocks per SM asked of the register allocator, SPLIT: each k-slice
+# accumulated from zero and added to the sum with FP32 round-to-nearest (the tensor cores
+# truncate when they accumulate).
+TcTile = namedtuple("TcTile", "BM BN BK WM WN STAGES MINB SPLIT")
+VARIANTS = {
+    "128x128s": TcTile(128, 128, 32, 64, 32, 4, 1, True),
+    "128x128": TcTile(128, 128, 32, 64, 32, 4, 1, False),
+    "64x128s": TcTile(64, 128, 32, 32, 32, 4, 1, True),
+}
+DEFAULT_VARIANT = {"3xtf32": "128x128s", "tf32": "128x128"}
+
+FAMILY = "sgemm_tc"
+
+
+def tile_threads(t):
+    return (t.BM // t.WM) * (t.BN // t.WN) * 32
+
+
+def dynamic_smem(t):
+    """Bytes of dynamic shared memory one block uses (mirrors the kernel's carve-up)."""
+    return 4 * t.STAGES * t.BK * (t.BM + t.BN)
+
+
+def _kernel_name(t, mode, a_kmajor, b_nmajor, vec):
+    flags = ",".join(str(f).lower() for f in (t.SPLIT, a_kmajor, b_nmajor, vec))
+    return (f"sgemm_tc<{t.BM},{t.BN},{t.BK},{t.WM},{t.WN},{t.STAGES},{t.MINB},"
+            f"{_MODE_ARG[mode]},{flags}>")
+
+
+# Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
+KERNEL_NAMES = tuple(
+    _kernel_name(t, mode, am, bn, v) for t in VARIANTS.values() for mode in MODES
+    for am in (True, False) for bn in (True, False) for v in (True, False))
+
+
+def pick_variant(m, n, k, mode="3xtf32"):
+    """Tile shape for an m x n x k product (untuned: the 64-row tile when 128x128 tiles would
+    leave most SMs idle)."""
+    if mode not in _MODE_ARG:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    tiles = -(-m // 128) * -(-n // 128)
+    if tiles < 66:
+        return "64x128s"
+    return DEFAULT_VARIANT[mode]
+
+
+def _aligned(ptr, ld):
+    return ptr % 16 == 0 and ld % 4 == 0
+
+
+@functools.lru_cache(maxsize=None)
+def _tc_kernel(device_id, variant, mode, a_kmajor, b_nmajor, vec):
+    """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
+    t = VARIANTS[variant]
+    kernel = get_kernel(FAMILY, _kernel_name(t, mode, a_kmajor, b_nmajor, vec))
+    smem = dynamic_smem(t)
+    if smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = smem
+    return kernel, smem
+
+
+def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+    t = VARIANTS[variant]
+    vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
+    kernel, smem = _tc_kernel(cupy().cuda.runtime.getDevice(), variant, mode, a_kmajor,
+                              b_nmajor, vec)
+    grid = (-(-m // t.BM) * -(-n // t.BN),)
+    kernel(grid, (tile_threads(t),),
+           (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),
+            b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
+
+
+def gemm_tc_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
+    """c = alpha * a @ b + beta * c in place on the tensor cores (current device and stream).
+
+    a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
+    needs one unit stride (row- or column-major view).  beta == 0 never reads c.  mode
+    "3xtf32": FP32-level accuracy from three TF32 products; "tf32": one (10-bit mantissa).
+    """
+    if mode not in _MODE_ARG:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2 or c.shape != (m, n):
+        raise ValueError(f"shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
+    if max(m, n, k) >= 2**31:
+        raise ValueError("dimensions must be below 2**31")
+    c_layout = _arrays.matrix_layout(c)
+    if c_layout is None:
+        raise ValueError("c must have one unit stride (a row- or column-major view)")
+    if m == 0 or n == 0:
+        return c
+    a, (lda, a_row) = _arrays.as_matrix(a, "a")
+    b, (ldb, b_row) = _arrays.as_matrix(b, "b")
+    ldc, c_row = c_layout
+    if c_row:  # row-major C: A row-major is K-major, B row-major is N-major
+        args = (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
+    else:      # column-major C: compute C^T = B^T A^T, whose operands swap roles and majors
+        args = (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
+    if variant is None:
+        variant = pick_variant(args[0], args[1], k, mode)
+    _launch(variant, mode, *args)
+    return c
