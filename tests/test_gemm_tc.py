@@ -67,6 +67,48 @@ def test_split_recovers_fp32_accuracy():
     assert rel_err(tc_product(a2, b2, "3xtf32"), ref2) < 2**-21
 
 
+def _rz32(x):
+    """float64 -> float32 rounded toward zero (the tensor cores' accumulation, as modelled)."""
+    f = x.astype(np.float32)
+    over = np.abs(f.astype(np.float64)) > np.abs(x)
+    f[over] = np.nextafter(f[over], np.float32(0))
+    return f
+
+
+def _tc_rz_model(a, b, split_acc):
+    """3xTF32 with each m16n8k8 mma modelled as D = RZ(C + exact 8-term sum); split_acc: each
+    32-k slice accumulated from zero and added to the sum in FP32 round-to-nearest."""
+    ab, bb = tf32_rna(a), tf32_rna(b)
+    as_, bs_ = tf32_rna(a - ab), tf32_rna(b - bb)
+    acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
+    part = np.zeros_like(acc)
+    for k0 in range(0, a.shape[1], 8):
+        for x, y in ((as_, bb), (ab, bs_), (ab, bb)):   # small products first
+            s = x[:, k0:k0 + 8].astype(np.float64) @ y[k0:k0 + 8].astype(np.float64)
+            if split_acc:
+                part = _rz32(part.astype(np.float64) + s)
+            else:
+                acc = _rz32(acc.astype(np.float64) + s)
+        if split_acc and (k0 + 8) % 32 == 0:
+            acc, part = acc + part, np.zeros_like(part)
+    return acc + part if split_acc else acc
+
+
+def test_split_accumulation_model():
+    """Why SPLIT_ACC: with truncating accumulation inside the mma the error grows with k;
+    accumulating 32-k slices from zero and adding them with RN stays at the FP32 level."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((32, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 32)).astype(np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    acc = np.zeros((32, 32), np.float32)
+    for k in range(1024):                     # the SIMT kernel: one FMA per k, in order
+        acc = (acc.astype(np.float64) + np.outer(a[:, k], b[k])).astype(np.float32)
+    simt = rel_err(acc, ref)
+    assert rel_err(_tc_rz_model(a, b, True), ref) <= 1.5 * simt
+    assert rel_err(_tc_rz_model(a, b, False), ref) > 3 * simt
+
+
 # ---------------------------------------------------------------- CPU: the kernel's data path
 
 def kswz(r):
