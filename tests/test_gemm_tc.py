@@ -286,6 +286,10 @@ def _tc(cp, a, b, mode, variant=None, alpha=1.0, beta=0.0, c=None):
 @pytest.mark.parametrize("mode", _gemm_tc.MODES)
 @pytest.mark.parametrize("shape", SIZES)
 def test_edges_and_accuracy(cp, rng, variant, mode, shape):
+    if mode == "3xtf32" and not _gemm_tc.VARIANTS[variant].SPLIT:
+        with pytest.raises(ValueError, match="SPLIT_ACC"):
+            _tc(cp, np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), mode, variant)
+        return
     m, n, k = shape
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)
