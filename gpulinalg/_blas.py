@@ -152,6 +152,23 @@ def gemm_into(alpha, a, b, beta, c, variant=None):
     return c
 
 
+PRECISIONS = ("fp32", "3xtf32", "tf32")
+
+
+def _check_precision(precision):
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    return precision
+
+
+def product_into(alpha, a, b, beta, c, precision="fp32"):
+    """gemm_into with the arithmetic chosen by `precision` (see `sgemm`)."""
+    if precision == "fp32":
+        return gemm_into(alpha, a, b, beta, c)
+    from ._gemm_tc import gemm_tc_into
+    return gemm_tc_into(alpha, a, b, beta, c, mode=precision)
+
+
 def _as_trans_flag(t, name):
     if t in (0, 1, 2, False, True):
         return bool(t)
@@ -164,7 +181,8 @@ def _real_scalar(x, name):
     return float(x)
 
 
-def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite_c=False):
+def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite_c=False, *,
+          precision="fp32"):
     """Single-precision general matrix multiply on the GPU.
 
     Computes ``alpha * op(a) @ op(b) + beta * c`` with ``op(x) = x`` or ``x.T``.
@@ -182,6 +200,10 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     c : (m, n) array_like, optional
     trans_a, trans_b : bool or {0, 1, 2}, optional
         Use the transpose of a / b (2, the conjugate transpose, is the transpose for reals).
+    precision : {"fp32", "3xtf32", "tf32"}, keyword-only
+        "fp32" (default): the SIMT FP32 kernel.  "3xtf32": tensor cores with each operand split
+        into a TF32 head and tail and three products summed in FP32 (FP32-level accuracy,
+        finite inputs only).  "tf32": one TF32 product (error ~3e-4: not FP32 accuracy).
     overwrite_c : bool, optional
         For a CuPy array or CUDA tensor c of dtype float32 with one unit stride, write the
         result into c and return it.  Otherwise a new array is returned.
@@ -213,6 +235,7 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     It performs ``2*m*n*k`` flops.
     """
     alpha, beta = _real_scalar(alpha, "alpha"), _real_scalar(beta, "beta")
+    _check_precision(precision)
     ta, tb = _as_trans_flag(trans_a, "trans_a"), _as_trans_flag(trans_b, "trans_b")
     kind = _arrays.common_kind(a, b, c)
     sa, sb = _arrays.check_matrix(a, "a"), _arrays.check_matrix(b, "b")
@@ -241,7 +264,7 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
                 out = cp.empty((m, n), dtype=np.float32)
             else:
                 out = cp.array(C, dtype=np.float32, order="C")
-        gemm_into(alpha, A, B, beta, out)
+        product_into(alpha, A, B, beta, out, precision)
         if c is not None and out is C and kind == "torch":
             return c  # written in place through the DLPack view
         return _arrays.from_device(out, kind)
@@ -252,7 +275,7 @@ def _device_ptr(x, kind):
     return x.data.ptr if kind == "cupy" else x.data_ptr()
 
 
-def matmul(a, b, out=None):
+def matmul(a, b, out=None, *, precision="fp32"):
     """Matrix product of two 2-D float32 arrays on the GPU, like ``numpy.matmul``.
 
     Parameters
@@ -270,6 +293,9 @@ def matmul(a, b, out=None):
     (m, n) array
         `out` if given, else a new C-ordered array of the inputs' kind.
 
+    precision : {"fp32", "3xtf32", "tf32"}, keyword-only
+        As in `sgemm`.
+
     See Also
     --------
     numpy.matmul, sgemm
@@ -279,6 +305,7 @@ def matmul(a, b, out=None):
     Only 2-D operands: 1-D and batched (stacked) products are not supported and raise
     ValueError.  ``2*m*n*k`` flops.
     """
+    _check_precision(precision)
     kind = _arrays.common_kind(a, b, out)
     sa, sb = _arrays.check_matrix(a, "a"), _arrays.check_matrix(b, "b")
     if sa[1] != sb[0]:
@@ -296,16 +323,17 @@ def matmul(a, b, out=None):
         B = _arrays.to_device(b, kind, "b")
         if out is None:
             res = cp.empty(shape, dtype=np.float32)
-            gemm_into(1.0, A, B, 0.0, res)
+            product_into(1.0, A, B, 0.0, res, precision)
             return _arrays.from_device(res, kind)
         if kind in ("cupy", "torch"):
             O = _arrays.to_device(out, kind, "out")
             if _arrays.matrix_layout(O) is not None:
-                gemm_into(1.0, A, B, 0.0, O)
+                product_into(1.0, A, B, 0.0, O, precision)
             else:
-                O[...] = gemm_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32))
+                O[...] = product_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32),
+                                      precision)
         else:
-            res = gemm_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32))
+            res = product_into(1.0, A, B, 0.0, cp.empty(shape, dtype=np.float32), precision)
             if kind == "torch_cpu":
                 out.copy_(_arrays.from_device(res, kind))
             else:

@@ -240,3 +240,23 @@ def test_large_rank_k_update_64bit_offsets(cp):
     ref = cp.asnumpy(a[rows].astype(cp.float64) @ b.astype(cp.float64))
     assert rel_err(cp.asnumpy(c[rows]), ref) < 1e-5
     assert bool(cp.isfinite(c[-1]).all())
+
+
+def test_precision_keyword_validated():
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(ValueError, match="precision"):
+        gpulinalg.matmul(a, a, precision="fp16")
+    with pytest.raises(ValueError, match="precision"):
+        gpulinalg.sgemm(1.0, a, a, precision="bf16")
+
+
+@pytest.mark.gpu
+def test_precision_modes_through_the_api(cp, rng):
+    a = rng.standard_normal((300, 700), dtype=np.float32)
+    b = rng.standard_normal((700, 200), dtype=np.float32)
+    ref = a.astype(np.float64) @ b
+    fp32 = rel_err(gpulinalg.matmul(a, b), ref)
+    x3 = rel_err(gpulinalg.matmul(a, b, precision="3xtf32"), ref)
+    tf32 = rel_err(gpulinalg.sgemm(1.0, a, b, precision="tf32"), ref)
+    assert x3 <= 1.5 * fp32 + 1e-7
+    assert tf32 > 10 * x3  # the split is what buys the accuracy
