@@ -100,7 +100,13 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         if check_finite and not np.isfinite(host).all():
             raise ValueError(_NONFINITE)
     k = min(m, n)
-    nb = int(block_size) if block_size is not None else default_block_size(m, n)
+    if block_size is not None:
+        nb = int(block_size)
+    elif panel_name == "gpu":   # the GPU panel's own rule (its leaf is 128 columns wide)
+        from ._panel_gpu import default_block_size as gpu_block_size
+        nb = gpu_block_size(m, n)
+    else:
+        nb = default_block_size(m, n)
     nb = max(1, min(nb, k))
 
     if ops == "numpy":  # host test/debug backend: same driver, NumPy steps, never GPU speed

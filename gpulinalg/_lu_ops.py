@@ -3,8 +3,8 @@
 `CupyOps` runs them on the GPU: the matrix row-major (C-order) in device memory, a
 `panel_stream` for panel transfers, an `update_stream` for swaps and updates, CUDA events
 between them, pinned host staging buffers and asynchronous copies.  Our kernels do the work:
-`transpose_into` (panel <-> column-major buffer), `laswp_inplace` (row swaps) and `gemm_into`
-(U12 = L11^{-1} A12 and A22 -= L21 U12).
+`transpose_into` (panel <-> column-major buffer), `laswp_inplace` (row swaps), `gemm_into`
+(U12 = L11^{-1} A12 and A22 -= L21 U12) and `trsm_lower_unit` (U12 by triangular solve).
 
 `NumpyOps` is a test/debug backend: the same steps on the host with NumPy, with the same
 buffers, queued per stream and executed lazily (only when the host waits on an event, or at
@@ -68,13 +68,13 @@ class CupyOps:
         import cupyx
 
         from ._blas import gemm_into
-        from ._laswp import laswp_inplace
+        from ._laswp import WORKSPACE_INTS, laswp_inplace
         from ._transpose import transpose_into
-        from cupyx.scipy.linalg import solve_triangular
+        from ._trsm import trsm_lower_unit
 
         cp = cupy()
         self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
-        self._transpose, self._trsm = transpose_into, solve_triangular
+        self._transpose, self._trsm = transpose_into, trsm_lower_unit
         self.a = a
         m, n = a.shape
         self.shape, self.nb = (m, n), nb
@@ -94,6 +94,8 @@ class CupyOps:
         # update may still read the other one).
         self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
         self.piv = cp.zeros(max(k, 1), dtype=I32)
+        # laswp's plan, reused by every swap: all of them run on the update stream, in order.
+        self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
         # Pinned host staging buffers (asynchronous copies need page-locked memory).
         self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
         self.host_linv = cupyx.empty_pinned((2, nb * nb), dtype=F32)
@@ -159,7 +161,7 @@ class CupyOps:
         if c1 <= c0 or j1 <= j0:
             return
         with self.streams["update"]:
-            self._laswp(self.a[j0:, c0:c1], self.piv[j0:j1])
+            self._laswp(self.a[j0:, c0:c1], self.piv[j0:j1], workspace=self._laswp_ws)
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
         """U12 = L11^{-1} A12 on columns c0:c1 (c0 >= j1), then A22 -= L21 U12 below."""
@@ -177,8 +179,9 @@ class CupyOps:
                 self._gemm(-1.0, l11, u12, 1.0, w)             # R = A12 - L11 X
                 self._gemm(1.0, linv, w, 1.0, u12)             # U12 = X + L11^{-1} R
             else:
-                # Stable fallback: triangular solve with the unit lower L11 (cuBLAS trsm).
-                u12[...] = self._trsm(a[j0:j1, j0:j1], u12, lower=True, unit_diagonal=True)
+                # Triangular solve with the unit lower L11 (the GPU panel's path, and the
+                # stable fallback of the CPU panel), in place: kernels/trsm.cu.
+                self._trsm(a[j0:j1, j0:j1], u12)
             if j1 < m:
                 self._gemm(-1.0, a[j1:, j0:j1], u12, 1.0, a[j1:, c0:c1])  # A22 -= L21 U12
 

@@ -8,10 +8,18 @@ Recursive panel, for an mp x w row-major block with k = min(mp, w) pivot columns
     else:     w1 = half of k rounded up to whole leaves
               factor A[:, :w1]                        (recursively: pivots piv[:w1])
               A[:, w1:]      <- swaps piv[:w1]         (laswp)
-              A12 = A[:w1, w1:] := L11^{-1} A12        (triangular solve, unit lower)
+              A12 = A[:w1, w1:] := L11^{-1} A12        (triangular solve, unit lower: trsm.cu)
               A22 = A[w1:, w1:] -= A21 A12            (SGEMM)
               factor A22                              (recursively: pivots relative to row w1)
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
+
+Two leaves (`leaf_plan`):
+- "row" (getrf_leaf_row<128>, the default): one row per thread, LW = ROW_LW = 128 columns in
+  registers, when the mp rows fit one co-resident grid (mp <= 256 x co-resident blocks: 33,792
+  rows on an H100).  A panel of nb <= 128 columns is then ONE launch; nb = 256 recurses once
+  (two 128-wide leaves, one laswp / trsm / SGEMM between them).
+- "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels, 4-16 rows per
+  thread, with the recursion above down to 32-wide leaves.
 
 Everything is enqueued on the caller's current stream (the driver's panel stream): no host
 synchronisation; the first exactly zero pivot (LAPACK's info) stays in a device int32.
@@ -32,8 +40,27 @@ LWMAX = 32              # GETRF_LWMAX: widest leaf
 REC = LWMAX + 2         # GETRF_REC: floats per block record (row | |v| | row index)
 # (leaf width LW, rows per thread RPT), widest first: LW*RPT = 128 floats in registers.
 LEAF_SHAPES = ((32, 4), (16, 8), (8, 16))
-KERNEL_NAMES = tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
 WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LWMAX]
+# getrf_leaf_row<LW>: one row per thread.  ROW_WIDTHS: the instantiations (64: a smaller-code
+# variant for comparison); ROW_LW: the leaf width the panel uses.
+GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; warp 0 polls 5 per lane)
+ROW_WIDTHS = (128, 64)
+ROW_LW = 128
+KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
+                + tuple(f"getrf_leaf_row<{lw}>" for lw in ROW_WIDTHS))
+TAG_LIMIT = 2**32 - 2 * max(ROW_WIDTHS)          # column tags are uint32; reset before a wrap
+
+# Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
+# up to min(m, n) = GPU_NB_SWITCH, 256 above (one recursion level per panel; the trailing
+# SGEMM at k = 256 runs ~41 TF/s against ~36 at k = 128 on the H100, and at large n the
+# update, not the panel, is the critical path).
+GPU_NB_SWITCH = 8192
+_NUM_SMS_GUESS = 132    # host emulation only: the H100's co-resident row-leaf blocks
+
+
+def default_block_size(m, n):
+    """Panel width nb of the GPU panel (see GPU_NB_SWITCH)."""
+    return ROW_LW if min(m, n) <= GPU_NB_SWITCH else 2 * ROW_LW
 
 
 def leaf_shape(mp, max_blocks=GCAP):
@@ -44,6 +71,15 @@ def leaf_shape(mp, max_blocks=GCAP):
             return lw, rpt, g
     raise ValueError(f"a panel of {mp} rows exceeds the GPU panel's register capacity "
                      f"({max_blocks * THREADS * LEAF_SHAPES[-1][1]} rows); use panel='cpu'")
+
+
+def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=ROW_LW):
+    """("row", LW, G) when mp rows fit row_blocks co-resident blocks of one row per thread,
+    else ("tile", LW, RPT, G) of leaf_shape (the recursion with the narrow leaves)."""
+    g = max(1, -(-mp // THREADS))
+    if g <= min(row_blocks, GMAX_ROW):
+        return ("row", row_lw, g)
+    return ("tile",) + leaf_shape(mp, tile_blocks)
 
 
 def split(k, lw):
@@ -79,22 +115,32 @@ def factor_panel(steps, a, piv, lw, col_base):
 # ------------------------------------------------------------------------------------ GPU
 
 class PanelWorkspace:
-    """Device state of the leaf kernel: records, barrier counter, info; one per factorization.
+    """Device state of the leaf kernels, one per factorization (and per stream: the counter's
+    arrivals and the row leaf's column tags are tracked on the host, in stream order).
 
-    Not shared between streams: the counter's arrival count is tracked on the host.
+    tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, |v|, tag,
+    pos}, zeroed once: tags start at 1), `rows` (the candidates' rows).  Both: info.  Also the
+    laswp workspace of the recursion and the per-shape launch parameters (cached).
     """
 
     def __init__(self):
         cp = cupy()
+        from ._laswp import WORKSPACE_INTS
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
         self.info = cp.zeros(1, dtype=np.int32)
         self.arrivals = 0                       # counter value after all enqueued launches
+        self.keys = cp.zeros(2 * GMAX_ROW * 2, dtype=np.uint64)   # ulonglong2 [2][GMAX_ROW]
+        self.rows = cp.empty(2 * GMAX_ROW * max(ROW_WIDTHS), dtype=np.float32)
+        self.epoch = 1                          # tag of the next row-leaf column
+        self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
         dev = cp.cuda.Device()
         self.sms = int(dev.attributes["MultiProcessorCount"])
         self._max_blocks = {}
+        self._steps = {}
+        self._plans = {}
 
-    def max_blocks(self, kernel):
+    def max_blocks(self, kernel, cap):
         """Co-resident blocks of `kernel` on this device (what a cooperative launch allows)."""
         key = kernel.name
         if key not in self._max_blocks:
@@ -104,23 +150,70 @@ class PanelWorkspace:
                     kernel.kernel.ptr, THREADS, 0))
             except Exception:  # no occupancy query: __launch_bounds__(256, 1) promises one
                 pass
-            self._max_blocks[key] = min(GCAP, self.sms * per_sm)
-        return self._max_blocks[key]
+            self._max_blocks[key] = self.sms * per_sm
+        return min(cap, self._max_blocks[key])
+
+    def plan(self, mp, row_lw=ROW_LW):
+        """leaf_plan for mp rows on this device (cached per (mp, row_lw))."""
+        key = (mp, row_lw)
+        plan = self._plans.get(key)
+        if plan is None:
+            row = get_kernel(FAMILY, f"getrf_leaf_row<{row_lw}>", cooperative=True)
+            tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
+            plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW), self.max_blocks(tile, GCAP),
+                             row_lw)
+            self._plans[key] = plan
+        return plan
+
+    def steps(self, plan):
+        """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
+        key = plan[:3] if plan[0] == "tile" else plan[:2]
+        st = self._steps.get(key)
+        if st is None:
+            st = self._steps[key] = _DeviceSteps(self, key)
+        return st
+
+    def next_tags(self, kk):
+        """First tag of a row-leaf launch of kk columns; zeroes the keys (stream-ordered)
+        before the uint32 tags would wrap."""
+        if self.epoch + kk >= TAG_LIMIT:
+            self.keys.fill(0)
+            self.epoch = 1
+        tag = self.epoch
+        self.epoch += kk
+        return tag
 
 
 class _DeviceSteps:
     """factor_panel's steps with our kernels, on the current stream."""
 
     def __init__(self, ws, leaf):
-        from cupyx.scipy.linalg import solve_triangular
-
         from ._blas import gemm_into
         from ._laswp import laswp_inplace
-        self.ws, self.lw, self.rpt, self.g_max = ws, leaf[0], leaf[1], None
-        self._trsm, self._gemm, self._laswp = solve_triangular, gemm_into, laswp_inplace
-        self.kernel = get_kernel(FAMILY, f"getrf_leaf<{self.lw},{self.rpt}>", cooperative=True)
+        from ._trsm import trsm_lower_unit
+        self.ws = ws
+        self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
+        if leaf[0] == "row":
+            self.lw, self.rpt = leaf[1], 1
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw}>", cooperative=True)
+            self.leaf = self._leaf_row
+        else:
+            self.lw, self.rpt = leaf[1], leaf[2]
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf<{self.lw},{self.rpt}>",
+                                     cooperative=True)
+            self.leaf = self._leaf_tile
 
-    def leaf(self, a, piv, col_base):
+    def _leaf_row(self, a, piv, col_base):
+        mp, w = a.shape
+        ws = self.ws
+        g = -(-mp // THREADS)
+        # The rows' positions are 0-based relative to a's first row: the pivots' base.
+        self.kernel((g,), (THREADS,),
+                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
+                     np.int32(col_base), ws.keys, ws.rows,
+                     np.uint32(ws.next_tags(min(mp, w)))))
+
+    def _leaf_tile(self, a, piv, col_base):
         mp, w = a.shape
         kk = min(mp, w)
         g = -(-mp // (THREADS * self.rpt))
@@ -134,11 +227,11 @@ class _DeviceSteps:
 
     def laswp(self, a, piv):
         if a.shape[1]:
-            self._laswp(a, piv)
+            self._laswp(a, piv, workspace=self.ws.laswp_ws)
 
     def trsm(self, l11, b):
         if b.shape[1]:
-            b[...] = self._trsm(l11, b, lower=True, unit_diagonal=True)
+            self._trsm(l11, b)
 
     def gemm_sub(self, a, b, c):
         self._gemm(-1.0, a, b, 1.0, c)
@@ -151,7 +244,8 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     """Factor the row-major CuPy view a (mp x w, unit column stride) in place on the current
     stream; returns (piv, ws): piv int32 (min(mp, w),) 0-based relative to a's first row, and
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
-    or 0.  No host synchronisation.  `leaf` forces one of LEAF_SHAPES (tests)."""
+    or 0.  No host synchronisation.  `leaf` forces a leaf (tests): ("row", LW) with LW in
+    ROW_WIDTHS, or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
     if a.dtype != np.float32 or (w > 1 and a.strides[1] != 4) or a.strides[0] % 4:
@@ -162,12 +256,19 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
         ws = PanelWorkspace()
     if min(mp, w) == 0:
         return piv, ws
-    probe = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
     if leaf is None:
-        leaf = leaf_shape(mp, ws.max_blocks(probe))
+        plan = ws.plan(mp)
+    elif leaf[0] == "row":
+        if leaf[1] not in ROW_WIDTHS:
+            raise ValueError(f"row leaf width {leaf[1]} is not one of {ROW_WIDTHS}")
+        plan = ws.plan(mp, leaf[1])
+        if plan[0] != "row":
+            raise ValueError(f"{mp} rows do not fit the row leaf's co-resident grid")
     elif tuple(leaf[:2]) not in LEAF_SHAPES or -(-mp // (THREADS * leaf[1])) > GCAP:
         raise ValueError(f"leaf {leaf} is not one of {LEAF_SHAPES} or too small for {mp} rows")
-    factor_panel(_DeviceSteps(ws, leaf), a, piv, leaf[0], col_base)
+    else:
+        plan = ("tile", leaf[0], leaf[1])
+    factor_panel(ws.steps(plan), a, piv, plan[1], col_base)
     return piv, ws
 
 
@@ -194,6 +295,47 @@ def getf2_host(a, piv, col_base=0):
             a[j + 1:, j + 1:] -= np.outer(a[j + 1:, j], a[j, j + 1:])
         elif info == 0:
             info = col_base + j + 1
+    return info
+
+
+def getf2_rows_host(a, piv, col_base=0):
+    """Host model of getrf_leaf_row: rows never move, positions do (lazy swaps).
+
+    Row t keeps its values; pos[t] is where it belongs.  Column j: the first max |x| over the
+    rows with pos >= j (ties to the smaller position), positions j and p exchange, the rows
+    with pos > j are scaled and updated; at the end row t is written to a[pos[t]].  Element
+    operations are getf2_host's, so the results agree bit for bit.
+    """
+    mp, w = a.shape
+    x = a.copy()
+    pos = np.arange(mp)
+    info = 0
+    tiny = np.finfo(np.float32).tiny
+    for j in range(min(mp, w)):
+        v = np.abs(x[:, j])
+        ok = (pos >= j) & ~np.isnan(v)
+        if ok.any():
+            best = v[ok].max()
+            t = int(np.flatnonzero(ok & (v == best))[np.argmin(pos[ok & (v == best)])])
+            p = int(pos[t])
+        else:                                   # all NaN: no pivot, nothing moves
+            piv[j] = j
+            continue
+        piv[j] = p
+        tj = int(np.flatnonzero(pos == j)[0])
+        pos[tj], pos[t] = p, j
+        prow = x[t].copy()
+        pv = prow[j]
+        if pv != 0:
+            below = pos > j
+            if abs(pv) >= tiny:
+                x[below, j] *= np.float32(1) / pv
+            else:
+                x[below, j] /= pv
+            x[np.ix_(below, np.arange(j + 1, w))] -= np.outer(x[below, j], prow[j + 1:])
+        elif info == 0:
+            info = col_base + j + 1
+    a[pos] = x
     return info
 
 
@@ -239,7 +381,7 @@ class GpuPanel:
     no L11^{-1} is needed) and info=0; the first exactly zero pivot is kept on the device and
     read once by `final_info` after the driver's `ops.finish()`.  With NumpyOps the same
     recursion runs on the host (getf2_host leaves), queued on the emulated panel stream.
-    `leaf_width` overrides the leaf width (host emulation only: the kernels are 32/16/8 wide).
+    `leaf_width` overrides the leaf width (host emulation only: the device uses leaf_plan).
     """
 
     name = "gpu"
@@ -266,7 +408,7 @@ class GpuPanel:
         if self._is_host(ops):
             if self._host is None:
                 self._host = _HostSteps()
-            lw = self.leaf_width or leaf_shape(panel.shape[0])[0]
+            lw = self.leaf_width or leaf_plan(panel.shape[0], _NUM_SMS_GUESS)[1]
             steps = self._host
             ops._enqueue("panel", "getrf_gpu", step,
                          lambda: factor_panel(steps, panel, piv, lw, j0))

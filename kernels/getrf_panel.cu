@@ -44,11 +44,41 @@
 // arithmetic per column is RPT*LW FMAs per thread (~0.1 us), the data never leaves registers.
 // Expect ~2-3 us per column whatever mp (G <= 128): 32 columns in ~70-100 us per leaf; the
 // panel of nb columns costs ~nb * 2.5 us plus the recursion's small SGEMM/laswp/trsm launches.
+//
+// getrf_leaf_row<LW> (LW = 128 or 64): the whole panel of a tall block in ONE launch, one row per
+// thread.  G = ceil(mp / 256) blocks of 256 threads (G <= GETRF_GMAX_ROW and co-resident: an
+// H100 holds 132 such blocks, so mp <= 33792); thread t of block b owns row r = b*256 + t and
+// keeps its LW floats in registers (x[LW], __launch_bounds__(256, 1)).  Differences from
+// getrf_leaf:
+//   - lazy swaps: no data moves between threads.  Each thread carries its row's current
+//     position pos (initially r); pivoting at column j exchanges the positions j and p
+//     (pos == p -> j, pos == j -> p), the search runs over pos >= j (ties to the smaller pos,
+//     as isamax), the update over pos > j, and the final store writes the row to A(pos, :).
+//     So neither row j nor the swapped rows are published or copied;
+//   - a flag barrier instead of a counter: the thread owning its block's candidate (or thread
+//     0 when the block has none) stores the candidate's row in rows[j & 1][b], __threadfence,
+//     then the 16-byte record keys[j & 1][b] = {tag, |v| bits, tag, pos} (two 64-bit words,
+//     each single-copy atomic; tag = epoch + j, a number the host never reuses: the keys start
+//     at 0 and epochs at 1).  Warp 0 polls the G records (ld.relaxed.gpu.v2.u64) until all
+//     carry this column's tag -- that IS the grid barrier, and it already holds every block's
+//     candidate -- reduces them, fences, and loads the winner's row (one float4 per lane) into
+//     shared memory.  After the barrier: one L2 round trip (the row), not two.  The slots are
+//     double-buffered by the parity of j: block b rewrites [j & 1][b] at column j+2 only after
+//     seeing every block's column-(j+1) record, which each block wrote after its last read
+//     of the column-j slots.
+//   - the column loop is NOT unrolled: the barrier code exists once (it stays in the
+//     instruction cache); only the register-indexed work (multiplier, rank-1 update, the next
+//     column's value) is per column, reached through a switch on j (a jump table):
+//     leaf_row_step<J>.  (Fully unrolled, LW = 128 came to 76,000 instructions.)
+// Per column: 2 __syncthreads, one fence per block, the poll, one row fetch; ~(LW - j) FMAs
+// per thread.  Expect ~1.5 us per column (~3 L2 round trips + two block barriers + the
+// update), i.e. ~0.2 ms for a 128-wide panel at any mp, with no recursion launches.
 
 #define GETRF_THREADS 256
 #define GETRF_GCAP 128
 #define GETRF_LWMAX 32
 #define GETRF_REC (GETRF_LWMAX + 2)   // record: row values [LWMAX] | |v| | row (int bits)
+#define GETRF_GMAX_ROW 160             // getrf_leaf_row: most blocks (workspace slots, poll width)
 
 namespace {
 
@@ -61,6 +91,19 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
 // (v, i) beats (bv, bi): larger |value|, ties to the smaller row (LAPACK isamax: first max).
 __device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
     return v > bv || (v == bv && i < bi);
+}
+
+__device__ __forceinline__ ulonglong2 ld_relaxed_gpu_v2(const ulonglong2* p) {
+    ulonglong2 v;
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_relaxed_gpu_v2(ulonglong2* p, unsigned long long a,
+                                                  unsigned long long b) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b)
+                 : "memory");
 }
 
 __device__ __forceinline__ void warp_best(float& bv, int& bi, int& bb) {
@@ -243,3 +286,220 @@ getrf_leaf(int mp, int ncols, float* A, long long lda, int* piv, int* info, int 
         }
     }
 }
+
+
+// Column J's register work of getrf_leaf_row (J a constant, so x[] stays in registers): store
+// the multiplier l and apply the rank-1 update to this row when `upd`, then hand out x[J+1],
+// the next column's value (the division and the search stay outside, in the rolled loop).
+template <int J, int LW>
+__device__ __forceinline__ void leaf_row_step(float (&x)[LW], bool upd, float l,
+                                              const float* s_prow, float& x_next)
+{
+    if (upd) {
+        x[J] = l;
+#pragma unroll
+        for (int c = J + 1; c < LW; ++c)
+            x[c] = fmaf(-l, s_prow[c], x[c]);
+    }
+    if constexpr (J + 1 < LW)
+        x_next = x[J + 1];
+}
+
+#define GETRF_STEP(J)                                                                      \
+    case J:                                                                                \
+        if constexpr ((J) < LW)                                                            \
+            leaf_row_step<(J), LW>(x, upd, l, s_prow, xj);                                  \
+        break;
+#define GETRF_STEP4(J) GETRF_STEP(J) GETRF_STEP(J + 1) GETRF_STEP(J + 2) GETRF_STEP(J + 3)
+#define GETRF_STEP16(J) GETRF_STEP4(J) GETRF_STEP4(J + 4) GETRF_STEP4(J + 8) GETRF_STEP4(J + 12)
+#define GETRF_STEP64(J) GETRF_STEP16(J) GETRF_STEP16(J + 16) GETRF_STEP16(J + 32) GETRF_STEP16(J + 48)
+
+template <int LW>
+__global__ void __launch_bounds__(GETRF_THREADS, 1)
+getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
+               ulonglong2* keys, float* rows, unsigned epoch)
+{
+    constexpr int T = GETRF_THREADS;
+    constexpr int NW = T / 32;
+    constexpr int SPL = (GETRF_GMAX_ROW + 31) / 32;   // record slots polled per lane of warp 0
+    static_assert(LW % 4 == 0 && LW / 4 <= 32, "warp 0 fetches a row as one float4 per lane");
+    static_assert(LW <= 128, "the column switch has 128 cases");
+    static_assert(SPL <= 32, "pending-slot bit mask");
+
+    __shared__ float s_wv[NW];
+    __shared__ int s_wi[NW];
+    __shared__ __align__(16) float s_prow[LW];  // the pivot row of this column
+    __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int G = gridDim.x, b = blockIdx.x;
+    const int kk = min(mp, ncols);
+    const int r = b * T + tid;                  // this thread's row (its initial position)
+    const bool mine = r < mp;
+    int pos = r;
+
+    // Rows in 16-byte pieces when the whole row is aligned (the LU's panels: n % 4 == 0).
+    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
+                     (lda & 3) == 0;
+    float x[LW];
+    {
+        const float* src = A + static_cast<long long>(mine ? r : 0) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4) {
+                const float4 v = mine ? *reinterpret_cast<const float4*>(src + c)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+                x[c] = v.x;
+                x[c + 1] = v.y;
+                x[c + 2] = v.z;
+                x[c + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                x[c] = (mine && c < ncols) ? src[c] : 0.f;
+        }
+    }
+
+    // The column loop stays rolled: only the register-indexed step is per column (the switch),
+    // so the barrier code exists once and stays in the instruction cache.
+    float xj = x[0];                            // A(pos, j) of the current column j
+#pragma unroll 1
+    for (int j = 0; j < kk; ++j) {
+        const int par = j & 1;
+        const unsigned tag = epoch + static_cast<unsigned>(j);
+
+        // 1. The block's candidate: first max |A(pos, j)| over its positions pos >= j.
+        const float a = fabsf(xj);
+        float bv = -1.f;
+        int bi = 0x7fffffff, bb = 0;
+        if (mine && pos >= j && a > bv) {       // NaN never wins
+            bv = a;
+            bi = pos;
+        }
+        warp_best(bv, bi, bb);
+        if (lane == 0) {
+            s_wv[warp] = bv;
+            s_wi[warp] = bi;
+        }
+        __syncthreads();                                                    // (1)
+        bv = s_wv[0];
+        bi = s_wi[0];
+#pragma unroll
+        for (int w = 1; w < NW; ++w)
+            if (beats(s_wv[w], s_wi[w], bv, bi)) {
+                bv = s_wv[w];
+                bi = s_wi[w];
+            }
+
+        // 2. Publish: the candidate's owner stores its row, fences, stores the record (thread
+        //    0 stores the record of a block without candidate).
+        const bool owner = mine && pos == bi;   // bi = INT_MAX (no candidate) matches no pos
+        if (owner || (tid == 0 && bi == 0x7fffffff)) {
+            if (owner) {
+                float4* dst = reinterpret_cast<float4*>(rows + (par * G + b) * LW);
+#pragma unroll
+                for (int c = 0; c < LW; c += 4)
+                    __stcg(dst + c / 4, make_float4(x[c], x[c + 1], x[c + 2], x[c + 3]));
+            }
+            __threadfence();
+            const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
+            st_relaxed_gpu_v2(keys + par * G + b, t | __float_as_uint(bv),
+                              t | static_cast<unsigned>(bi));
+        }
+
+        // 3. Grid barrier and pivot choice (warp 0): poll the G records of this column until
+        //    all carry its tag, reduce them, fetch the winner's row.
+        if (warp == 0) {
+            const ulonglong2* slot = keys + par * G;
+            float cv = -1.f;
+            int ci = 0x7fffffff, cb = 0;
+            unsigned pending = 0;
+#pragma unroll
+            for (int s = 0; s < SPL; ++s)
+                if (lane + 32 * s < G)
+                    pending |= 1u << s;
+            while (__any_sync(0xffffffffu, pending != 0)) {
+                ulonglong2 k[SPL];
+#pragma unroll
+                for (int s = 0; s < SPL; ++s)
+                    if (pending & (1u << s))
+                        k[s] = ld_relaxed_gpu_v2(slot + lane + 32 * s);
+#pragma unroll
+                for (int s = 0; s < SPL; ++s)
+                    if ((pending & (1u << s)) && static_cast<unsigned>(k[s].x >> 32) == tag &&
+                        static_cast<unsigned>(k[s].y >> 32) == tag) {
+                        pending &= ~(1u << s);
+                        const float v = __uint_as_float(static_cast<unsigned>(k[s].x));
+                        const int i = static_cast<int>(static_cast<unsigned>(k[s].y));
+                        if (beats(v, i, cv, ci)) {
+                            cv = v;
+                            ci = i;
+                            cb = lane + 32 * s;
+                        }
+                    }
+            }
+            // Acquire: each lane fences after its own observations, and __syncwarp orders them
+            // before every lane's row load (the pattern of cooperative groups' grid.sync).
+            __threadfence();
+            __syncwarp();
+            warp_best(cv, ci, cb);
+            const bool valid = ci != 0x7fffffff;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (valid && lane < LW / 4)
+                v = __ldcg(reinterpret_cast<const float4*>(rows + (par * G + cb) * LW) + lane);
+            if (lane < LW / 4)
+                reinterpret_cast<float4*>(s_prow)[lane] = v;
+            __syncwarp();
+            if (lane == 0) {
+                s_p = valid ? ci : -1;
+                if (b == 0) {
+                    piv[j] = valid ? ci : j;
+                    if (valid && s_prow[j] == 0.f && *info == 0)
+                        *info = col_base + j + 1;
+                }
+            }
+        }
+        __syncthreads();                                                    // (2)
+
+        // 4. Exchange positions j and p; scale and update the rows below (pos > j).
+        const int sp = s_p;
+        const bool valid = sp >= 0;
+        const int p = valid ? sp : j;
+        const float pv = valid ? s_prow[j] : 0.f;
+        const bool nonzero = valid && pv != 0.f;
+        const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
+        const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
+        const int old = pos;
+        if (old == p)
+            pos = j;
+        else if (old == j)
+            pos = p;
+        const bool upd = nonzero && mine && pos > j;
+        const float l = upd ? (by_recip ? xj * rinv : xj / pv) : 0.f;
+        switch (j) {
+            GETRF_STEP64(0)
+            GETRF_STEP64(64)
+        }
+    }
+
+    if (mine) {
+        float* dst = A + static_cast<long long>(pos) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4)
+                *reinterpret_cast<float4*>(dst + c) = make_float4(x[c], x[c + 1], x[c + 2],
+                                                                  x[c + 3]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                if (c < ncols)
+                    dst[c] = x[c];
+        }
+    }
+}
+
+#undef GETRF_STEP64
+#undef GETRF_STEP16
+#undef GETRF_STEP4
+#undef GETRF_STEP

@@ -14,7 +14,7 @@ from gpulinalg import _kernels
 # kernel family (kernels/<family>.cu) -> the module that launches it
 FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
             "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu",
-            "sgemm_tc": "gpulinalg._gemm_tc"}
+            "sgemm_tc": "gpulinalg._gemm_tc", "trsm": "gpulinalg._trsm"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

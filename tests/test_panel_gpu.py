@@ -11,8 +11,10 @@ import gpulinalg
 from gpulinalg import _decomp_lu
 from gpulinalg._lu import getrf
 from gpulinalg._lu_ops import NumpyOps
-from gpulinalg._panel_gpu import (GCAP, LEAF_SHAPES, THREADS, GpuPanel, factor_panel,
-                                  getf2_host, getrf_panel_host, leaf_shape, split)
+from gpulinalg import _panel_gpu
+from gpulinalg._panel_gpu import (GCAP, GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_WIDTHS,
+                                  THREADS, GpuPanel, factor_panel, getf2_host, getf2_rows_host,
+                                  getrf_panel_host, leaf_plan, leaf_shape, split)
 
 from test_lu import backward_error, wilkinson, with_cond
 
@@ -54,6 +56,53 @@ def test_leaf_shapes_and_split():
     assert all(lw * rpt <= 128 for lw, rpt in LEAF_SHAPES)
     assert split(128, 32) == 64 and split(256, 32) == 128 and split(100, 32) == 64
     assert split(33, 32) == 32 and split(127, 32) == 64
+
+
+def test_leaf_plan_and_block_size():
+    assert leaf_plan(1, 132) == ("row", ROW_LW, 1)
+    assert leaf_plan(THREADS * 132, 132) == ("row", ROW_LW, 132)
+    assert leaf_plan(33000, 132) == ("row", ROW_LW, 129)
+    assert leaf_plan(THREADS * 132 + 1, 132) == ("tile",) + leaf_shape(THREADS * 132 + 1)
+    assert leaf_plan(THREADS * 132 + 1, 132, GCAP)[0] == "tile"
+    assert leaf_plan(THREADS * GMAX_ROW, 1000)[0] == "row"      # the record slots bound G
+    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000)[0] == "tile"
+    assert leaf_plan(5000, 132, row_lw=64) == ("row", 64, 20)
+    assert _panel_gpu.default_block_size(8192, 8192) == 128
+    assert _panel_gpu.default_block_size(8193, 20000) == 256
+    assert all(f"getrf_leaf_row<{lw}>" in KERNEL_NAMES for lw in ROW_WIDTHS)
+    assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
+
+
+def test_kernel_constants_match():
+    """The #defines of kernels/getrf_panel.cu are the Python constants (one source of truth)."""
+    import re
+    from gpulinalg import _kernels
+    src = _kernels.source("getrf_panel")
+    defs = dict(re.findall(r"#define (GETRF_\w+) (\d+)", src))
+    assert int(defs["GETRF_THREADS"]) == THREADS and int(defs["GETRF_GCAP"]) == GCAP
+    assert int(defs["GETRF_LWMAX"]) == _panel_gpu.LWMAX
+    assert int(defs["GETRF_GMAX_ROW"]) == GMAX_ROW
+
+
+def _tie_matrix(rng, m, w):
+    """Random with ties across rows (small integers) and a zero column."""
+    a = rng.integers(-3, 4, size=(m, w)).astype(np.float32)
+    if w > 2:
+        a[:, w // 2] = 0
+    return a
+
+
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (40, 40), (300, 17), (1000, 64)])
+@pytest.mark.parametrize("kind", ["normal", "ties"])
+def test_row_leaf_model_is_getf2(rng, m, w, kind):
+    """Lazy swaps (positions move, rows stay) give getf2's factors and pivots bit for bit."""
+    a = (rng.standard_normal((m, w)).astype(np.float32) if kind == "normal"
+         else _tie_matrix(rng, m, w))
+    b, c = a.copy(), a.copy()
+    pb, pc = np.zeros(min(m, w), np.int32), np.zeros(min(m, w), np.int32)
+    assert getf2_rows_host(b, pb, 7) == getf2_host(c, pc, 7)
+    np.testing.assert_array_equal(pb, pc)
+    np.testing.assert_array_equal(b, c)
 
 
 @pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
@@ -101,6 +150,31 @@ def test_driver_with_gpu_panel_model(rng, shape, lookahead, lw):
     np.testing.assert_array_equal(piv, ref_piv)
     assert info == 0
     assert backward_error(a, A, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.parametrize("m,w", [(300, 256), (256, 256), (700, 200), (130, 256)])
+def test_recursion_with_row_leaves(rng, m, w):
+    """nb = 256 with 128-wide leaves: one recursion level, as the device panel does."""
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    b = a.copy()
+    piv, info = getrf_panel_host(b, ROW_LW)
+    check_panel(a, b, piv, info)
+
+
+def test_tag_reset_before_wrap():
+    """next_tags: consecutive tags per launch; the keys are zeroed before uint32 wraps."""
+    class Keys:
+        zeroed = 0
+
+        def fill(self, v):
+            Keys.zeroed += 1
+
+    ws = object.__new__(_panel_gpu.PanelWorkspace)
+    ws.keys, ws.epoch = Keys(), 1
+    assert ws.next_tags(128) == 1 and ws.next_tags(5) == 129 and ws.epoch == 134
+    ws.epoch = _panel_gpu.TAG_LIMIT - 100
+    assert ws.next_tags(100) == 1 and Keys.zeroed == 1 and ws.epoch == 101
+    assert ws.next_tags(128) == 101 and Keys.zeroed == 1
 
 
 def test_driver_gpu_panel_model_info_and_timeline():
@@ -175,6 +249,70 @@ def test_panel_every_leaf_shape(cp, rng, leaf, m, w):
     a = rng.standard_normal((m, w)).astype(np.float32)
     lu, piv, info = _device_panel(cp, a, leaf=leaf)
     check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lw", ROW_WIDTHS)
+@pytest.mark.parametrize("m,w", [(1, 1), (300, 128), (5000, 64), (4097, 128), (33000, 128),
+                                 (2000, 100), (129, 128), (128, 128), (50, 128)])
+def test_panel_row_leaf(cp, rng, lw, m, w):
+    """The one-row-per-thread leaf alone (w <= lw: one launch) and with one recursion level."""
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, leaf=("row", lw))
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_panel_row_leaf_largest_grid(cp, rng):
+    """As many blocks as the device holds at once (132 on an H100): the widest flag barrier."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    ws = PanelWorkspace()
+    m = THREADS * min(GMAX_ROW, ws.sms)
+    assert ws.plan(m)[0] == "row"
+    a = rng.standard_normal((m, 128)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, ws=ws)
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
+    """Ties across blocks take the first row; one workspace across launches of different
+    grids (stale records of earlier launches must never pass as current)."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    ws = PanelWorkspace()
+    for m, w in [(5000, 3), (700, 128), (9000, 128), (257, 64), (9000, 256), (300, 1)]:
+        a = rng.standard_normal((m, w)).astype(np.float32)
+        a[:, 0] = np.clip(a[:, 0], -1, 1)
+        a[[17, m // 2, m - 1], 0] = [-2.0, 2.0, 2.0]
+        if w > 2:
+            a[:, w // 2] = 0                            # info = w // 2 + 1, piv = w // 2
+        ws.info.fill(0)                                 # info is sticky (first zero column)
+        lu, piv, info = _device_panel(cp, a, ws=ws)
+        assert piv[0] == 17
+        check_panel(a, lu, piv, info)
+    ws.epoch = _panel_gpu.TAG_LIMIT - 3                   # the reset before uint32 wraps
+    a = rng.standard_normal((3000, 128)).astype(np.float32)
+    ws.info.fill(0)
+    lu, piv, info = _device_panel(cp, a, ws=ws)
+    check_panel(a, lu, piv, info)
+    assert ws.epoch == 129
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("col0", [0, 1, 64])
+def test_panel_row_leaf_alignment(cp, rng, col0):
+    """Aligned rows (float4 loads/stores) and unaligned views (scalar path): same results,
+    nothing outside the view written."""
+    big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
+    d = cp.asarray(big)
+    from gpulinalg._panel_gpu import getrf_panel_device
+    piv, ws = getrf_panel_device(d[40:, col0:col0 + 128], leaf=("row", 128))
+    out = cp.asnumpy(d)
+    np.testing.assert_array_equal(out[:40], big[:40])
+    np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
+    np.testing.assert_array_equal(out[:, col0 + 128:], big[:, col0 + 128:])
+    check_panel(big[40:, col0:col0 + 128], out[40:, col0:col0 + 128], cp.asnumpy(piv),
+                int(ws.info.get()[0]))
 
 
 @pytest.mark.gpu

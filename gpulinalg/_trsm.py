@@ -1,0 +1,110 @@
+"""Triangular solve B := L^{-1} B with a unit lower triangular L (row-major views, in place):
+launch wrapper for kernels/trsm.cu.  The LU uses it for U12 = L11^{-1} A12, in the GPU panel's
+recursion and in the trailing update (gpulinalg/_lu_ops.py) when no inverse is used."""
+
+import functools
+
+import numpy as np
+
+from ._arrays import array_kind
+from ._backend import cupy
+from ._kernels import get_kernel
+from ._laswp import row_leading_dim
+
+FAMILY = "trsm"
+THREADS = 128               # TRSM_THREADS: threads per block = columns of B per block
+NB_SHAPES = (32, 64, 128)   # template NB: rows of B a thread keeps in registers
+NBMAX = NB_SHAPES[-1]
+KERNEL_NAMES = tuple(f"trsm_llnu<{nb},{THREADS}>" for nb in NB_SHAPES)
+_SMEM_DEFAULT = 48 * 1024   # dynamic shared memory without an opt-in
+
+
+def shared_bytes(nb_shape):
+    """Dynamic shared memory of one block: L's transposed triangle, row pitch NB + 4."""
+    return 4 * nb_shape * (nb_shape + 4)
+
+
+def nb_shape(nb):
+    """The smallest template NB >= nb (nb <= NBMAX)."""
+    for s in NB_SHAPES:
+        if nb <= s:
+            return s
+    raise ValueError(f"a diagonal block of {nb} rows exceeds the kernel's {NBMAX}")
+
+
+def blocks(nb):
+    """Row blocks [(r0, r1)] of at most NBMAX rows: solve block r0:r1, then B[r1:] -=
+    L[r1:, r0:r1] X[r0:r1] (SGEMM), then the next block (blocked forward substitution)."""
+    return [(r0, min(nb, r0 + NBMAX)) for r0 in range(0, nb, NBMAX)]
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(device_id, shape):
+    """The kernel for template NB = shape, opted in to its shared memory (once per device)."""
+    k = get_kernel(FAMILY, f"trsm_llnu<{shape},{THREADS}>")
+    smem = shared_bytes(shape)
+    if smem > _SMEM_DEFAULT and k.max_dynamic_shared_size_bytes < smem:
+        k.max_dynamic_shared_size_bytes = smem
+    return k, smem
+
+
+def _row_ld(x, name):
+    """Leading dimension (elements) of a float32 row-major CuPy view, else ValueError."""
+    if array_kind(x) != "cupy":
+        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
+    if x.ndim != 2 or x.dtype != np.float32:
+        raise ValueError(f"{name} must be a 2-D float32 array, got {x.dtype} of shape "
+                         f"{x.shape}")
+    if any(s % 4 for s in x.strides):
+        raise ValueError(f"{name} must have whole-element strides")
+    ld = row_leading_dim(x.shape, (x.strides[0] // 4, x.strides[1] // 4))
+    if ld is None:
+        raise ValueError(f"{name} must be a row-major view (unit column stride, rows not "
+                         "overlapping, no negative strides)")
+    return ld
+
+
+def trsm_lower_unit(l, b):
+    """b := L^{-1} b in place on the current stream (no host synchronisation); returns b.
+
+    l: float32 CuPy (nb, nb) row-major view (unit column stride, any leading dimension) whose
+    strict lower triangle is L's; its diagonal and upper triangle are ignored (L has a unit
+    diagonal).  b: float32 CuPy (nb, ncols) row-major view.  Any nb: blocks of 128 rows are
+    solved by the kernel, the coupling between blocks is an SGEMM (gemm_into).
+    """
+    ldl, ldb = _row_ld(l, "l"), _row_ld(b, "b")
+    (nb, nb2), (mb, ncols) = l.shape, b.shape
+    if nb != nb2 or mb != nb:
+        raise ValueError(f"l must be square and match b's rows: l {l.shape}, b {b.shape}")
+    if max(nb, ncols) >= 2**31:
+        raise ValueError("dimensions must be below 2**31")
+    if nb <= 1 or ncols == 0:
+        return b                                # unit diagonal: nothing to do
+    if nb <= NBMAX:
+        _launch(l, ldl, b, ldb, nb, ncols)
+        return b
+    from ._blas import gemm_into
+    for r0, r1 in blocks(nb):
+        _launch(l[r0:r1, r0:r1], ldl, b[r0:r1], ldb, r1 - r0, ncols)
+        if r1 < nb:                             # rows below the block: pure L (i > k)
+            gemm_into(-1.0, l[r1:, r0:r1], b[r0:r1], 1.0, b[r1:])
+    return b
+
+
+def _launch(l, ldl, b, ldb, nb, ncols):
+    if nb <= 1:
+        return
+    kernel, smem = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
+    kernel((-(-ncols // THREADS),), (THREADS,),
+           (np.int32(nb), np.int32(ncols), l, np.int64(ldl), b, np.int64(ldb)),
+           shared_mem=smem)
+
+
+def reference(l, b):
+    """NumPy reference of trsm_lower_unit: float64 solve with the strict lower triangle of l
+    and a unit diagonal (whatever l's diagonal and upper triangle hold)."""
+    import scipy.linalg
+    l = np.asarray(l, np.float64)
+    lo = np.tril(np.where(np.isfinite(l), l, 0.0), -1) + np.eye(l.shape[0])
+    return scipy.linalg.solve_triangular(lo, np.asarray(b, np.float64), lower=True,
+                                         unit_diagonal=True)
