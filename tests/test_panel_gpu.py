@@ -190,7 +190,8 @@ def test_driver_gpu_panel_model_info_and_timeline():
 
 def test_public_api_gpu_panel_host_backend(rng):
     assert _decomp_lu._check_options("gpu", None, 1) == "gpu"
-    assert _decomp_lu._check_options("auto", None, 1) == "cpu"
+    assert _decomp_lu._check_options("auto", None, 1) == "gpu"
+    assert _decomp_lu._check_options("cpu", None, 1) == "cpu"
     assert isinstance(_decomp_lu._panel_object("gpu"), GpuPanel)
     a = rng.standard_normal((37, 37)).astype(np.float32)
     lu, piv = gpulinalg.lu_factor(a, panel="gpu", block_size=8, _ops="numpy")
