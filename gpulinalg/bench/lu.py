@@ -49,56 +49,69 @@ def backward_error(xp, a, lu, piv, x, block=4096):
     return float(xp.linalg.norm(r)) / scale
 
 
-def run(sizes, panel, repeat, seed=0):
+def lu_flops(m, n):
+    """LAPACK's count for getrf: m n^2 - n^3/3 (m >= n), and the transpose for wide."""
+    m, n = max(m, n), min(m, n)
+    return m * n * n - n ** 3 / 3.0
+
+
+def run(shapes, panels, repeat, seed=0):
+    """Rows for every shape and panel kind, cuSOLVER measured once per shape (same run)."""
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
 
     from .. import lu_factor
 
     rows, timelines = [], []
-    for n in sizes:
-        a = random_matrix((n, n), seed + n, cp)
-        x = cp.asarray(np.random.default_rng(seed).standard_normal(n))
-        flops = 2.0 * n ** 3 / 3.0
-        tls = []
-
-        def ours():
-            lu_factor(a, panel=panel, _timeline=tls)
-
-        ms = time_gpu(ours, warmup=1, repeat=repeat)
-        runs = tls[1:]  # the warm-up's timeline is not counted
-        tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
-        lu, piv = lu_factor(a, panel=panel)
-        err = backward_error(cp, a, lu, piv, x)
-        del lu
-        cp.get_default_memory_pool().free_all_blocks()
+    for m, n in shapes:
+        a = random_matrix((m, n), seed + m + 7 * n, cp)
+        square = m == n
+        x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if square else None
+        flops = lu_flops(m, n)
         ms_cus = time_gpu(lambda: cusolver_lu_factor(a), warmup=1, repeat=repeat)
-        lu_c, piv_c = cusolver_lu_factor(a)
-        err_cus = backward_error(cp, a, lu_c, piv_c, x)
-        del lu_c, piv_c
+        err_cus = err_sp = None
+        if square:
+            lu_c, piv_c = cusolver_lu_factor(a)
+            err_cus = backward_error(cp, a, lu_c, piv_c, x)
+            del lu_c, piv_c
         cp.get_default_memory_pool().free_all_blocks()
-        err_sp = None
-        if n <= SCIPY_MAX_N:
+        if square and n <= SCIPY_MAX_N:
             import scipy.linalg
             ah = cp.asnumpy(a)
             lu_s, piv_s = scipy.linalg.lu_factor(ah)
             err_sp = backward_error(np, ah, lu_s, piv_s, cp.asnumpy(x))
-        row = {"n": n, "panel": panel, "nb": tl["nb"], "ms": ms, "tflops": flops / ms / 1e9,
-               "cusolver_ms": ms_cus, "cusolver_tflops": flops / ms_cus / 1e9,
-               "ratio": ms_cus / ms, "err": err, "err_cusolver": err_cus, "err_scipy": err_sp,
-               "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
-               "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
-               "wall_ms": tl["wall_ms"], "wall_over_max": tl["wall_over_max"],
-               "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
-               "steps": len(tl["steps"])}
-        rows.append(row)
-        timelines.append(tl)
+        for panel in panels:
+            tls = []
+            ms = time_gpu(lambda: lu_factor(a, panel=panel, _timeline=tls), warmup=1,
+                          repeat=repeat)
+            runs = tls[1:]  # the warm-up's timeline is not counted
+            tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
+            err = None
+            if square:
+                lu, piv = lu_factor(a, panel=panel)
+                err = backward_error(cp, a, lu, piv, x)
+                del lu, piv
+            cp.get_default_memory_pool().free_all_blocks()
+            rows.append({
+                "m": m, "n": n, "panel": panel, "nb": tl["nb"], "ms": ms,
+                "tflops": flops / ms / 1e9, "cusolver_ms": ms_cus,
+                "cusolver_tflops": flops / ms_cus / 1e9, "ratio": ms_cus / ms, "err": err,
+                "err_cusolver": err_cus, "err_scipy": err_sp,
+                "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
+                "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
+                "wall_ms": tl["wall_ms"], "wall_over_max": tl["wall_over_max"],
+                "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
+                "steps": len(tl["steps"])})
+            timelines.append(tl)
+            print(f"{m}x{n} panel={panel}: {rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
+                  f"{rows[-1]['cusolver_tflops']:.2f}", flush=True)
         del a
         cp.get_default_memory_pool().free_all_blocks()
     return rows, timelines
 
 
-COLUMNS = [("n", "n", "{}"), ("ms", "ours ms", "{:.2f}"), ("tflops", "ours TF/s", "{:.2f}"),
+COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("panel", "panel", "{}"),
+           ("ms", "ours ms", "{:.2f}"), ("tflops", "ours TF/s", "{:.2f}"),
            ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"), ("ratio", "ratio", "{:.2f}"),
            ("err", "err ours", "{:.3f}"), ("err_cusolver", "err cuSOLVER", "{:.3f}"),
            ("err_scipy", "err SciPy", "{:.3f}"), ("host_panel_ms", "sum host ms", "{:.1f}"),
@@ -109,18 +122,26 @@ COLUMNS = [("n", "n", "{}"), ("ms", "ours ms", "{:.2f}"), ("tflops", "ours TF/s"
 def main(argv=None):
     p = argparse.ArgumentParser(prog="gpulinalg-bench lu", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="2048,4096,8192,16384,32768")
-    p.add_argument("--panel", default="cpu", choices=("cpu", "gpu", "auto"))
+    p.add_argument("--rect", default="16384x8192,8192x16384",
+                   help="rectangular m x n shapes ('' for none)")
+    p.add_argument("--panel", default="gpu,cpu", help="panel kinds, comma-separated")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", default=None, help="write the rows (and environment) here")
     p.add_argument("--timeline", default=None, help="write the per-step timelines here")
     args = p.parse_args(argv)
+    panels = [x for x in args.panel.split(",") if x]
+    for x in panels:
+        if x not in ("cpu", "gpu", "auto"):
+            p.error(f"unknown panel {x!r}")
+    shapes = [(n, n) for n in parse_sizes(args.sizes)]
+    shapes += [tuple(int(v) for v in r.split("x")) for r in args.rect.split(",") if r]
     env = environment()
     print(f"{env['device']} (cc {env['compute_capability']}), CUDA {env['cuda_runtime']}, "
-          f"CuPy {env['cupy']}, panel={args.panel}; TF/s = (2/3 n^3)/time; errors are "
-          "||PAx - L(Ux)|| / (||A||_F ||x|| n eps)")
-    rows, timelines = run(parse_sizes(args.sizes), args.panel, args.repeat)
+          f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
+          "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
+    rows, timelines = run(shapes, panels, args.repeat)
     print_table(COLUMNS, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
-    write_json(args.json, "lu", rows, {"panel": args.panel})
+    write_json(args.json, "lu", rows, {"panels": panels})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)
