@@ -291,7 +291,7 @@ def test_planned_wide_matrices_several_strips(cp, m, n, k):
     src, dst = zip(*_laswp.net_moves(piv))
     ref[cp.asarray(dst)] = a[cp.asarray(src)]
     ws = cp.full(_laswp.WORKSPACE_INTS, -7, dtype=cp.int32)
-    _laswp.laswp_inplace(a, cp.asarray(piv), workspace=ws)
+    _laswp.laswp_inplace(a, cp.asarray(piv), workspace=ws, variant="planned")
     assert bool(cp.array_equal(a, ref))
     assert int(ws[0]) == len(src)
 
@@ -329,7 +329,8 @@ def test_workspace_is_cached_per_stream(cp):
 def test_planned_workspace_is_checked(cp):
     a = cp.zeros((10, 8), dtype=cp.float32)
     with pytest.raises(ValueError, match="workspace"):
-        _laswp.laswp_inplace(a, cp.asarray([1, 2]), workspace=cp.zeros(3, dtype=cp.int32))
+        _laswp.laswp_inplace(a, cp.asarray([1, 2]), workspace=cp.zeros(3, dtype=cp.int32),
+                             variant="planned")
     with pytest.raises(ValueError, match="variant"):
         _laswp.laswp_inplace(a, cp.asarray([1, 2]), variant="nope")
 

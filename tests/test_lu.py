@@ -328,7 +328,7 @@ def test_gpu_rectangular(rng, shape):
 def test_gpu_paths(rng, threshold, lookahead):
     a = rng.standard_normal((1031, 1031)).astype(np.float32)
     tl = []
-    lu, piv = gpulinalg.lu_factor(a, block_size=64, lookahead=lookahead,
+    lu, piv = gpulinalg.lu_factor(a, panel="cpu", block_size=64, lookahead=lookahead,
                                   _inv_threshold=threshold, _timeline=tl)
     assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
     ref_lu, ref_piv = sl.lu_factor(a)
@@ -448,7 +448,7 @@ def test_gpu_memory_error_message(cp):
 def test_gpu_timeline(rng):
     a = rng.standard_normal((2048, 2048)).astype(np.float32)
     tl = []
-    gpulinalg.lu_factor(a, _timeline=tl)
+    gpulinalg.lu_factor(a, panel="cpu", _timeline=tl)
     t = tl[0]
     assert t["backend"] == "CupyOps" and len(t["steps"]) == 2048 // 128
     assert t["gpu_ms"] > 0 and t["host_panel_ms"] > 0 and t["wall_ms"] > 0
