@@ -17,8 +17,9 @@ LOG="$OUT/bench.log"
 : > "$LOG"
 status=0
 
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
-    || { cat "$OUT/install.log"; exit 1; }
+# At most 8 files come back from $OUT: the install log only when the install fails.
+python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/gpulinalg-install.log 2>&1 \
+    || { cp /tmp/gpulinalg-install.log "$OUT/"; cat /tmp/gpulinalg-install.log; exit 1; }
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
       --format=csv; python3 -c "import cupy; cupy.show_config()"; } > "$OUT/env.txt" 2>&1
 
