@@ -117,11 +117,13 @@ def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
             a, np.int64(lda), np.float32(beta), c, np.int64(ldc)))
 
 
-def gemm_into(alpha, a, b, beta, c, variant=None):
-    """c = alpha * a @ b + beta * c in place, on the current device and stream.
+def row_major_problem(alpha, a, b, beta, c):
+    """Validate c = alpha a b + beta c and state it for a kernel that writes row-major C.
 
-    a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
-    needs one unit stride (row- or column-major view).  beta == 0 never reads c.
+    Returns None when there is nothing to compute (m or n is 0), else
+    (m, n, k, alpha, A, lda, a_kmajor, B, ldb, b_nmajor, beta, C, ldc): a column-major c is
+    computed as C^T = B^T A^T, whose operands swap roles and majors.  Operands with no unit
+    stride are copied once (as_matrix); c needs one unit stride.
     """
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2 or c.shape != (m, n):
@@ -132,16 +134,26 @@ def gemm_into(alpha, a, b, beta, c, variant=None):
     if c_layout is None:
         raise ValueError("c must have one unit stride (a row- or column-major view)")
     if m == 0 or n == 0:
-        return c
+        return None
     a, (lda, a_row) = _arrays.as_matrix(a, "a")
     b, (ldb, b_row) = _arrays.as_matrix(b, "b")
     ldc, c_row = c_layout
-    if variant is None:
-        variant = pick_variant(m, n, k, beta)
     if c_row:  # row-major C: A row-major is K-major, B row-major is N-major
-        args = (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
-    else:      # column-major C: compute C^T = B^T A^T, whose operands swap roles and majors
-        args = (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
+        return (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
+    return (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
+
+
+def gemm_into(alpha, a, b, beta, c, variant=None):
+    """c = alpha * a @ b + beta * c in place, on the current device and stream.
+
+    a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
+    needs one unit stride (row- or column-major view).  beta == 0 never reads c.
+    """
+    args = row_major_problem(alpha, a, b, beta, c)
+    if args is None:
+        return c
+    if variant is None:
+        variant = pick_variant(args[0], args[1], args[2], beta)
     if variant == BASELINE:
         if not (args[6] and args[9]):
             raise ValueError("the volkov2008 baseline takes row-major operands only")

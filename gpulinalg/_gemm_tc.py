@@ -9,7 +9,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _arrays
+from ._blas import row_major_problem
 from ._backend import cupy
 from ._kernels import get_kernel
 
@@ -100,25 +100,11 @@ def gemm_tc_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
     """
     if mode not in _MODE_ARG:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    (m, k), (k2, n) = a.shape, b.shape
-    if k != k2 or c.shape != (m, n):
-        raise ValueError(f"shapes {a.shape} @ {b.shape} -> {c.shape} do not match")
-    if max(m, n, k) >= 2**31:
-        raise ValueError("dimensions must be below 2**31")
-    c_layout = _arrays.matrix_layout(c)
-    if c_layout is None:
-        raise ValueError("c must have one unit stride (a row- or column-major view)")
-    if m == 0 or n == 0:
+    args = row_major_problem(alpha, a, b, beta, c)
+    if args is None:
         return c
-    a, (lda, a_row) = _arrays.as_matrix(a, "a")
-    b, (ldb, b_row) = _arrays.as_matrix(b, "b")
-    ldc, c_row = c_layout
-    if c_row:  # row-major C: A row-major is K-major, B row-major is N-major
-        args = (m, n, k, alpha, a, lda, a_row, b, ldb, b_row, beta, c, ldc)
-    else:      # column-major C: compute C^T = B^T A^T, whose operands swap roles and majors
-        args = (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
     if variant is None:
-        variant = pick_variant(args[0], args[1], k, mode)
+        variant = pick_variant(args[0], args[1], args[2], mode)
     if mode == "3xtf32" and not VARIANTS[variant].SPLIT:
         # Measured on the H100: without per-slice accumulation the tensor cores' truncating
         # adds cost 3xTF32 its FP32 accuracy (1.8x SIMT's error at 257 x 255 x 513).
