@@ -34,9 +34,7 @@
 
 #include <cuda_runtime.h>
 
-#ifndef GROUP_M
-#define GROUP_M 8
-#endif
+#include "async_copy.cuh"
 
 namespace {
 
@@ -87,14 +85,8 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     __shared__ __align__(16) float As[2][BK][LDA_S];
     __shared__ __align__(16) float Bs[2][BK][LDB_S];
 
-    // Grouped rasterisation: consecutive blocks share tile rows of A and columns of B in L2.
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = (pid / per_group) * GROUP_M;
-    const int group_rows = min(tiles_m - first_m, GROUP_M);
-    const int tile_m = first_m + (pid % per_group) % group_rows;
-    const int tile_n = (pid % per_group) / group_rows;
+    int tile_m, tile_n;  // grouped rasterisation (L2 reuse)
+    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
     const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
 
     const int tid = threadIdx.x;
@@ -270,23 +262,6 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// cp.async helpers (sm_80+): global -> shared copies that bypass registers; a source size of 0
-// writes zeros (out-of-range elements of edge tiles).
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
-
 // Copy 4 consecutive elements src[0..3] of an operand's contiguous dimension (left = elements
 // remaining, ok = the other index is in range) to dst[0], dst[step], dst[2 step], dst[3 step]:
 // step 1 is a straight copy (one 16-byte cp.async when VEC and whole), step > 1 transposes.
@@ -335,13 +310,8 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
     float* Bs = smem + STAGES * A_STAGE;      // [STAGES][BK][LDB_S]
     float* Cs = Bs + STAGES * B_STAGE;        // [BM][BN] (PREFETCH_C)
 
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = (pid / per_group) * GROUP_M;
-    const int group_rows = min(tiles_m - first_m, GROUP_M);
-    const int tile_m = first_m + (pid % per_group) % group_rows;
-    const int tile_n = (pid % per_group) / group_rows;
+    int tile_m, tile_n;  // grouped rasterisation (L2 reuse)
+    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
     const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;

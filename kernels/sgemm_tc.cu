@@ -52,27 +52,9 @@
 
 #include <cuda_runtime.h>
 
-#ifndef GROUP_M
-#define GROUP_M 8
-#endif
+#include "async_copy.cuh"
 
 namespace {
-
-__device__ __forceinline__ unsigned tc_smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void tc_cp_async4(float* dst, const float* src, bool ok) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(tc_smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void tc_cp_async16(float* dst, const float* src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(tc_smem_u32(dst)), "l"(src));
-}
-__device__ __forceinline__ void tc_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void tc_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
-}
 
 // Copy src[0..3] (consecutive along the operand's contiguous dimension; left = elements
 // remaining there, ok = the other index in range) to the 16-byte chunk dst[0..3]; zeros where
@@ -81,13 +63,13 @@ template <bool VEC>
 __device__ __forceinline__ void tc_copy_chunk(float* dst, const float* src, const float* safe,
                                               bool ok, long long left) {
     if (VEC && ok && left >= 4) {
-        tc_cp_async16(dst, src);
+        cp_async16(dst, src);
         return;
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
         const bool in = ok && left > q;
-        tc_cp_async4(dst + q, in ? src + q : safe, in);
+        cp_async4(dst + q, in ? src + q : safe, in);
     }
 }
 
@@ -203,14 +185,8 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
     float* As = smem;                      // [STAGES][BM*BK]
     float* Bs = smem + STAGES * A_STAGE;   // [STAGES][BN*BK]
 
-    // Grouped rasterisation: consecutive blocks share tile rows of A and columns of B in L2.
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int pid = blockIdx.x;
-    const int per_group = GROUP_M * tiles_n;
-    const int first_m = (pid / per_group) * GROUP_M;
-    const int group_rows = min(tiles_m - first_m, GROUP_M);
-    const int tile_m = first_m + (pid % per_group) % group_rows;
-    const int tile_n = (pid % per_group) / group_rows;
+    int tile_m, tile_n;  // grouped rasterisation (L2 reuse)
+    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
     const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
 
     const int tid = threadIdx.x;
@@ -318,12 +294,12 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
             a_load.issue(As + s * A_STAGE);
             b_load.issue(Bs + s * B_STAGE);
         }
-        tc_cp_async_commit();
+        cp_async_commit();
     }
 
     int buf = 0;
     for (int kt = 0; kt < ktiles; ++kt) {
-        tc_cp_async_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
+        cp_async_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
         __syncthreads();                 // ... everyone's, and slice kt-1's buffer is free
         {
             const int nk = kt + STAGES - 1;
@@ -333,7 +309,7 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
                 a_load.issue(As + nbuf * A_STAGE);
                 b_load.issue(Bs + nbuf * B_STAGE);
             }
-            tc_cp_async_commit();
+            cp_async_commit();
         }
         const float* as = As + buf * A_STAGE;
         const float* bs = Bs + buf * B_STAGE;
@@ -367,7 +343,7 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
         }
         if (++buf == STAGES) buf = 0;
     }
-    tc_cp_async_wait<0>();
+    cp_async_wait<0>();
 
     // Epilogue: C = alpha*acc + beta*C; each lane holds column pairs (2t, 2t+1) of rows g, g+8.
 #pragma unroll

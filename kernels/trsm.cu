@@ -28,18 +28,10 @@
 // ~1 instruction per cycle per warp scheduler: ~6 us for any ncols up to ~17,000 columns
 // (132 SMs x 128 threads with one warp per scheduler), plus one L2 round trip for L.
 
+#include "async_copy.cuh"
+
 #define TRSM_THREADS 128
 
-namespace {
-
-__device__ __forceinline__ void cp_async4_zfill(float* dst, const float* src, bool copy) {
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    const int n = copy ? 4 : 0;                 // src-size 0: write a zero, read nothing
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" :: "r"(d), "l"(src), "r"(n)
-                 : "memory");
-}
-
-}  // namespace
 
 template <int NB, int T>
 __global__ void __launch_bounds__(T)
@@ -60,7 +52,7 @@ trsm_llnu(int nb, int ncols, const float* L, long long ldl, float* B, long long 
             continue;                           // the tile lies on or above the diagonal
         const int i = i0 + (t & 3), k = k0 + (t >> 2);
         const bool need = k < i && i < nb;
-        cp_async4_zfill(sL + k * LDS + i, need ? L + static_cast<long long>(i) * ldl + k : L,
+        cp_async4(sL + k * LDS + i, need ? L + static_cast<long long>(i) * ldl + k : L,
                         need);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");

@@ -1,0 +1,38 @@
+// async_copy.cuh -- device helpers shared by the GEMM-like kernels (pasted into each family's
+// source by gpulinalg/_kernels.py, so it is part of CuPy's cache key).
+//
+// cp.async (sm_80+): global -> shared copies that bypass registers; a source size of 0 writes
+// zeros (out-of-range elements of edge tiles).  grouped_tile: the 1-D grid walked in groups of
+// GROUP_M tile rows, so that consecutive blocks share tile rows of A and columns of B in L2.
+#pragma once
+
+#ifndef GROUP_M
+#define GROUP_M 8
+#endif
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool ok) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async16(float* dst, const float* src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_u32(dst)), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
+
+// Tile (row, column) of C that block `pid` computes, for BM x BN tiles of an M x N product.
+__device__ __forceinline__ void grouped_tile(int M, int N, int BM, int BN, int pid,
+                                             int& tile_m, int& tile_n) {
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+    const int per_group = GROUP_M * tiles_n;
+    const int first_m = (pid / per_group) * GROUP_M;
+    const int group_rows = min(tiles_m - first_m, GROUP_M);
+    tile_m = first_m + (pid % per_group) % group_rows;
+    tile_n = (pid % per_group) / group_rows;
+}
