@@ -110,6 +110,42 @@ __device__ __forceinline__ unsigned row_hash(int row, int log2h) {
     return (static_cast<unsigned>(row) * 0x9E3779B1u) >> (32 - log2h);
 }
 
+// The slot of each pivot: row offset+i -> slot i; a pivot row outside [offset, offset+k) ->
+// slot k + (the first index i naming it), found through the shared hash table s_key/s_first
+// (2^log2h entries, cleared by the caller to -1 / INT_MAX).  Writes s_slot[0..k); ends with a
+// barrier, after which s_key may be reused.  Every thread of the block calls it.
+template <int THREADS>
+__device__ __forceinline__ void assign_slots(const int* s_piv, int* s_key, int* s_first,
+                                             int* s_slot, int k, int offset, int log2h) {
+    const int H = 1 << log2h;
+    for (int i = threadIdx.x; i < k; i += THREADS) {
+        const int p = s_piv[i];
+        if (p - offset >= 0 && p - offset < k) continue;
+        unsigned h = row_hash(p, log2h);
+        for (;;) {
+            const int old = atomicCAS(&s_key[h], -1, p);
+            if (old == -1 || old == p) {
+                atomicMin(&s_first[h], i);
+                break;
+            }
+            h = (h + 1) & (H - 1);
+        }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < k; i += THREADS) {
+        const int p = s_piv[i];
+        int slot = p - offset;
+        if (slot < 0 || slot >= k) {
+            unsigned h = row_hash(p, log2h);
+            while (s_key[h] != p)
+                h = (h + 1) & (H - 1);
+            slot = k + s_first[h];
+        }
+        s_slot[i] = slot;
+    }
+    __syncthreads();
+}
+
 }  // namespace
 
 template <int W, int THREADS>
@@ -162,32 +198,8 @@ laswp_rows(int n, float* A, long long lda, int k, const int* __restrict__ piv, i
         }
 
     // Slots: hash the outside pivot rows, keeping the first index naming each.
-    for (int i = tid; i < k; i += THREADS) {
-        const int p = s_piv[i];
-        if (p - offset >= 0 && p - offset < k) continue;
-        unsigned h = row_hash(p, log2h);
-        for (;;) {
-            const int old = atomicCAS(&s_key[h], -1, p);
-            if (old == -1 || old == p) {
-                atomicMin(&s_first[h], i);
-                break;
-            }
-            h = (h + 1) & (H - 1);
-        }
-    }
-    __syncthreads();
-    for (int i = tid; i < k; i += THREADS) {
-        const int p = s_piv[i];
-        int slot = p - offset;
-        if (slot < 0 || slot >= k) {
-            unsigned h = row_hash(p, log2h);
-            while (s_key[h] != p)
-                h = (h + 1) & (H - 1);
-            slot = k + s_first[h];
-        }
-        s_slot[i] = slot;
-    }
-    __syncthreads();   // s_slot complete; the hash table (s_key) is free for s_dst
+    assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
+    // s_slot complete; the hash table (s_key) is free for s_dst
 
     // Permutation: follow the contents of slots tid + THREADS*q through the interchanges.
     int pos[ITEMS];
@@ -244,33 +256,7 @@ laswp_plan(int k, const int* __restrict__ piv, int offset, int inverse, int log2
     __syncthreads();
 
     // Slots, as in laswp_rows: row offset+i -> i; an outside pivot row -> k + first index.
-    if (tid < k) {
-        const int p = s_piv[tid];
-        if (p - offset < 0 || p - offset >= k) {
-            unsigned h = row_hash(p, log2h);
-            for (;;) {
-                const int old = atomicCAS(&s_key[h], -1, p);
-                if (old == -1 || old == p) {
-                    atomicMin(&s_first[h], tid);
-                    break;
-                }
-                h = (h + 1) & (H - 1);
-            }
-        }
-    }
-    __syncthreads();
-    if (tid < k) {
-        const int p = s_piv[tid];
-        int slot = p - offset;
-        if (slot < 0 || slot >= k) {
-            unsigned h = row_hash(p, log2h);
-            while (s_key[h] != p)
-                h = (h + 1) & (H - 1);
-            slot = k + s_first[h];
-        }
-        s_slot[tid] = slot;
-    }
-    __syncthreads();
+    assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
 
     // Follow the contents of slot tid through the interchanges.  Only the 2k threads that own a
     // slot run the k serial steps (8 of the 32 warps for k = 128): the others would only take
@@ -483,32 +469,8 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
     gather(strip * wc, k, ns, false);   // part 2: the pivot rows
 
     // Slots, as in laswp_rows: an outside pivot row -> k + the first index naming it.
-    for (int i = tid; i < k; i += THREADS) {
-        const int p = s_piv[i];
-        if (p - offset >= 0 && p - offset < k) continue;
-        unsigned h = row_hash(p, log2h);
-        for (;;) {
-            const int old = atomicCAS(&s_key[h], -1, p);
-            if (old == -1 || old == p) {
-                atomicMin(&s_first[h], i);
-                break;
-            }
-            h = (h + 1) & (H - 1);
-        }
-    }
-    __syncthreads();
-    for (int i = tid; i < k; i += THREADS) {
-        const int p = s_piv[i];
-        int slot = p - offset;
-        if (slot < 0 || slot >= k) {
-            unsigned h = row_hash(p, log2h);
-            while (s_key[h] != p)
-                h = (h + 1) & (H - 1);
-            slot = k + s_first[h];
-        }
-        s_slot[i] = slot;
-    }
-    __syncthreads();   // s_slot complete; s_key is free for s_dst
+    assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
+    // s_slot complete; s_key is free for s_dst
 
     constexpr int ITEMS = 2 * LASWP_KMAX / THREADS;
     int pos[ITEMS];
