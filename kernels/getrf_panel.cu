@@ -120,6 +120,27 @@ __device__ __forceinline__ void warp_best(float& bv, int& bi, int& bb) {
     }
 }
 
+// The block's best (|v|, row) over all its warps: warp_best within each warp, then every
+// thread reduces the NW warp winners from shared memory (one barrier, marked (1) at the call).
+template <int NW>
+__device__ __forceinline__ void block_best(float& bv, int& bi, int& bb, int lane, int warp,
+                                           float* s_wv, int* s_wi) {
+    warp_best(bv, bi, bb);
+    if (lane == 0) {
+        s_wv[warp] = bv;
+        s_wi[warp] = bi;
+    }
+    __syncthreads();
+    bv = s_wv[0];
+    bi = s_wi[0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w)
+        if (beats(s_wv[w], s_wi[w], bv, bi)) {
+            bv = s_wv[w];
+            bi = s_wi[w];
+        }
+}
+
 }  // namespace
 
 template <int LW, int RPT>
@@ -172,20 +193,7 @@ getrf_leaf(int mp, int ncols, float* A, long long lda, int* piv, int* info, int 
                 bi = r;
             }
         }
-        warp_best(bv, bi, bb);
-        if (lane == 0) {
-            s_wv[warp] = bv;
-            s_wi[warp] = bi;
-        }
-        __syncthreads();                                                    // (1)
-        bv = s_wv[0];
-        bi = s_wi[0];
-#pragma unroll
-        for (int w = 1; w < NW; ++w)
-            if (beats(s_wv[w], s_wi[w], bv, bi)) {
-                bv = s_wv[w];
-                bi = s_wi[w];
-            }
+        block_best<NW>(bv, bi, bb, lane, warp, s_wv, s_wi);                 // (1)
 
         // 2. Publish the block's record and (block 0, thread j) row j.
         float* my = rec + (par * GETRF_GCAP + b) * REC;
@@ -377,20 +385,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
             bv = a;
             bi = pos;
         }
-        warp_best(bv, bi, bb);
-        if (lane == 0) {
-            s_wv[warp] = bv;
-            s_wi[warp] = bi;
-        }
-        __syncthreads();                                                    // (1)
-        bv = s_wv[0];
-        bi = s_wi[0];
-#pragma unroll
-        for (int w = 1; w < NW; ++w)
-            if (beats(s_wv[w], s_wi[w], bv, bi)) {
-                bv = s_wv[w];
-                bi = s_wi[w];
-            }
+        block_best<NW>(bv, bi, bb, lane, warp, s_wv, s_wi);                 // (1)
 
         // 2. Publish: the candidate's owner stores its row, fences, stores the record (thread
         //    0 stores the record of a block without candidate).
