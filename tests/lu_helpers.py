@@ -1,6 +1,11 @@
-"""Shared checks for the LU tests."""
+"""Shared helpers for the LU tests: factors, backward error, test matrices, LAPACK checks."""
+
+import warnings
 
 import numpy as np
+import scipy.linalg as sl
+
+from gpulinalg._lu_ops import laswp_host
 
 
 def assert_same_pivots(piv, ref_lu, ref_piv, rtol=1e-4):
@@ -21,3 +26,50 @@ def assert_same_pivots(piv, ref_lu, ref_piv, rtol=1e-4):
     assert runner_up >= 1 - rtol, (
         f"pivot {j} is {piv[j]}, LAPACK's {ref_piv[j]}, and no other candidate was within "
         f"{rtol} of the maximum (runner-up |l| = {runner_up:.7f})")
+
+
+EPS = np.finfo(np.float32).eps
+
+
+# ---------------------------------------------------------------- helpers
+
+def factors(lu, piv):
+    """(perm, L, U) in float64: (L U)[i] = A[perm[i]]."""
+    lu = np.asarray(lu, dtype=np.float64)
+    m, n = lu.shape
+    k = min(m, n)
+    L = np.tril(lu[:, :k], -1) + np.eye(m, k)
+    U = np.triu(lu[:k, :])
+    return laswp_host(np.arange(m), np.asarray(piv)), L, U
+
+
+def backward_error(a, lu, piv):
+    """||PA - LU||_F / (||A||_F n eps), products in float64."""
+    a = np.asarray(a, dtype=np.float64)
+    perm, L, U = factors(lu, piv)
+    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * EPS
+    return np.linalg.norm(a[perm] - L @ U) / scale
+
+
+def wilkinson(n):
+    """Pivot growth 2^(n-1) under partial pivoting."""
+    a = np.tril(-np.ones((n, n)), -1) + np.eye(n)
+    a[:, -1] = 1
+    return a.astype(np.float32)
+
+
+def with_cond(rng, n, cond):
+    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    return ((u * np.logspace(0, -np.log10(cond), n)) @ v.T).astype(np.float32)
+
+
+def assert_matches_lapack(a, lu, piv, same_pivots=True):
+    """Pivots as LAPACK's (up to near-ties) and ||PA - LU|| within 2x of LAPACK's sgetrf."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_lu, ref_piv = sl.lu_factor(a)
+    if same_pivots:
+        assert_same_pivots(piv, ref_lu, ref_piv)
+    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
+    assert ours <= 2 * ref + 1e-3, (ours, ref)

@@ -1,40 +1,18 @@
 """LU: the driver with the NumPy device steps and the public API's validation (CPU); the
 real kernels through the public API (GPU)."""
 
-import warnings
-
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from lu_helpers import assert_same_pivots
+from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward_error,
+                        wilkinson, with_cond)
 import gpulinalg
 from gpulinalg import _decomp_lu
 from gpulinalg._lu import CpuPanel, getrf, unit_lower_inverse
-from gpulinalg._lu_ops import NumpyOps, laswp_host
-
-EPS = np.finfo(np.float32).eps
-
+from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
-
-def factors(lu, piv):
-    """(perm, L, U) in float64: (L U)[i] = A[perm[i]]."""
-    lu = np.asarray(lu, dtype=np.float64)
-    m, n = lu.shape
-    k = min(m, n)
-    L = np.tril(lu[:, :k], -1) + np.eye(m, k)
-    U = np.triu(lu[:k, :])
-    return laswp_host(np.arange(m), np.asarray(piv)), L, U
-
-
-def backward_error(a, lu, piv):
-    """||PA - LU||_F / (||A||_F n eps), products in float64."""
-    a = np.asarray(a, dtype=np.float64)
-    perm, L, U = factors(lu, piv)
-    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * EPS
-    return np.linalg.norm(a[perm] - L @ U) / scale
-
 
 def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None):
     A = np.array(a, dtype=np.float32, order="C")
@@ -46,27 +24,8 @@ def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None):
 def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True):
     a = np.asarray(a, dtype=np.float32)
     lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ref_lu, ref_piv = sl.lu_factor(a)
-    if same_pivots:
-        assert_same_pivots(piv, ref_lu, ref_piv)
-    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
-    assert ours <= 2 * ref + 1e-3, (ours, ref)
+    assert_matches_lapack(a, lu, piv, same_pivots)
     return lu, piv, info
-
-
-def wilkinson(n):
-    """Pivot growth 2^(n-1) under partial pivoting."""
-    a = np.tril(-np.ones((n, n)), -1) + np.eye(n)
-    a[:, -1] = 1
-    return a.astype(np.float32)
-
-
-def with_cond(rng, n, cond):
-    u, _ = np.linalg.qr(rng.standard_normal((n, n)))
-    v, _ = np.linalg.qr(rng.standard_normal((n, n)))
-    return ((u * np.logspace(0, -np.log10(cond), n)) @ v.T).astype(np.float32)
 
 
 # ---------------------------------------------------------------- CPU: the driver (NumpyOps)
