@@ -80,7 +80,8 @@ KERNEL_NAMES = tuple(
     for pc in ((False, True) if t.KIND == "pipe" else (False,))) + ("sgemm_volkov2008",)
 
 
-def _aligned(ptr, ld):
+def aligned16(ptr, ld):
+    """16-byte vector access possible: aligned base pointer, leading dimension % 4 == 0."""
     return ptr % 16 == 0 and ld % 4 == 0
 
 
@@ -88,16 +89,15 @@ def _aligned(ptr, ld):
 def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c):
     """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
     t = VARIANTS[variant]
-    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c))
     smem = _dynamic_smem(t, prefetch_c)
-    if smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = smem
+    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c),
+                        dynamic_smem=smem)
     return kernel, smem
 
 
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
-    vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
+    vec = all(aligned16(x.data.ptr, ld) for x, ld in ((a, lda), (b, ldb), (c, ldc)))
     kernel, smem = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor, b_nmajor,
                                  vec, t.KIND == "pipe" and beta != 0.0)
     grid = (-(-m // t.BM) * -(-n // t.BN),)

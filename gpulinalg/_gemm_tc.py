@@ -9,7 +9,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._blas import row_major_problem
+from ._blas import aligned16, row_major_problem
 from ._backend import cupy
 from ._kernels import get_kernel
 
@@ -65,24 +65,18 @@ def pick_variant(m, n, k, mode="3xtf32"):
     return DEFAULT_VARIANT[mode]
 
 
-def _aligned(ptr, ld):
-    return ptr % 16 == 0 and ld % 4 == 0
-
-
 @functools.lru_cache(maxsize=None)
 def _tc_kernel(device_id, variant, mode, a_kmajor, b_nmajor, vec):
     """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
     t = VARIANTS[variant]
-    kernel = get_kernel(FAMILY, _kernel_name(t, mode, a_kmajor, b_nmajor, vec))
     smem = dynamic_smem(t)
-    if smem > 48 * 1024:
-        kernel.max_dynamic_shared_size_bytes = smem
-    return kernel, smem
+    return get_kernel(FAMILY, _kernel_name(t, mode, a_kmajor, b_nmajor, vec),
+                      dynamic_smem=smem), smem
 
 
 def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
-    vec = _aligned(a.data.ptr, lda) and _aligned(b.data.ptr, ldb) and _aligned(c.data.ptr, ldc)
+    vec = all(aligned16(x.data.ptr, ld) for x, ld in ((a, lda), (b, ldb), (c, ldc)))
     kernel, smem = _tc_kernel(cupy().cuda.runtime.getDevice(), variant, mode, a_kmajor,
                               b_nmajor, vec)
     grid = (-(-m // t.BM) * -(-n // t.BN),)

@@ -74,8 +74,24 @@ def _function(device_id, family, name, options, cooperative):
     return _module(device_id, family, names, options, cooperative).get_function(name)
 
 
-def get_kernel(family, name, options=(), cooperative=False):
+_SMEM_DEFAULT = 48 * 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _function_smem(device_id, family, name, options, cooperative, smem):
+    kernel = _function(device_id, family, name, options, cooperative)
+    if kernel.max_dynamic_shared_size_bytes < smem:
+        kernel.max_dynamic_shared_size_bytes = smem  # opt in beyond the 48 KiB default
+    return kernel
+
+
+def get_kernel(family, name, options=(), cooperative=False, dynamic_smem=0):
     """Kernel `name` (a C++ template instantiation or extern "C" name) of `family`, compiled
     for the current device (cached: this sits on the launch path).  cooperative=True: every
-    launch is a cooperative launch (grid-wide barriers; the grid must fit on the device)."""
-    return _function(cupy().cuda.runtime.getDevice(), family, name, tuple(options), cooperative)
+    launch is a cooperative launch (grid-wide barriers; the grid must fit on the device).
+    dynamic_smem: the bytes of dynamic shared memory the launches will ask for; beyond 48 KiB
+    the kernel is opted in once."""
+    dev = cupy().cuda.runtime.getDevice()
+    if dynamic_smem > _SMEM_DEFAULT:
+        return _function_smem(dev, family, name, tuple(options), cooperative, dynamic_smem)
+    return _function(dev, family, name, tuple(options), cooperative)

@@ -92,10 +92,7 @@ def _sm_count(device_id):
 def _opt_in(device_id, name, smem):
     """Kernel `name` on the current device (device_id), allowed `smem` bytes of dynamic shared
     memory (beyond the 48 KiB default); memoised, so the attribute is set once, not per call."""
-    kernel = get_kernel(FAMILY, name)
-    if kernel.max_dynamic_shared_size_bytes < smem:
-        kernel.max_dynamic_shared_size_bytes = smem
-    return kernel
+    return get_kernel(FAMILY, name, dynamic_smem=smem)
 
 
 _workspaces = collections.OrderedDict()

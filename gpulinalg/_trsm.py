@@ -16,7 +16,6 @@ THREADS = 128               # TRSM_THREADS: threads per block = columns of B per
 NB_SHAPES = (32, 64, 128)   # template NB: rows of B a thread keeps in registers
 NBMAX = NB_SHAPES[-1]
 KERNEL_NAMES = tuple(f"trsm_llnu<{nb},{THREADS}>" for nb in NB_SHAPES)
-_SMEM_DEFAULT = 48 * 1024   # dynamic shared memory without an opt-in
 
 
 def shared_bytes(nb_shape):
@@ -41,11 +40,8 @@ def blocks(nb):
 @functools.lru_cache(maxsize=None)
 def _kernel(device_id, shape):
     """The kernel for template NB = shape, opted in to its shared memory (once per device)."""
-    k = get_kernel(FAMILY, f"trsm_llnu<{shape},{THREADS}>")
     smem = shared_bytes(shape)
-    if smem > _SMEM_DEFAULT and k.max_dynamic_shared_size_bytes < smem:
-        k.max_dynamic_shared_size_bytes = smem
-    return k, smem
+    return get_kernel(FAMILY, f"trsm_llnu<{shape},{THREADS}>", dynamic_smem=smem), smem
 
 
 def _row_ld(x, name):
