@@ -228,18 +228,25 @@ def test_volkov_baseline(cp, rng):
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_large_rank_k_update_64bit_offsets(cp):
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
+def test_large_output_64bit_offsets(cp, precision):
     # 40000 x 60000 output: offsets past 2**31 elements exercise the 64-bit index arithmetic.
-    m, n, k = 40000, 60000, 16
+    m, n, k = 40000, 60000, 40
     gen = cp.random.default_rng(7)
     a = gen.standard_normal((m, k), dtype=cp.float32)
     b = gen.standard_normal((k, n), dtype=cp.float32)
     c = cp.full((m, n), cp.nan, dtype=cp.float32)
-    _blas.gemm_into(1.0, a, b, 0.0, c)
+    _blas.product_into(1.0, a, b, 0.0, c, precision)
     rows = cp.asarray([0, 1, m // 2, m - 2, m - 1])
     ref = cp.asnumpy(a[rows].astype(cp.float64) @ b.astype(cp.float64))
     assert rel_err(cp.asnumpy(c[rows]), ref) < 1e-5
     assert bool(cp.isfinite(c[-1]).all())
+    # and an A view with ld = 60000: row offsets of A past 2**31 elements
+    a2 = c[:, 17:57]
+    c2 = cp.full((m, 64), cp.nan, dtype=cp.float32)
+    _blas.product_into(1.0, a2, b[:, :64], 0.0, c2, precision)
+    ref2 = cp.asnumpy(a2[rows].astype(cp.float64) @ b[:, :64].astype(cp.float64))
+    assert rel_err(cp.asnumpy(c2[rows]), ref2) < 1e-5
 
 
 def test_precision_keyword_validated():
