@@ -55,7 +55,7 @@ def lu_flops(m, n):
     return m * n * n - n ** 3 / 3.0
 
 
-def run(shapes, panels, repeat, seed=0):
+def run(shapes, panels, repeat, seed=0, block_size=None):
     """Rows for every shape and panel kind, cuSOLVER measured once per shape (same run)."""
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
@@ -82,13 +82,13 @@ def run(shapes, panels, repeat, seed=0):
             err_sp = backward_error(np, ah, lu_s, piv_s, cp.asnumpy(x))
         for panel in panels:
             tls = []
-            ms = time_gpu(lambda: lu_factor(a, panel=panel, _timeline=tls), warmup=1,
-                          repeat=repeat)
+            ms = time_gpu(lambda: lu_factor(a, panel=panel, block_size=block_size,
+                                            _timeline=tls), warmup=1, repeat=repeat)
             runs = tls[1:]  # the warm-up's timeline is not counted
             tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
             err = None
             if square:
-                lu, piv = lu_factor(a, panel=panel)
+                lu, piv = lu_factor(a, panel=panel, block_size=block_size)
                 err = backward_error(cp, a, lu, piv, x)
                 del lu, piv
             cp.get_default_memory_pool().free_all_blocks()
@@ -125,6 +125,7 @@ def main(argv=None):
     p.add_argument("--rect", default="16384x8192,8192x16384",
                    help="rectangular m x n shapes ('' for none)")
     p.add_argument("--panel", default="gpu,cpu", help="panel kinds, comma-separated")
+    p.add_argument("--nb", type=int, default=None, help="block size (default: by size)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", default=None, help="write the rows (and environment) here")
     p.add_argument("--timeline", default=None, help="write the per-step timelines here")
@@ -139,7 +140,7 @@ def main(argv=None):
     print(f"{env['device']} (cc {env['compute_capability']}), CUDA {env['cuda_runtime']}, "
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
           "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
-    rows, timelines = run(shapes, panels, args.repeat)
+    rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb)
     print_table(COLUMNS, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
     write_json(args.json, "lu", rows, {"panels": panels})
     if args.timeline:
