@@ -34,9 +34,10 @@ _H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost (CUDA runtim
 
 
 def workspace_bytes(m, n, nb):
-    """Device bytes CupyOps allocates besides the matrix (plus room for the trsm temporaries)."""
+    """Device bytes CupyOps allocates besides the matrix: the transposed panel T, the copy W
+    of A12, two pairs of nb x nb matrices (L11^{-1}, L11) and the pivots."""
     k = min(m, n)
-    return 4 * (nb * m + nb * n + 4 * nb * nb + k) + 2 * 4 * nb * n
+    return 4 * (nb * m + nb * n + 4 * nb * nb + k)
 
 
 def laswp_host(v, piv, inverse=False):

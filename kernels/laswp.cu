@@ -106,6 +106,20 @@ __device__ __forceinline__ void copy_async_wait_all() {
 #endif
 }
 
+// VW consecutive floats of one row, src[0..VW) (columns col.. of n), to shared memory: one
+// 16-byte cp.async when VW == 4 and the chunk is whole, else 4-byte copies of the columns < n.
+template <int VW>
+__device__ __forceinline__ void copy_strip(float* sv, const float* src, int col, int n) {
+    if (VW == 4 && col + 4 <= n) {
+        copy_async16(sv, src);
+    } else {
+#pragma unroll
+        for (int e = 0; e < VW; ++e)
+            if (col + e < n)
+                copy_async4(sv + e, src + e);
+    }
+}
+
 __device__ __forceinline__ unsigned row_hash(int row, int log2h) {
     return (static_cast<unsigned>(row) * 0x9E3779B1u) >> (32 - log2h);
 }
@@ -324,16 +338,7 @@ laswp_apply(int n, float* A, long long lda, const int* __restrict__ ws, int cap)
         for (int idx = tid; idx < total; idx += THREADS) {
             const int row = idx / g, j = idx - row * g;
             const int col = c0 + j * VW;
-            const float* src = A + s_mv[row].x * lda + col;
-            float* sv = s_val + row * wc + j * VW;
-            if (VW == 4 && col + 4 <= n) {
-                copy_async16(sv, src);
-            } else {
-#pragma unroll
-                for (int e = 0; e < VW; ++e)
-                    if (col + e < n)
-                        copy_async4(sv + e, src + e);
-            }
+            copy_strip<VW>(s_val + row * wc + j * VW, A + s_mv[row].x * lda + col, col, n);
         }
         copy_async_wait_all();
         __syncthreads();   // the whole strip is read before any of it is written
@@ -422,16 +427,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
                     continue;
             }
             const int col = c0 + j * VW;
-            const float* src = A + row * lda + col;
-            float* sv = s_val + s * wc + j * VW;
-            if (VW == 4 && col + 4 <= n) {
-                copy_async16(sv, src);
-            } else {
-#pragma unroll
-                for (int e = 0; e < VW; ++e)
-                    if (col + e < n)
-                        copy_async4(sv + e, src + e);
-            }
+            copy_strip<VW>(s_val + s * wc + j * VW, A + row * lda + col, col, n);
         }
     };
     auto scatter = [&](int c0) {
