@@ -99,11 +99,18 @@ def launch_context(kind, device_id):
     with dev:
         if kind == "torch":
             import torch
-            stream = cp.cuda.ExternalStream(torch.cuda.current_stream(dev.id).cuda_stream, dev.id)
-            with stream:
+            with _external_stream(cp, torch.cuda.current_stream(dev.id), dev.id):
                 yield
         else:
             yield
+
+
+def _external_stream(cp, torch_stream, device_id):
+    """torch's stream as a CuPy stream (CuPy 14 prefers the CUDA stream protocol)."""
+    from_external = getattr(cp.cuda.Stream, "from_external", None)
+    if from_external is not None and hasattr(torch_stream, "__cuda_stream__"):
+        return from_external(torch_stream)
+    return cp.cuda.ExternalStream(torch_stream.cuda_stream, device_id)
 
 
 def to_device(x, kind, name):
