@@ -26,6 +26,21 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 }
 
+// One step of a STAGES-deep cp.async ring at k-slice kt held in buffer buf: wait until slice kt
+// has landed (this thread's copies), barrier (everyone's; slice kt-1's buffer is now free),
+// then issue(nk, nbuf) the copies of slice nk = kt+STAGES-1 into that buffer, and commit (an
+// empty group past the end keeps the group count that cp_async_wait relies on).
+template <int STAGES, typename Issue>
+__device__ __forceinline__ void ring_advance(int kt, int ktiles, int buf, Issue&& issue) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    const int nk = kt + STAGES - 1;
+    int nbuf = buf + STAGES - 1;
+    if (nbuf >= STAGES) nbuf -= STAGES;
+    if (nk < ktiles) issue(nk, nbuf);
+    cp_async_commit();
+}
+
 // Tile (row, column) of C that block `pid` computes, for BM x BN tiles of an M x N product.
 __device__ __forceinline__ void grouped_tile(int M, int N, int BM, int BN, int pid,
                                              int& tile_m, int& tile_n) {

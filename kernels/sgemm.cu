@@ -372,15 +372,7 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
 
     int buf = 0;
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
-        __syncthreads();              // ... everyone's, and slice kt-1's buffer is free
-        {
-            const int nk = kt + STAGES - 1;
-            int nbuf = buf + STAGES - 1;
-            if (nbuf >= STAGES) nbuf -= STAGES;
-            if (nk < ktiles) issue(nk, nbuf);
-            cp_async_commit();
-        }
+        ring_advance<STAGES>(kt, ktiles, buf, issue);
         const float* as = As + buf * A_STAGE;
         const float* bs = Bs + buf * B_STAGE;
         float a[2][TM], b[2][TN];

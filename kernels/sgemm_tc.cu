@@ -299,18 +299,10 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
 
     int buf = 0;
     for (int kt = 0; kt < ktiles; ++kt) {
-        cp_async_wait<STAGES - 2>();  // slice kt has landed (this thread's copies) ...
-        __syncthreads();                 // ... everyone's, and slice kt-1's buffer is free
-        {
-            const int nk = kt + STAGES - 1;
-            int nbuf = buf + STAGES - 1;
-            if (nbuf >= STAGES) nbuf -= STAGES;
-            if (nk < ktiles) {
-                a_load.issue(As + nbuf * A_STAGE);
-                b_load.issue(Bs + nbuf * B_STAGE);
-            }
-            cp_async_commit();
-        }
+        ring_advance<STAGES>(kt, ktiles, buf, [&](int, int nbuf) {
+            a_load.issue(As + nbuf * A_STAGE);
+            b_load.issue(Bs + nbuf * B_STAGE);
+        });
         const float* as = As + buf * A_STAGE;
         const float* bs = Bs + buf * B_STAGE;
         if (SPLIT_ACC) {
