@@ -120,6 +120,20 @@ __device__ __forceinline__ void copy_strip(float* sv, const float* src, int col,
     }
 }
 
+// The reverse of copy_strip: VW floats from shared memory back to a row of A (one 16-byte
+// store when VW == 4 and the chunk is whole, else the columns < n one by one).
+template <int VW>
+__device__ __forceinline__ void store_strip(float* dst, const float* sv, int col, int n) {
+    if (VW == 4 && col + 4 <= n) {
+        *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
+    } else {
+#pragma unroll
+        for (int e = 0; e < VW; ++e)
+            if (col + e < n)
+                dst[e] = sv[e];
+    }
+}
+
 __device__ __forceinline__ unsigned row_hash(int row, int log2h) {
     return (static_cast<unsigned>(row) * 0x9E3779B1u) >> (32 - log2h);
 }
@@ -346,16 +360,7 @@ laswp_apply(int n, float* A, long long lda, const int* __restrict__ ws, int cap)
         for (int idx = tid; idx < total; idx += THREADS) {
             const int row = idx / g, j = idx - row * g;
             const int col = c0 + j * VW;
-            float* dst = A + s_mv[row].y * lda + col;
-            const float* sv = s_val + row * wc + j * VW;
-            if (VW == 4 && col + 4 <= n) {
-                *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
-            } else {
-#pragma unroll
-                for (int e = 0; e < VW; ++e)
-                    if (col + e < n)
-                        dst[e] = sv[e];
-            }
+            store_strip<VW>(A + s_mv[row].y * lda + col, s_val + row * wc + j * VW, col, n);
         }
         __syncthreads();   // s_val free for the next strip
     }
@@ -439,16 +444,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
             if (row < 0)
                 continue;
             const int col = c0 + j * VW;
-            float* dst = A + row * lda + col;
-            const float* sv = s_val + s * wc + j * VW;
-            if (VW == 4 && col + 4 <= n) {
-                *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
-            } else {
-#pragma unroll
-                for (int e = 0; e < VW; ++e)
-                    if (col + e < n)
-                        dst[e] = sv[e];
-            }
+            store_strip<VW>(A + row * lda + col, s_val + s * wc + j * VW, col, n);
         }
     };
 
