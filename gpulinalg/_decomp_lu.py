@@ -7,7 +7,8 @@ import numpy as np
 from . import _arrays
 from ._backend import cupy
 from ._lu import INV_THRESHOLD, CpuPanel, default_block_size, getrf
-from ._lu_ops import CupyOps, NumpyOps, laswp_host, workspace_bytes
+from ._laswp import laswp_reference
+from ._lu_ops import CupyOps, NumpyOps, workspace_bytes
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
 
@@ -346,7 +347,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         U = xp.triu(A[:k, :])
         # Pivot base: LAPACK-style interchanges (row i <-> piv[i], 0-based) -> the
         # permutation perm with (L U)[i] = A[perm[i]]; SciPy's p is its inverse: A = L[p] U.
-        perm = laswp_host(np.arange(m), piv)
+        perm = laswp_reference(np.arange(m), piv)
         p = np.empty(m, np.int64)
         p[perm] = np.arange(m)
         if permute_l:
@@ -435,7 +436,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _o
         LU = np.asarray(_arrays.host_view(lu_, "lu"), dtype=np.float32)
         X = np.array(bh, dtype=np.float32, order="C").reshape(n, -1)
         return _solve(np, scipy.linalg.solve_triangular, LU, X, piv_h, trans,
-                      lambda v, p, inv: laswp_host(v, p, inv)).reshape(bshape)
+                      lambda v, p, inv: laswp_reference(v, p, inv)).reshape(bshape)
     if 0 in bshape:
         if kind in ("numpy", "torch_cpu"):
             return _out(np.empty(bshape, np.float32), kind, np)

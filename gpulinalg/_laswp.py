@@ -44,6 +44,17 @@ _NUM_SMS_GUESS = 132
 WORKSPACE_CACHE = 16        # cached planned-variant workspaces, one per (device, stream)
 
 
+
+def laswp_reference(v, piv, inverse=False):
+    """laswp one interchange at a time with fancy indexing (NumPy or CuPy): row i <-> piv[i]
+    for i in order (reverse order if inverse).  The reference and the host path; not fast."""
+    order = range(len(piv) - 1, -1, -1) if inverse else range(len(piv))
+    for i in order:
+        p = int(piv[i])
+        if p != i:
+            v[[i, p]] = v[[p, i]]
+    return v
+
 def _kernel_name(w):
     return f"laswp_rows<{w},{THREADS}>"
 

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from ._backend import cupy
+from ._laswp import laswp_reference
 
 F32 = np.float32
 I32 = np.int32
@@ -38,16 +39,6 @@ def workspace_bytes(m, n, nb):
     of A12, two pairs of nb x nb matrices (L11^{-1}, L11) and the pivots."""
     k = min(m, n)
     return 4 * (nb * m + nb * n + 4 * nb * nb + k)
-
-
-def laswp_host(v, piv, inverse=False):
-    """Host reference of laswp: row i <-> piv[i] for i in order (reverse order if inverse)."""
-    order = range(len(piv) - 1, -1, -1) if inverse else range(len(piv))
-    for i in order:
-        p = int(piv[i])
-        if p != i:
-            v[[i, p]] = v[[p, i]]
-    return v
 
 
 # ------------------------------------------------------------------------------------ GPU
@@ -308,7 +299,7 @@ class NumpyOps:
         if c1 <= c0 or j1 <= j0:
             return
         self._enqueue("update", label, step,
-                      lambda: laswp_host(self.a[j0:, c0:c1], self.piv[j0:j1]))
+                      lambda: laswp_reference(self.a[j0:, c0:c1], self.piv[j0:j1]))
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
         if c1 <= c0:
