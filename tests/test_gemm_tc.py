@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 
+from gemm_helpers import orders_problem
 from gpulinalg import _gemm_tc
 
 
@@ -311,14 +312,7 @@ def test_edges_and_accuracy(cp, rng, variant, mode, shape):
 @pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFC", "CCF", "FCF", "CFF", "FFF"])
 @pytest.mark.parametrize("vec", [True, False])
 def test_memory_orders_alpha_beta(cp, rng, mode, orders, vec):
-    m, n, k = (132, 76, 44) if vec else (131, 77, 45)  # odd leading dims force 4-byte copies
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    c0 = rng.standard_normal((m, n), dtype=np.float32)
-    ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
-    A = cp.asarray(np.asarray(a, order=orders[0]))
-    B = cp.asarray(np.asarray(b, order=orders[1]))
-    C = cp.asarray(np.asarray(c0, order=orders[2]))
+    A, B, C, ref = orders_problem(cp, rng, orders, vec)
     _gemm_tc.gemm_tc_into(1.5, A, B, -0.5, C, mode=mode)
     assert rel_err(cp.asnumpy(C), ref) < (1e-5 if mode == "3xtf32" else 3e-3)
 

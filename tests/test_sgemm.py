@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
+from gemm_helpers import orders_problem
 from gpulinalg import _arrays, _blas
 
 
@@ -117,14 +118,7 @@ def test_variants_edges_and_accuracy(cp, rng, variant, shape):
 @pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFF", "CCF", "FCF"])
 @pytest.mark.parametrize("vec", [True, False])
 def test_memory_orders_and_alignment(cp, rng, variant, orders, vec):
-    m, n, k = (131, 77, 45) if not vec else (132, 76, 44)  # odd leading dims force scalar loads
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    c0 = rng.standard_normal((m, n), dtype=np.float32)
-    ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
-    A = cp.asarray(np.asarray(a, order=orders[0]))
-    B = cp.asarray(np.asarray(b, order=orders[1]))
-    C = cp.asarray(np.asarray(c0, order=orders[2]))
+    A, B, C, ref = orders_problem(cp, rng, orders, vec)
     _blas.gemm_into(1.5, A, B, -0.5, C, variant=variant)
     assert rel_err(cp.asnumpy(C), ref) < 1e-5
 
