@@ -47,19 +47,23 @@ def source(family):
     return expand((folder / f"{family}.cu").read_text(), set())
 
 
-def arch_option(device_id=None):
-    """'--gpu-architecture=sm_XY' for the given (default: current) device."""
+def arch_option(device_id=None, specific=False):
+    """'--gpu-architecture=sm_XY' for the given (default: current) device; 'sm_XYa' with
+    specific=True (the architecture-specific features, e.g. Hopper's wgmma and setmaxnreg,
+    which exist only for sm_90a; such code runs on that one architecture)."""
     cp = cupy()
     dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
     major, minor = divmod(int(dev.compute_capability), 10)
-    return f"--gpu-architecture=sm_{major}{minor}"
+    return f"--gpu-architecture=sm_{major}{minor}{'a' if specific else ''}"
 
 
 @functools.lru_cache(maxsize=None)
-def _module(device_id, family, name_expressions, options, cooperative):
+def _module(device_id, family, name_expressions, options, cooperative, specific):
     cp = cupy()
     with cp.cuda.Device(device_id):
-        opts = ("--std=c++17", arch_option(device_id)) + options
+        # CuPy appends its own -arch=sm_XY; NVRTC 13 honours an sm_XYa given beside it
+        # (checked: wgmma compiles with both options present, and fails with sm_90 alone).
+        opts = ("--std=c++17", arch_option(device_id, specific)) + options
         # cooperative: its kernels launch with cuLaunchCooperativeKernel (co-resident grid).
         mod = cp.RawModule(code=source(family), options=opts,
                            name_expressions=name_expressions or None,
@@ -69,29 +73,32 @@ def _module(device_id, family, name_expressions, options, cooperative):
 
 
 @functools.lru_cache(maxsize=None)
-def _function(device_id, family, name, options, cooperative):
+def _function(device_id, family, name, options, cooperative, specific):
     names = (name,) if "<" in name else ()
-    return _module(device_id, family, names, options, cooperative).get_function(name)
+    return _module(device_id, family, names, options, cooperative,
+                   specific).get_function(name)
 
 
 _SMEM_DEFAULT = 48 * 1024
 
 
 @functools.lru_cache(maxsize=None)
-def _function_smem(device_id, family, name, options, cooperative, smem):
-    kernel = _function(device_id, family, name, options, cooperative)
+def _function_smem(device_id, family, name, options, cooperative, specific, smem):
+    kernel = _function(device_id, family, name, options, cooperative, specific)
     if kernel.max_dynamic_shared_size_bytes < smem:
         kernel.max_dynamic_shared_size_bytes = smem  # opt in beyond the 48 KiB default
     return kernel
 
 
-def get_kernel(family, name, options=(), cooperative=False, dynamic_smem=0):
+def get_kernel(family, name, options=(), cooperative=False, dynamic_smem=0,
+               arch_specific=False):
     """Kernel `name` (a C++ template instantiation or extern "C" name) of `family`, compiled
     for the current device (cached: this sits on the launch path).  cooperative=True: every
     launch is a cooperative launch (grid-wide barriers; the grid must fit on the device).
     dynamic_smem: the bytes of dynamic shared memory the launches will ask for; beyond 48 KiB
-    the kernel is opted in once."""
+    the kernel is opted in once.  arch_specific: compile for sm_XYa (see arch_option)."""
     dev = cupy().cuda.runtime.getDevice()
     if dynamic_smem > _SMEM_DEFAULT:
-        return _function_smem(dev, family, name, tuple(options), cooperative, dynamic_smem)
-    return _function(dev, family, name, tuple(options), cooperative)
+        return _function_smem(dev, family, name, tuple(options), cooperative, arch_specific,
+                              dynamic_smem)
+    return _function(dev, family, name, tuple(options), cooperative, arch_specific)
