@@ -14,7 +14,7 @@ FAMILY = "transpose"
 # TILE x TC elements of A per block (TILE rows, TC columns; TC None means a square tile),
 # 32 x BY threads, DIAG: diagonal block order.  All are transpose_tiled (one tile per block,
 # 4-byte accesses, every load of a thread in flight before the shared stores).
-Tile = namedtuple("Tile", "TILE BY DIAG TC", defaults=(None,))
+Tile = namedtuple("Tile", "TILE BY DIAG TC STREAM", defaults=(None, False))
 VARIANTS = {
     "32x8": Tile(32, 8, False),        # the seed kernel (baseline): 4 elements per thread
     "32x8-diag": Tile(32, 8, True),
@@ -24,6 +24,8 @@ VARIANTS = {
     "64x4": Tile(64, 4, False),        # 32 elements per thread on 128 threads, 13 blocks/SM
     "64x128-by8": Tile(64, 8, False, 128),   # 32 per thread, 512-byte A row segments
     "128x64-by8": Tile(128, 8, False, 64),   # 32 per thread, 512-byte B row segments
+    "32x8-cs": Tile(32, 8, False, None, True),    # streaming (evict-first) loads and stores
+    "64x8-cs": Tile(64, 8, False, None, True),
 }
 BASELINE = "32x8"
 # H100 measurements (call timing): plain 64x8 beat every diagonal variant at every size (no
@@ -44,8 +46,9 @@ def tile_cols(t):
 
 
 def _tiled_name(t):
-    tc = "" if t.TC in (None, t.TILE) else f",{t.TC}"
-    return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}{tc}>"
+    tc = "" if t.TC in (None, t.TILE) and not t.STREAM else f",{tile_cols(t)}"
+    stream = ",true" if t.STREAM else ""
+    return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}{tc}{stream}>"
 
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).

@@ -27,7 +27,9 @@
 //   * partial edge tiles are handled here (bounds-checked path, taken only by edge blocks).
 //   Knobs (template parameters; gpulinalg/_transpose.py VARIANTS is the source of truth, the
 //   static_asserts check them): TILE = 32, 64 or 128, TC = TILE, 64 or 128, BY = 4, 8 or 16
-//   (threads per block = 32*BY, which is __launch_bounds__), DIAG.  Static shared memory
+//   (threads per block = 32*BY, which is __launch_bounds__), DIAG, and STREAM: loads and
+//   stores with the evict-first ("streaming", .cs) cache hint, since every element is read
+//   once and written once and neither needs to stay in L2.  Static shared memory
 //   TILE*(TC+1)*4 bytes per block (16.6 KiB for 64 x 64: 8 resident blocks of 256 threads
 //   per SM; 33 KiB for 64 x 128: 6 blocks, 192 KiB of tile data per SM).
 //   Bound: bandwidth-bound; bytes moved = 2 * rows * cols * 4 (each element read and written
@@ -41,7 +43,23 @@
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
 //   transposes that are strided copies; bandwidth-bound like the above.
 
-template <int TILE, int BY, bool DIAG, int TC = TILE>
+// Global load / store, optionally with the streaming (evict-first) cache hint.
+template <bool STREAM>
+__device__ __forceinline__ float load_elem(const float* p)
+{
+    return STREAM ? __ldcs(p) : *p;
+}
+
+template <bool STREAM>
+__device__ __forceinline__ void store_elem(float* p, float v)
+{
+    if (STREAM)
+        __stcs(p, v);
+    else
+        *p = v;
+}
+
+template <int TILE, int BY, bool DIAG, int TC = TILE, bool STREAM = false>
 __global__ void __launch_bounds__(32 * BY)
 transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds,
                 float* __restrict__ dst, long long ldd)
@@ -79,7 +97,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
         for (int q = 0; q < RY; ++q)
 #pragma unroll
             for (int p = 0; p < CX; ++p)
-                v[q][p] = s[(ty + BY * q) * lds + tx + 32 * p];
+                v[q][p] = load_elem<STREAM>(s + (ty + BY * q) * lds + tx + 32 * p);
     } else {
         const long long rl = rows - r0, cl = cols - c0;   // rows / columns left in this tile
 #pragma unroll
@@ -87,7 +105,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
 #pragma unroll
             for (int p = 0; p < CX; ++p)
                 v[q][p] = (ty + BY * q < rl && tx + 32 * p < cl)
-                          ? s[(ty + BY * q) * lds + tx + 32 * p] : 0.0f;
+                          ? load_elem<STREAM>(s + (ty + BY * q) * lds + tx + 32 * p) : 0.0f;
     }
 #pragma unroll
     for (int q = 0; q < RY; ++q)
@@ -103,7 +121,8 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
         for (int q = 0; q < WY; ++q)
 #pragma unroll
             for (int p = 0; p < WX; ++p)
-                d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
+                store_elem<STREAM>(d + (ty + BY * q) * ldd + tx + 32 * p,
+                                   tile[tx + 32 * p][ty + BY * q]);
     } else {
         const long long rl = rows - r0, cl = cols - c0;
 #pragma unroll
@@ -111,7 +130,8 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
 #pragma unroll
             for (int p = 0; p < WX; ++p)
                 if (ty + BY * q < cl && tx + 32 * p < rl)
-                    d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
+                    store_elem<STREAM>(d + (ty + BY * q) * ldd + tx + 32 * p,
+                                       tile[tx + 32 * p][ty + BY * q]);
     }
 }
 

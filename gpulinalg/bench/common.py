@@ -106,6 +106,30 @@ def time_graph(fn, warmup=2, repeat=10, calls=10):
     return statistics.median(times), "graph"
 
 
+def time_burst(fns, warmup=2, repeat=10, calls=10):
+    """{name: median milliseconds of ONE call} for a dict of callables, each timed as a burst
+    of `calls` back-to-back calls between two CUDA events on the current stream (no host
+    synchronisation inside a burst: the steady-state throughput of a loop of calls, launch
+    overhead included only where the GPU outruns the host).  The candidates take turns in
+    every round, so drift in clocks or in the neighbours' load hits them alike."""
+    import cupy as cp
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    cp.cuda.get_current_stream().synchronize()
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            for _ in range(calls):
+                fn()
+            stop.record()
+            stop.synchronize()
+            times[name].append(cp.cuda.get_elapsed_time(start, stop) / calls)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def time_both(fn, warmup=2, repeat=10, calls=10):
     """{'call_ms', 'graph_ms', 'graph_how'}: time_gpu (one Python call between events, fn
     rotating through a list like time_graph) and time_graph of the same fn."""
