@@ -23,8 +23,10 @@ def _linalg_warning():
 
 # ------------------------------------------------------------------------ validation
 
-def _check_options(panel, block_size, lookahead):
+def _check_options(panel, block_size, lookahead, precision="fp32"):
     """Validate the LU keywords (no GPU needed); return the panel kind to use."""
+    from ._blas import _check_precision
+    _check_precision(precision)
     if not isinstance(panel, str) or panel not in _PANELS:
         raise ValueError(f"panel must be one of {_PANELS}, got {panel!r}")
     if block_size is not None and (isinstance(block_size, bool)
@@ -89,7 +91,7 @@ def _check_memory(cp, m, n, nb, copy_matrix):
 # ------------------------------------------------------------------------ factorization
 
 def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold,
-            timeline, ops):
+            timeline, ops, precision):
     """Validate, move to the working layout, run the driver.
 
     Returns (kind, xp, LU, piv, info): LU row-major float32 in xp (cupy, or numpy for the
@@ -98,7 +100,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     m, n = _arrays.check_matrix(a, "a")
-    panel_name = _check_options(panel, block_size, lookahead)
+    panel_name = _check_options(panel, block_size, lookahead, precision)
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = None
@@ -152,7 +154,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             A = cp.array(src, dtype=np.float32, order="C", copy=True)
     if k == 0:
         return kind, cp, A, np.zeros(0, np.int32), 0
-    piv, info = getrf(CupyOps(A, nb), _panel_object(panel_name), nb, lookahead,
+    piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
                       inv_threshold, timeline)
     return kind, cp, A, piv, info
 
@@ -170,7 +172,8 @@ def _out(x, kind, xp):
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_size=None,
-              lookahead=1, _inv_threshold=INV_THRESHOLD, _timeline=None, _ops=None):
+              lookahead=1, precision="fp32", _inv_threshold=INV_THRESHOLD, _timeline=None,
+              _ops=None):
     """Compute the pivoted LU decomposition of a matrix on the GPU.
 
     The decomposition is ``A = P L U`` with P a permutation, L unit lower triangular
@@ -199,6 +202,12 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     lookahead : {1, 0}, optional
         Look-ahead depth: 1 factors the next panel (on its own stream) while the rest of
         the trailing matrix is updated; 0 serialises them (for comparison).
+    precision : {"fp32", "3xtf32", "tf32"}, optional
+        Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops), as
+        in `gpulinalg.sgemm`: "fp32" (default) our SIMT SGEMM; "3xtf32" the tensor cores
+        with the error-compensated three-product split (FP32-level accuracy); "tf32" one
+        TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and
+        triangular solves always run in FP32.
 
     Returns
     -------
@@ -249,19 +258,19 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     ``m n^2 - n^3/3`` flops for m >= n (``2/3 n^3`` when square).
     """
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                              _inv_threshold, _timeline, _ops, _finish_factor)
+                              _inv_threshold, _timeline, _ops, _finish_factor, precision)
 
 
 def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                       inv_threshold, timeline, ops, finish):
+                       inv_threshold, timeline, ops, finish, precision="fp32"):
     """_factor, then finish(kind, xp, A, piv, info), inside the input's device context."""
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     # Everything checkable without a GPU comes before cupy() is first called.
     _arrays.check_matrix(a, "a")
-    _check_options(panel, block_size, lookahead)
+    _check_options(panel, block_size, lookahead, precision)
     args = (overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold, timeline,
-            ops)
+            ops, precision)
     if kind in ("numpy", "torch_cpu"):
         h = _arrays.host_view(a, "a")
         if check_finite and not np.isfinite(h).all():
@@ -284,8 +293,8 @@ def _finish_factor(kind, xp, A, piv, info):
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
-       panel="auto", block_size=None, lookahead=1, _inv_threshold=INV_THRESHOLD,
-       _timeline=None, _ops=None):
+       panel="auto", block_size=None, lookahead=1, precision="fp32",
+       _inv_threshold=INV_THRESHOLD, _timeline=None, _ops=None):
     """Compute the LU decomposition of a matrix with partial pivoting on the GPU.
 
     The decomposition satisfies ``A = P @ L @ U``; with `permute_l`, ``A = PL @ U``; with
@@ -303,7 +312,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         Check that `a` holds only finite numbers.
     p_indices : bool, optional
         Return the permutation as row indices instead of a matrix.
-    panel, block_size, lookahead
+    panel, block_size, lookahead, precision
         As in `lu_factor`.
 
     Returns
@@ -361,7 +370,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
 
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                              _inv_threshold, _timeline, _ops, finish)
+                              _inv_threshold, _timeline, _ops, finish, precision)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _ops=None):

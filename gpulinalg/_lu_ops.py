@@ -56,16 +56,17 @@ def _priority_stream(cp):
 class CupyOps:
     """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
 
-    def __init__(self, a, nb):
+    def __init__(self, a, nb, precision="fp32"):
         import cupyx
 
-        from ._blas import gemm_into
+        from ._blas import gemm_into, product_into
         from ._laswp import WORKSPACE_INTS, laswp_inplace
         from ._transpose import transpose_into
         from ._trsm import trsm_lower_unit
 
         cp = cupy()
         self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
+        self._product, self.precision = product_into, precision   # the trailing update
         self._transpose, self._trsm = transpose_into, trsm_lower_unit
         self.a = a
         m, n = a.shape
@@ -174,8 +175,8 @@ class CupyOps:
                 # Triangular solve with the unit lower L11 (the GPU panel's path, and the
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
                 self._trsm(a[j0:j1, j0:j1], u12)
-            if j1 < m:
-                self._gemm(-1.0, a[j1:, j0:j1], u12, 1.0, a[j1:, c0:c1])  # A22 -= L21 U12
+            if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
+                self._product(-1.0, a[j1:, j0:j1], u12, 1.0, a[j1:, c0:c1], self.precision)
 
     def finish(self):
         """Wait for both streams (the caller's stream too); return the relative pivots."""

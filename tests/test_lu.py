@@ -221,7 +221,8 @@ def test_rejects_non_finite(value):
 
 def test_panel_and_option_validation():
     a = np.eye(3, dtype=np.float32)
-    for kw in ({"panel": "tpu"}, {"block_size": 0}, {"block_size": 2.5}, {"lookahead": 2}):
+    for kw in ({"panel": "tpu"}, {"block_size": 0}, {"block_size": 2.5}, {"lookahead": 2},
+               {"precision": "fp16"}, {"precision": None}):
         with pytest.raises(ValueError):
             gpulinalg.lu_factor(a, **kw)
 
@@ -306,6 +307,26 @@ def test_gpu_hard_matrices(rng, kind):
     lu, piv = gpulinalg.lu_factor(a, block_size=32)
     ref_lu, ref_piv = sl.lu_factor(a)
     assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+@pytest.mark.parametrize("kind", ["random", "wilkinson", "cond1e6", "rank_deficient"])
+def test_gpu_tensor_core_updates(rng, kind, panel):
+    """precision="3xtf32": the trailing updates on the tensor cores keep LAPACK's backward
+    error class (within 2x); plain "tf32" is shown to be what it is (much larger errors)."""
+    n = 1031
+    a = {"random": lambda: rng.standard_normal((n, n)).astype(np.float32),
+         "wilkinson": lambda: wilkinson(100),
+         "cond1e6": lambda: with_cond(rng, n, 1e6),
+         "rank_deficient": lambda: (rng.standard_normal((n, 40)) @ rng.standard_normal(
+             (40, n))).astype(np.float32)}[kind]()
+    ref = backward_error(a, *sl.lu_factor(a))
+    lu, piv = gpulinalg.lu_factor(a, block_size=128, panel=panel, precision="3xtf32")
+    assert backward_error(a, lu, piv) <= 2 * ref + 1e-3
+    if kind == "random":
+        lu, piv = gpulinalg.lu_factor(a, block_size=128, panel=panel, precision="tf32")
+        assert backward_error(a, lu, piv) > 20 * ref
 
 
 @pytest.mark.gpu

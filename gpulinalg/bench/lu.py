@@ -55,8 +55,9 @@ def lu_flops(m, n):
     return m * n * n - n ** 3 / 3.0
 
 
-def run(shapes, panels, repeat, seed=0, block_size=None):
-    """Rows for every shape and panel kind, cuSOLVER measured once per shape (same run)."""
+def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",)):
+    """Rows for every shape, panel kind and update precision, cuSOLVER measured once per
+    shape (same run)."""
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
 
@@ -80,20 +81,21 @@ def run(shapes, panels, repeat, seed=0, block_size=None):
             ah = cp.asnumpy(a)
             lu_s, piv_s = scipy.linalg.lu_factor(ah)
             err_sp = backward_error(np, ah, lu_s, piv_s, cp.asnumpy(x))
-        for panel in panels:
+        for panel, prec in [(p, q) for q in precisions for p in panels]:
             tls = []
             ms = time_gpu(lambda: lu_factor(a, panel=panel, block_size=block_size,
-                                            _timeline=tls), warmup=1, repeat=repeat)
+                                            precision=prec, _timeline=tls),
+                          warmup=1, repeat=repeat)
             runs = tls[1:]  # the warm-up's timeline is not counted
             tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
             err = None
             if square:
-                lu, piv = lu_factor(a, panel=panel, block_size=block_size)
+                lu, piv = lu_factor(a, panel=panel, block_size=block_size, precision=prec)
                 err = backward_error(cp, a, lu, piv, x)
                 del lu, piv
             cp.get_default_memory_pool().free_all_blocks()
             rows.append({
-                "m": m, "n": n, "panel": panel, "nb": tl["nb"], "ms": ms,
+                "m": m, "n": n, "panel": panel, "precision": prec, "nb": tl["nb"], "ms": ms,
                 "tflops": flops / ms / 1e9, "cusolver_ms": ms_cus,
                 "cusolver_tflops": flops / ms_cus / 1e9, "ratio": ms_cus / ms, "err": err,
                 "err_cusolver": err_cus, "err_scipy": err_sp,
@@ -103,7 +105,7 @@ def run(shapes, panels, repeat, seed=0, block_size=None):
                 "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
                 "steps": len(tl["steps"])})
             timelines.append(tl)
-            print(f"{m}x{n} panel={panel}: {rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
+            print(f"{m}x{n} panel={panel} {prec}: {rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
                   f"{rows[-1]['cusolver_tflops']:.2f}", flush=True)
         del a
         cp.get_default_memory_pool().free_all_blocks()
@@ -111,6 +113,7 @@ def run(shapes, panels, repeat, seed=0, block_size=None):
 
 
 COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("panel", "panel", "{}"),
+           ("precision", "updates", "{}"),
            ("ms", "ours ms", "{:.2f}"), ("tflops", "ours TF/s", "{:.2f}"),
            ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"), ("ratio", "ratio", "{:.2f}"),
            ("err", "err ours", "{:.3f}"), ("err_cusolver", "err cuSOLVER", "{:.3f}"),
@@ -126,6 +129,8 @@ def main(argv=None):
                    help="rectangular m x n shapes ('' for none)")
     p.add_argument("--panel", default="gpu,cpu", help="panel kinds, comma-separated")
     p.add_argument("--nb", type=int, default=None, help="block size (default: by size)")
+    p.add_argument("--precision", default="fp32",
+                   help="trailing-update arithmetic(s), comma-separated: fp32,3xtf32,tf32")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", default=None, help="write the rows (and environment) here")
     p.add_argument("--timeline", default=None, help="write the per-step timelines here")
@@ -134,15 +139,20 @@ def main(argv=None):
     for x in panels:
         if x not in ("cpu", "gpu", "auto"):
             p.error(f"unknown panel {x!r}")
+    precisions = [x for x in args.precision.split(",") if x]
+    for x in precisions:
+        if x not in ("fp32", "3xtf32", "tf32"):
+            p.error(f"unknown precision {x!r}")
     shapes = [(n, n) for n in parse_sizes(args.sizes)]
     shapes += [tuple(int(v) for v in r.split("x")) for r in args.rect.split(",") if r]
     env = environment()
     print(f"{env['device']} (cc {env['compute_capability']}), CUDA {env['cuda_runtime']}, "
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
           "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
-    rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb)
+    rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb,
+                          precisions=precisions)
     print_table(COLUMNS, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
-    write_json(args.json, "lu", rows, {"panels": panels})
+    write_json(args.json, "lu", rows, {"panels": panels, "precisions": precisions})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)
