@@ -26,13 +26,18 @@ VARIANTS = {
     "128x64-by8": Tile(128, 8, False, 64),   # 32 per thread, 512-byte B row segments
     "32x8-cs": Tile(32, 8, False, None, True),    # streaming (evict-first) loads and stores
     "64x8-cs": Tile(64, 8, False, None, True),
+    "64x4-cs": Tile(64, 4, False, None, True),
 }
 BASELINE = "32x8"
-# H100 measurements (call timing): plain 64x8 beat every diagonal variant at every size (no
-# partition camping on Hopper) and the persistent 16-byte cp.async kernel (removed), so it is
-# the default; 64x4 / 64x128-by8 / 128x64-by8 (32 elements per thread) are the candidates for
-# n >= 4096 until timed.  Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
-DEFAULT = "64x8"
+# H100 measurements (call timing): plain row-order tiles beat every diagonal variant at every
+# size (no partition camping on Hopper) and the persistent 16-byte cp.async kernel (removed).
+# Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.  H100, burst timing (gpulinalg-bench transpose --variants ..., 2026-11-21): with both
+# dimensions multiples of 64 the 64 x 64 tile on 128 threads (64x4) ran 95.6-99.0% of copy
+# (4096-16384); with a dimension off the 64 grid -- rows whose pitch is not a multiple of
+# 256 bytes, and partial 64-wide edge tiles -- the 32 x 32 tile with streaming hints (32x8-cs)
+# did best (4000^2: 97.0% against 94.3% for 64x8; 6000 x 10000: 94.9% against 92.5%).
+DEFAULT = "64x4"
+OFF_GRID = "32x8-cs"
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
 _NUM_SMS_GUESS = 132
@@ -62,9 +67,12 @@ def num_tiles(rows, cols, variant):
 
 @functools.lru_cache(maxsize=1024)
 def pick_variant(rows, cols):
-    """The 64-wide tile once it gives a few blocks per SM, the 32-wide one below that."""
+    """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and for
+    dimensions off the 64 grid; the 64-wide tile otherwise (see OFF_GRID)."""
     tiles = num_tiles(rows, cols, DEFAULT)
-    return DEFAULT if tiles >= SMALL_TILES_PER_SM * _NUM_SMS_GUESS else SMALL
+    if tiles < SMALL_TILES_PER_SM * _NUM_SMS_GUESS:
+        return SMALL
+    return DEFAULT if rows % 64 == 0 and cols % 64 == 0 else OFF_GRID
 
 
 @functools.lru_cache(maxsize=1024)

@@ -99,7 +99,10 @@ def test_kernel_table():
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert "transpose_tiled<64,8,false>" in _transpose.KERNEL_NAMES
     assert "transpose_tiled<64,8,false,128>" in _transpose.KERNEL_NAMES
+    assert _transpose.OFF_GRID in _transpose.VARIANTS
     assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
+    assert _transpose.pick_variant(6000, 10000) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(4000, 4096) == _transpose.OFF_GRID
     assert _transpose.pick_variant(100, 100) == _transpose.SMALL
     assert _transpose.num_tiles(130, 129, "64x128-by8") == 3 * 2
     assert _transpose.num_tiles(130, 129, "128x64-by8") == 2 * 3
