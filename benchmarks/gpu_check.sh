@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_check.sh                 # everything
 #   STAGES="tests sgemm" bash benchmarks/gpu_check.sh
 #   TESTS="tests/test_sgemm.py" SGEMM_ARGS="--variants all" bash benchmarks/gpu_check.sh
+#   STAGES="ncu_lu" NCU_LU_ARGS="4096 gpu fp32" bash benchmarks/gpu_check.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -41,5 +42,14 @@ for routine in sgemm transpose laswp lu; do
         | tee -a "$LOG" | tail -n 25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 done
+# Optional (STAGES="... ncu_lu"): kernel-by-kernel GPU time of one LU (NCU_LU_ARGS: n panel
+# precision), summarised into the log (the CSV stays on the machine: at most 8 files return).
+if has ncu_lu; then
+    echo "== ncu lu ${NCU_LU_ARGS:-4096}" | tee -a "$LOG"
+    ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
+        --log-file /tmp/ncu_lu.csv python3 benchmarks/ncu_lu.py ${NCU_LU_ARGS:-4096} \
+        > /tmp/ncu_lu.out 2>&1 || { tail -n 20 /tmp/ncu_lu.out; status=1; }
+    python3 benchmarks/ncu_lu.py --summarize /tmp/ncu_lu.csv 2>&1 | tee -a "$LOG" | head -n 25
+fi
 echo "== done (exit $status); logs in $OUT"
 exit $status
