@@ -31,13 +31,16 @@ VARIANTS = {
 BASELINE = "32x8"
 # H100 measurements (call timing): plain row-order tiles beat every diagonal variant at every
 # size (no partition camping on Hopper) and the persistent 16-byte cp.async kernel (removed).
-# Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.  H100, burst timing (gpulinalg-bench transpose --variants ..., 2026-11-21): with both
-# dimensions multiples of 64 the 64 x 64 tile on 128 threads (64x4) ran 95.6-99.0% of copy
-# (4096-16384); with a dimension off the 64 grid -- rows whose pitch is not a multiple of
-# 256 bytes, and partial 64-wide edge tiles -- the 32 x 32 tile with streaming hints (32x8-cs)
-# did best (4000^2: 97.0% against 94.3% for 64x8; 6000 x 10000: 94.9% against 92.5%).
+# Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
+# H100, burst timing (gpulinalg-bench transpose --variants ..., two runs, 2026-11-21): with
+# both dimensions multiples of 64 the 64 x 64 tile on 128 threads (64x4) ran 95.6-99.0% of
+# copy (4096-16384); with a dimension off the 64 grid (partial 64-wide edge tiles, row pitches
+# that are not multiples of 256 bytes) the 32 x 32 seed tile did best: 4000^2 96.2-96.9%,
+# 5000^2 97.8%, 6000 x 10000 94.7-94.8%, 10000^2 92.5%, 12000^2 93.2% (64x8: 95.5, 96.0, 92.6,
+# 91.3, 92.0).  The streaming-hint variants (-cs) were within noise on the grid and 2-5 points
+# slower off it.
 DEFAULT = "64x4"
-OFF_GRID = "32x8-cs"
+OFF_GRID = "32x8"
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
 _NUM_SMS_GUESS = 132
