@@ -14,7 +14,10 @@ from gpulinalg import _kernels
 # kernel family (kernels/<family>.cu) -> the module that launches it
 FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
             "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu",
-            "sgemm_tc": "gpulinalg._gemm_tc", "trsm": "gpulinalg._trsm"}
+            "sgemm_tc": "gpulinalg._gemm_tc", "trsm": "gpulinalg._trsm",
+            "sgemm_wgmma": "gpulinalg._gemm_wgmma"}
+# nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
+ARCH = {"sgemm_wgmma": "sm_90a"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -42,7 +45,8 @@ def _ptxas_report(family, names, tmp_path):
     addrs = ",\n    ".join(f"(void*)&{n}" for n in names)
     src.write_text(_kernels.source(family) +
                    f"\nstatic void* const instantiate_all[] = {{\n    {addrs}\n}};\n")
-    proc = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "-cubin", "-Xptxas", "-v",
+    arch = ARCH.get(family, "sm_90")
+    proc = subprocess.run([NVCC, "-std=c++17", f"-arch={arch}", "-cubin", "-Xptxas", "-v",
                            "-o", str(tmp_path / f"{family}.cubin"), str(src)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -1,0 +1,341 @@
+// sgemm_wgmma.cu -- single-precision C = alpha * A * B + beta * C on the Hopper (sm_90a) TF32
+// tensor cores through wgmma.mma_async, with the 3xTF32 error-compensated split (FP32-level
+// accuracy) or plain TF32.  Same problem statement as kernels/sgemm_tc.cu (the mma.sync
+// version), two kernels:
+//
+// wgmma_split<KMAJOR, PARTS>: the pre-pass.  Reads one operand X (R x K, element (r, k) at
+// X[r*ld + k] when KMAJOR, at X[k*ld + r] otherwise) and writes it, split and already in the
+// main kernel's shared-memory image, into a workspace W:
+//   big = cvt.rna.tf32(x), small = cvt.rna.tf32(x - big)   (PARTS = 2; PARTS = 1: big only)
+//   W is a sequence of blocks, one per (row tile t of TR rows, k-slice s of 32), t-major:
+//     block (t, s) = PARTS parts of TR x 32 floats (big, then small), each part K-major with the
+//     128-byte swizzle: element (rr, kk) of the part (rr = r % TR, kk = k % 32, 16-byte chunk
+//     c = kk / 4) at float rr*32 + 4*(c ^ (rr % 8)) + kk % 4.
+//   Rows past R and k past K are written as zeros (whole tiles: the main loop has no bounds
+//   checks).  A is passed as the M x K operand, B as the N x K operand B^T, so both end up
+//   K-major, which TF32 wgmma requires of both operands (no transpose for .tf32).  A block of
+//   32 x 8 threads moves one 32 x 32 tile through shared memory, reading along X's contiguous
+//   dimension and writing whole 128-byte swizzled rows.
+//
+// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the product.  A block computes one
+// BM x BN tile of C (row-major, ldc; grouped rasterisation, async_copy.cuh) with BM/64
+// warpgroups; warpgroup w owns rows 64w..64w+63 and all BN columns, as BN/WN wgmma
+// m64nWNk8 sub-blocks.  Block (tile, slice) of the workspace is one contiguous run of bytes
+// equal to its shared-memory image, so the STAGES-deep ring is filled with plain 16-byte
+// cp.async by all threads (no producer specialisation; correct first), synchronised with
+// cp.async.wait_group + fence.proxy.async.shared::cta + __syncthreads (cp.async writes are
+// generic-proxy writes, wgmma reads through the async proxy).  Per k-slice of 32 and sub-block,
+// PARTS = 2 issues 12 wgmma k8 steps, small products first: As*Bb (4), Ab*Bs (4), Ab*Bb (4);
+// small*small (relative size 2^-22) is dropped.
+// SPLIT (the accumulation fix of Ootomo & Yokota 2022): the tensor cores accumulate with
+// truncation, so each slice is accumulated from zero (scale-d = 0 on its first wgmma) in a
+// temporary m64nWN tile, waited for (wgmma.wait_group 0) and added to the running sum with FP32
+// FADDs (round to nearest).  The other warpgroup's wgmmas keep the tensor pipe busy meanwhile.
+// Without SPLIT the wgmmas accumulate into the sum directly (plain TF32 only).
+//
+// PTX facts this relies on (checked against the PTX ISA text, sections "Asynchronous
+// Warpgroup Level Matrix ..." and "Matrix Descriptor Format", as quoted by public docs):
+//   * .tf32 syntax: wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32 d, a-desc, b-desc,
+//     scale-d, imm-scale-a, imm-scale-b (no imm-trans: transposes exist only for f16/bf16, so
+//     A and B are both K-major); scale-d false gives D = A*B.
+//   * descriptor: bits 0-13 start address >> 4, 16-29 leading byte offset >> 4 (unused for
+//     swizzled K-major; 1), 32-45 stride byte offset >> 4 (1024 B: 8 rows of 128 B), 49-51
+//     base offset (0: tiles 1024-byte aligned), 62-63 layout (1 = 128-byte swizzle).  The
+//     128-byte swizzle XORs address bits 4-6 with bits 7-9, which is the c ^ (rr % 8) above for a
+//     1024-byte aligned tile; the k8 step j of a slice starts at +32*j bytes.
+//   * accumulator fragment of m64nNk8 .f32: warp q of the warpgroup holds rows 16q..16q+15;
+//     lane l, g = l/4, t = l%4; d[4j+0] = (16q+g, 8j+2t), d[4j+1] = (16q+g, 8j+2t+1),
+//     d[4j+2] = (16q+g+8, 8j+2t), d[4j+3] = (16q+g+8, 8j+2t+1).
+//   * wgmma.fence before the first wgmma and after registers it uses were touched otherwise;
+//     commit_group / wait_group N before reading the results.
+//
+// Knobs (template parameters; gpulinalg/_gemm_wgmma.py passes them from its VARIANTS table and
+// the static_asserts check them): BM = 64 * warpgroups, BN, WN (wgmma N: 128 or 256), BK = 32
+// (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32, 1: TF32), SPLIT, VEC (C 8-byte
+// aligned with even ldc: float2 stores).  Dynamic shared memory: STAGES * PARTS * (BM + BN) *
+// 128 bytes + 1024 (alignment slack).  Inputs must be finite (Inf becomes NaN through x - big).
+// Bound: tensor-core-bound; 3xTF32 issues three TF32 products, so its ceiling is a third of the
+// H100's ~495 TFLOP/s dense TF32.  The pre-split workspace costs 8 bytes per operand element per
+// tile read: intensity BM*BN/(8*(BM+BN)) flop/byte of L2 traffic (10.7 for 128 x 256).  The
+// split pre-pass is bandwidth-bound (4 bytes in, 4*PARTS out per element).
+
+#include <cuda_runtime.h>
+
+#include "async_copy.cuh"
+
+namespace {
+
+constexpr int WG_BK = 32;  // k per slice: one 128-byte swizzle row of TF32
+
+__device__ __forceinline__ float wg_to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+
+// Shared-memory matrix descriptor of a K-major, 128-byte-swizzled tile at shared address addr.
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4)   // start address
+           | (1ull << 16)                                 // leading byte offset (unused)
+           | ((unsigned long long)(1024 >> 4) << 32)     // stride byte offset: 8 rows
+           | (1ull << 62);                                // 128-byte swizzle
+}
+
+__device__ __forceinline__ void wg_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// Orders the compiler's accesses to r after the preceding asm (wgmma.wait_group).
+__device__ __forceinline__ void wg_touch(float& r) { asm volatile("" : "+f"(r) :: "memory"); }
+
+__device__ __forceinline__ void fence_proxy_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#define WG_F8(d, i)                                                                        \
+    "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), "+f"(d[(i) + 4]), \
+        "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
+#define WG_F64(d, i)                                                                 \
+    WG_F8(d, (i) + 0), WG_F8(d, (i) + 8), WG_F8(d, (i) + 16), WG_F8(d, (i) + 24),     \
+        WG_F8(d, (i) + 32), WG_F8(d, (i) + 40), WG_F8(d, (i) + 48), WG_F8(d, (i) + 56)
+
+// d (+)= A(64 x 8) * B(8 x N) with TF32 operands from shared memory; scale_d = 0: d = A*B.
+template <int N>
+__device__ __forceinline__ void wg_mma(float* d, unsigned long long da, unsigned long long db,
+                                       int scale_d);
+
+template <>
+__device__ __forceinline__ void wg_mma<128>(float* d, unsigned long long da,
+                                            unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1;\n}\n"
+        : WG_F64(d, 0)
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+template <>
+__device__ __forceinline__ void wg_mma<256>(float* d, unsigned long long da,
+                                            unsigned long long db, int scale_d) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+        "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, "
+        "%125, %126, %127"
+        "}, %128, %129, p, 1, 1;\n}\n"
+        : WG_F64(d, 0), WG_F64(d, 64)
+        : "l"(da), "l"(db), "r"(scale_d));
+}
+
+#undef WG_F64
+#undef WG_F8
+
+}  // namespace
+
+// ---------------------------------------------------------------- the split pre-pass
+
+template <bool KMAJOR, int PARTS>
+__global__ void __launch_bounds__(256)
+wgmma_split(const float* __restrict__ X, long long ld, int R, int K, int TR, int ktiles,
+            float* __restrict__ W)
+{
+    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (big and small) or 1 (big)");
+    __shared__ float tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;   // 32 x 8 threads
+    const long long r0 = (long long)blockIdx.x * 32;
+    const long long part = (long long)TR * WG_BK;             // floats per part
+    for (int ks = blockIdx.y; ks < ktiles; ks += gridDim.y) {
+        const long long k0 = (long long)ks * WG_BK;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int a = ty + 8 * i;  // KMAJOR: row a, k tx;  else: k a, row tx
+            const long long r = r0 + (KMAJOR ? a : tx), k = k0 + (KMAJOR ? tx : a);
+            const float v = (r < R && k < K) ? (KMAJOR ? X[r * ld + k] : X[k * ld + r]) : 0.0f;
+            if (KMAJOR) tile[a][tx] = v; else tile[tx][a] = v;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int rl = ty + 8 * i;             // row within this 32-row strip
+            const long long r = r0 + rl;
+            const int rr = (int)(r % TR);
+            const float x = tile[rl][tx];
+            const long long off = ((r / TR) * ktiles + ks) * (PARTS * part) + (long long)rr * WG_BK
+                                  + (((tx >> 2) ^ (rr & 7)) << 2) + (tx & 3);
+            const float big = wg_to_tf32(x);
+            W[off] = big;
+            if (PARTS == 2) W[off + part] = wg_to_tf32(x - big);
+        }
+        __syncthreads();
+    }
+}
+
+// ---------------------------------------------------------------- the product
+
+template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
+__global__ void __launch_bounds__((BM / 64) * 128, 1)
+sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
+            const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
+{
+    constexpr int THREADS = (BM / 64) * 128;
+    constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
+    constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
+    constexpr int STAGE = A_STAGE + B_STAGE;
+    constexpr int NSUB = BN / WN;        // wgmma sub-blocks per warpgroup
+    constexpr int SUB = WN / 2;          // accumulator floats per thread per sub-block
+    constexpr int ACC = BN / 2;          // running-sum floats per thread
+    constexpr int A_CHUNKS = A_STAGE / 4 / THREADS, B_CHUNKS = B_STAGE / 4 / THREADS;
+    static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64 rows per warpgroup");
+    static_assert(WN == 128 || WN == 256, "wgmma N: 128 or 256 (wg_mma specialisations)");
+    static_assert(BN % WN == 0, "sub-blocks cover BN");
+    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
+    static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
+    static_assert(STAGES >= 2, "at least double buffering");
+    static_assert(A_CHUNKS * THREADS * 4 == A_STAGE && B_CHUNKS * THREADS * 4 == B_STAGE,
+                  "the 16-byte copies cover a stage exactly");
+    static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024,
+                  "the ring fits in 227 KiB of shared memory");
+
+    extern __shared__ __align__(16) unsigned char wg_smem_raw[];
+    // Swizzled tiles need 1024-byte aligned bases (descriptor base offset 0).
+    const unsigned raw = smem_u32(wg_smem_raw);
+    const unsigned pad = ((raw + 1023u) & ~1023u) - raw;
+    float* ring = reinterpret_cast<float*>(wg_smem_raw + pad);
+    const unsigned ring_addr = raw + pad;
+
+    int tile_m, tile_n;
+    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
+    const int tid = threadIdx.x;
+    const int wg = tid >> 7;             // warpgroup: rows 64*wg.. of the tile
+
+    // This block's workspace runs: block (tile, slice) = one contiguous stage image.
+    const float* ga = WA + (long long)tile_m * ktiles * A_STAGE + 4 * tid;
+    const float* gb = WB + (long long)tile_n * ktiles * B_STAGE + 4 * tid;
+    auto load = [&](int kt, int buf) {
+        float* sa = ring + buf * STAGE + 4 * tid;
+        float* sb = sa + A_STAGE;
+        const float* pa = ga + (long long)kt * A_STAGE;
+        const float* pb = gb + (long long)kt * B_STAGE;
+#pragma unroll
+        for (int i = 0; i < A_CHUNKS; ++i) cp_async16(sa + 4 * THREADS * i, pa + 4 * THREADS * i);
+#pragma unroll
+        for (int i = 0; i < B_CHUNKS; ++i) cp_async16(sb + 4 * THREADS * i, pb + 4 * THREADS * i);
+    };
+
+    float acc[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+    float tmp[SPLIT ? SUB : 1];
+#pragma unroll
+    for (int i = 0; i < (SPLIT ? SUB : 1); ++i) tmp[i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ktiles) load(s, s);
+        cp_async_commit();
+    }
+
+    int buf = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        // Slice kt has landed (own copies), is made visible to the async proxy, and everyone's
+        // copies are in (barrier).  Every warpgroup has also finished the wgmmas of slice kt-1
+        // (waited for below), so its buffer is free for slice kt + STAGES - 1.
+        cp_async_wait<STAGES - 2>();
+        fence_proxy_async_smem();
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 1;
+            int nbuf = buf + STAGES - 1;
+            if (nbuf >= STAGES) nbuf -= STAGES;
+            if (nk < ktiles) load(nk, nbuf);
+            cp_async_commit();
+        }
+        const unsigned a_big = ring_addr + 4u * (buf * STAGE) + wg * 64 * 128;
+        const unsigned b_big0 = ring_addr + 4u * (buf * STAGE + A_STAGE);
+#pragma unroll
+        for (int h = 0; h < NSUB; ++h) {
+            const unsigned b_big = b_big0 + h * WN * 128;
+            float* d = SPLIT ? tmp : acc + h * SUB;
+            wg_fence();
+            if (PARTS == 2) {  // small products first: As*Bb, then Ab*Bs
+                const unsigned a_small = a_big + 4u * A_PART, b_small = b_big + 4u * B_PART;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    wg_mma<WN>(d, wg_desc(a_small + 32 * j), wg_desc(b_big + 32 * j),
+                               j > 0 || !SPLIT);
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_small + 32 * j), 1);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_big + 32 * j),
+                           PARTS == 2 || j > 0 || !SPLIT);
+            wg_commit();
+            if (SPLIT) {
+                wg_wait<0>();
+#pragma unroll
+                for (int i = 0; i < SUB; ++i) {
+                    wg_touch(tmp[i]);
+                    acc[h * SUB + i] += tmp[i];
+                }
+            }
+        }
+        if (!SPLIT) {
+            wg_wait<0>();
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) wg_touch(acc[i]);
+        }
+        if (++buf == STAGES) buf = 0;
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: C = alpha*acc + beta*C.  Thread (warp q of the warpgroup, g, t) holds, per
+    // sub-block h and 8-column group j, columns 8j+2t, +1 of rows 16q+g and 16q+g+8.
+    const int lane = tid & 31, q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int h = 0; h < NSUB; ++h)
+#pragma unroll
+            for (int j = 0; j < WN / 8; ++j) {
+                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
+                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
+                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
+                if (VEC && gj + 1 < N) {  // gj even, ldc even, C 8-byte aligned
+                    float2* p = reinterpret_cast<float2*>(crow + gj);
+                    if (beta != 0.0f) {
+                        const float2 o = *p;
+                        v0 = fmaf(beta, o.x, v0);
+                        v1 = fmaf(beta, o.y, v1);
+                    }
+                    *p = make_float2(v0, v1);
+                } else {
+                    if (gj < N) crow[gj] = beta != 0.0f ? fmaf(beta, crow[gj], v0) : v0;
+                    if (gj + 1 < N)
+                        crow[gj + 1] = beta != 0.0f ? fmaf(beta, crow[gj + 1], v1) : v1;
+                }
+            }
+    }
+}
