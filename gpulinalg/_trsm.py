@@ -13,14 +13,16 @@ from ._laswp import row_leading_dim
 
 FAMILY = "trsm"
 THREADS = 128               # TRSM_THREADS: threads per block = columns of B per block
-NB_SHAPES = (32, 64, 128)   # template NB: rows of B a thread keeps in registers
+CHUNK = 32                  # TRSM_CHUNK: rows of B a thread keeps in registers at a time
+NB_SHAPES = (32, 64, 128)   # template NB: largest diagonal block of one launch
 NBMAX = NB_SHAPES[-1]
 KERNEL_NAMES = tuple(f"trsm_llnu<{nb},{THREADS}>" for nb in NB_SHAPES)
 
 
 def shared_bytes(nb_shape):
-    """Dynamic shared memory of one block: L's transposed triangle, row pitch NB + 4."""
-    return 4 * nb_shape * (nb_shape + 4)
+    """Dynamic shared memory of one block: L's transposed triangle (row pitch NB + 4) and the
+    solved rows of the block's THREADS columns."""
+    return 4 * (nb_shape * (nb_shape + 4) + nb_shape * THREADS)
 
 
 def nb_shape(nb):

@@ -31,6 +31,10 @@ def test_kernel_constants_match():
     from gpulinalg import _kernels
     assert re.search(r"#define TRSM_THREADS (\d+)", _kernels.source("trsm")).group(1) == \
         str(THREADS)
+    from gpulinalg._trsm import CHUNK
+    assert re.search(r"#define TRSM_CHUNK (\d+)", _kernels.source("trsm")).group(1) == \
+        str(CHUNK)
+    assert all(nb % CHUNK == 0 for nb in NB_SHAPES)
 
 
 def test_reference_ignores_diagonal_and_upper():
