@@ -62,11 +62,15 @@ def sgemm_section(doc, img):
                        [(f"{v}_tflops", v, ".1f") for v in others])]
     if any(r.get("3xtf32_tflops") for r in rows):
         text += ["\nTensor cores (`precision=`), same run: 3xTF32 splits each operand into a "
-                 "TF32 head and tail and sums three products in FP32; plain TF32 is one "
-                 "product; cuBLAS TF32 is `torch.matmul` with `allow_tf32`.\n",
+                 "TF32 head and tail and sums three products in FP32 (on the H100 through "
+                 "`wgmma`, the split pre-pass included in the time); plain TF32 is one "
+                 "product; \"mma.sync\" is the earlier Ampere-style kernel; cuBLAS TF32 is "
+                 "`torch.matmul` with `allow_tf32`.\n",
                  table(rows, [("op", "op", ""), ("n", "n", ""), ("k", "k", ""),
                               ("cublas_tflops", "cuBLAS SGEMM TF/s", ".1f"),
                               ("3xtf32_tflops", "3xTF32 TF/s", ".1f"),
+                              ("3xtf32_ratio", "3xTF32 / cuBLAS", ".2f"),
+                              ("mma_3xtf32_tflops", "mma.sync 3xTF32 TF/s", ".1f"),
                               ("err", "err SIMT", ".1e"), ("3xtf32_err", "err 3xTF32", ".1e"),
                               ("tf32_tflops", "TF32 TF/s", ".1f"), ("tf32_err", "err TF32", ".1e"),
                               ("cublas_tf32_tflops", "cuBLAS TF32 TF/s", ".1f"),

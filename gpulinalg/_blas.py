@@ -174,9 +174,13 @@ def _check_precision(precision):
 
 
 def product_into(alpha, a, b, beta, c, precision="fp32"):
-    """gemm_into with the arithmetic chosen by `precision` (see `sgemm`)."""
+    """gemm_into with the arithmetic chosen by `precision` (see `sgemm`): the tensor-core
+    modes run through Hopper's wgmma where the device has it (sm_90), else through mma.sync."""
     if precision == "fp32":
         return gemm_into(alpha, a, b, beta, c)
+    from . import _gemm_wgmma
+    if _gemm_wgmma.available():
+        return _gemm_wgmma.gemm_wgmma_into(alpha, a, b, beta, c, mode=precision)
     from ._gemm_tc import gemm_tc_into
     return gemm_tc_into(alpha, a, b, beta, c, mode=precision)
 

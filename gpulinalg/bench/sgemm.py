@@ -2,8 +2,10 @@
 
 Square products C = A B and LU-like rank-k updates C = C - A B, all in one run, on random
 normal inputs.  TF/s = 2 m n k / time; error = ||C - C64||_F / ||C64||_F against float64.
---tc adds the tensor-core modes (3xTF32, plain TF32; gpulinalg/_gemm_tc.py) and cuBLAS in TF32
-(through torch with allow_tf32, restored afterwards; skipped without torch).
+--tc adds the tensor-core modes (3xTF32, plain TF32) through the public path (`precision=`:
+the wgmma kernels of gpulinalg/_gemm_wgmma.py on sm_90, their split pre-pass included), the
+mma.sync kernels (gpulinalg/_gemm_tc.py, "mma_"), and cuBLAS in TF32 (through torch with
+allow_tf32, restored afterwards; skipped without torch).
 """
 
 import argparse
@@ -78,8 +80,11 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
     if tc:
         from .. import _gemm_tc
         for mode in _gemm_tc.MODES:
+            # The public path (wgmma on sm_90, pre-pass included) and the mma.sync kernel.
             tc_fns[mode] = (lambda o, mode=mode:
-                            _gemm_tc.gemm_tc_into(alpha, a, b, beta, o, mode=mode))
+                            _blas.product_into(alpha, a, b, beta, o, precision=mode))
+            tc_fns[f"mma_{mode}"] = (lambda o, mode=mode:
+                                     _gemm_tc.gemm_tc_into(alpha, a, b, beta, o, mode=mode))
         torch_tf32 = _torch_tf32_gemm()
         if torch_tf32 is not None:
             import torch  # torch's current stream is the default one; sync CuPy's to it
@@ -89,6 +94,8 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
             row[f"{key}_ms"], row[f"{key}_tflops"] = rate(lambda: fn(c))
             if key == "cublas_tf32":
                 torch.cuda.synchronize()
+    if "3xtf32_tflops" in row:
+        row["3xtf32_ratio"] = row["3xtf32_tflops"] / row["cublas_tflops"]
     auto = _blas.pick_variant(m, n, k, beta)
     row["variant"] = auto
     row["ms"], row["tflops"] = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c))
@@ -194,11 +201,14 @@ def print_rows(rows, variants, tc=False):
             ("ratio", "ratio", "{:.3f}")]
     cols += [(f"{v}_tflops", f"{v} TF/s", "{:.1f}") for v in variants]
     if tc:
-        cols += [("3xtf32_tflops", "3xtf32 TF/s", "{:.1f}"), ("tf32_tflops", "tf32 TF/s", "{:.1f}"),
+        cols += [("3xtf32_tflops", "3xtf32 TF/s", "{:.1f}"),
+                 ("3xtf32_ratio", "3xtf32/cuBLAS", "{:.2f}"), ("tf32_tflops", "tf32 TF/s", "{:.1f}"),
+                 ("mma_3xtf32_tflops", "mma.sync 3xtf32", "{:.1f}"),
                  ("cublas_tf32_tflops", "cublas tf32", "{:.1f}")]
     cols += [("err", "rel.err ours", "{:.1e}"), ("cublas_err", "cuBLAS", "{:.1e}")]
     if tc:
-        cols += [("3xtf32_err", "3xtf32 err", "{:.1e}"), ("tf32_err", "tf32 err", "{:.1e}"),
+        cols += [("3xtf32_err", "3xtf32 err", "{:.1e}"), ("mma_3xtf32_err", "mma 3xtf32 err", "{:.1e}"),
+                 ("tf32_err", "tf32 err", "{:.1e}"),
                  ("cublas_tf32_err", "cublas tf32 err", "{:.1e}")]
     cols += [("variant", "tile", "{}")]
     common.print_table(cols, rows)
