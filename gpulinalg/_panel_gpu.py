@@ -13,11 +13,17 @@ Recursive panel, for an mp x w row-major block with k = min(mp, w) pivot columns
               factor A22                              (recursively: pivots relative to row w1)
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
 
-Two leaves (`leaf_plan`):
-- "row" (getrf_leaf_row<128>, the default): one row per thread, LW = ROW_LW = 128 columns in
-  registers, when the mp rows fit one co-resident grid (mp <= 256 x co-resident blocks: 33,792
-  rows on an H100).  A panel of nb <= 128 columns is then ONE launch; nb = 256 recurses once
-  (two 128-wide leaves, one laswp / trsm / SGEMM between them).
+Three leaves (`leaf_plan`, first that fits):
+- "cluster" (getrf_leaf_cluster<LW, RPT, CS>): ONE thread block cluster of CS = 16 CTAs (8
+  where 16 cannot launch), RPT rows per thread in registers, one cluster barrier per column and
+  the candidates exchanged through distributed shared memory, no global barrier.  (LW, RPT) =
+  (128, 1), (64, 2), (32, 4): the widest whose CS*256*RPT rows hold the panel (CS = 16: 4096,
+  8192, 16384 rows); a panel wider than LW recurses down to LW-wide leaves.  The default plan
+  takes only LW >= CLUSTER_MIN_LW = 128 (mp <= 4096 with CS = 16; see the measurements there).
+- "row" (getrf_leaf_row<128>): one row per thread, LW = ROW_LW = 128 columns in registers,
+  when the mp rows fit one co-resident grid (mp <= 256 x co-resident blocks: 33,792 rows on an
+  H100).  A panel of nb <= 128 columns is then ONE launch; nb = 256 recurses once (two
+  128-wide leaves, one laswp / trsm / SGEMM between them).
 - "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels, 4-16 rows per
   thread, with the recursion above down to 32-wide leaves.
 
@@ -46,8 +52,24 @@ WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LW
 GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; warp 0 polls 5 per lane)
 ROW_WIDTHS = (128, 64)
 ROW_LW = 128
+# getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
+# first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
+# (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
+# what leaf_plan assumes by default (and the host emulation uses).
+CLUSTER_SHAPES = ((128, 1), (64, 2), (32, 4))
+CLUSTER_SIZES = (16, 8)
+CLUSTER_SIZE = CLUSTER_SIZES[0]
+# Narrowest cluster leaf the default plan takes.  H100, 128-column panels (median, us):
+# 4096 rows: cluster<128,1,16> 321, row<128> 364; 8192 rows: cluster<64,2,16> (two leaves and
+# the recursion) 355, cluster<32,4,8> 427, row<128> 374.  The narrow leaves gain little or
+# lose, and their recursion sums in another order than row<128> (near-ties may flip); at 128
+# the cluster leaf is bit-identical to row<128>.  32 admits every shape.
+CLUSTER_MIN_LW = 128
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction_attribute
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
-                + tuple(f"getrf_leaf_row<{lw}>" for lw in ROW_WIDTHS))
+                + tuple(f"getrf_leaf_row<{lw}>" for lw in ROW_WIDTHS)
+                + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
+                        for lw, rpt in CLUSTER_SHAPES))
 TAG_LIMIT = 2**32 - 2 * max(ROW_WIDTHS)          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
@@ -73,9 +95,24 @@ def leaf_shape(mp, max_blocks=GCAP):
                      f"({max_blocks * THREADS * LEAF_SHAPES[-1][1]} rows); use panel='cpu'")
 
 
-def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=ROW_LW):
-    """("row", LW, G) when mp rows fit row_blocks co-resident blocks of one row per thread,
-    else ("tile", LW, RPT, G) of leaf_shape (the recursion with the narrow leaves)."""
+def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
+    """(LW, RPT) of the widest cluster leaf (LW >= min_lw) whose cluster_size*256*RPT rows
+    hold mp rows, or None (taller panels, or cluster_size 0: no cluster leaf)."""
+    for lw, rpt in CLUSTER_SHAPES:
+        if cluster_size and lw >= min_lw and mp <= cluster_size * THREADS * rpt:
+            return lw, rpt
+    return None
+
+
+def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=ROW_LW, cluster_size=CLUSTER_SIZE,
+              cluster_min_lw=CLUSTER_MIN_LW):
+    """("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size CTAs (0: no
+    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, G) when they fit row_blocks
+    co-resident blocks of one row per thread, else ("tile", LW, RPT, G) of leaf_shape (the
+    recursion with narrow leaves)."""
+    shape = cluster_shape(mp, cluster_size, cluster_min_lw)
+    if shape is not None:
+        return ("cluster",) + shape + (cluster_size,)
     g = max(1, -(-mp // THREADS))
     if g <= min(row_blocks, GMAX_ROW):
         return ("row", row_lw, g)
@@ -153,21 +190,22 @@ class PanelWorkspace:
             self._max_blocks[key] = self.sms * per_sm
         return min(cap, self._max_blocks[key])
 
-    def plan(self, mp, row_lw=ROW_LW):
-        """leaf_plan for mp rows on this device (cached per (mp, row_lw))."""
-        key = (mp, row_lw)
+    def plan(self, mp, row_lw=ROW_LW, cluster=True):
+        """leaf_plan for mp rows on this device (cached per (mp, row_lw, cluster)); cluster=False
+        leaves the cluster leaf out, and so does a device where no cluster size launches."""
+        key = (mp, row_lw, cluster)
         plan = self._plans.get(key)
         if plan is None:
             row = get_kernel(FAMILY, f"getrf_leaf_row<{row_lw}>", cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW), self.max_blocks(tile, GCAP),
-                             row_lw)
+                             row_lw, cluster_size() if cluster else 0)
             self._plans[key] = plan
         return plan
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = plan[:3] if plan[0] == "tile" else plan[:2]
+        key = {"tile": plan[:3], "row": plan[:2], "cluster": plan[:4]}[plan[0]]
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)
@@ -197,6 +235,10 @@ class _DeviceSteps:
             self.lw, self.rpt = leaf[1], 1
             self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw}>", cooperative=True)
             self.leaf = self._leaf_row
+        elif leaf[0] == "cluster":
+            self.lw, self.rpt, self.cs = leaf[1:4]
+            self.kernel = cluster_kernel(self.lw, self.rpt, self.cs)
+            self.leaf = self._leaf_cluster
         else:
             self.lw, self.rpt = leaf[1], leaf[2]
             self.kernel = get_kernel(FAMILY, f"getrf_leaf<{self.lw},{self.rpt}>",
@@ -212,6 +254,14 @@ class _DeviceSteps:
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
                      np.int32(col_base), ws.keys, ws.rows,
                      np.uint32(ws.next_tags(min(mp, w)))))
+
+    def _leaf_cluster(self, a, piv, col_base):
+        mp, w = a.shape
+        # One cluster = the whole grid (the kernel's __cluster_dims__(CS)); an ordinary launch.
+        # Positions, hence pivots, 0-based relative to a's first row.
+        self.kernel((self.cs,), (THREADS,),
+                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
+                     self.ws.info, np.int32(col_base)))
 
     def _leaf_tile(self, a, piv, col_base):
         mp, w = a.shape
@@ -240,12 +290,60 @@ class _DeviceSteps:
         piv += np.int32(off)
 
 
+_CLUSTER_ATTR_SET = set()
+_CLUSTER_SIZE = {}      # device id -> the cluster size that launches (0: none), probed once
+
+
+def cluster_kernel(lw, rpt, cs):
+    """getrf_leaf_cluster<lw, rpt, cs> for the current device; cs > 8 opts the kernel in to
+    non-portable cluster sizes (once)."""
+    cp = cupy()
+    name = f"getrf_leaf_cluster<{lw},{rpt},{cs}>"
+    kernel = get_kernel(FAMILY, name)
+    key = (cp.cuda.runtime.getDevice(), name)
+    if cs > 8 and key not in _CLUSTER_ATTR_SET:
+        cp.cuda.driver.funcSetAttribute(
+            kernel.kernel.ptr, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+        _CLUSTER_ATTR_SET.add(key)
+    return kernel
+
+
+def cluster_size():
+    """The first of CLUSTER_SIZES whose cluster leaves all launch on the current device (0 if
+    none).  Probed once per device: each shape factors a 1 x 1 block on the current stream,
+    which is then synchronised (planning time only); a failure falls to the next size."""
+    cp = cupy()
+    dev = cp.cuda.runtime.getDevice()
+    if dev not in _CLUSTER_SIZE:
+        found = 0
+        for cs in CLUSTER_SIZES:
+            try:
+                for lw, rpt in CLUSTER_SHAPES:
+                    a = cp.full((1, 1), 2.0, dtype=np.float32)
+                    piv = cp.full(1, -1, dtype=np.int32)
+                    info = cp.zeros(1, dtype=np.int32)
+                    cluster_kernel(lw, rpt, cs)(
+                        (cs,), (THREADS,), (np.int32(1), np.int32(1), a, np.int64(1), piv, info,
+                                            np.int32(0)))
+                    cp.cuda.get_current_stream().synchronize()
+                    if int(piv.get()[0]) != 0 or float(a.get()[0, 0]) != 2.0:
+                        raise RuntimeError(f"cluster leaf <{lw},{rpt},{cs}>: wrong probe result")
+            except Exception:   # e.g. no 16-CTA cluster fits (non-portable size refused)
+                continue
+            found = cs
+            break
+        _CLUSTER_SIZE[dev] = found
+    return _CLUSTER_SIZE[dev]
+
+
 def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     """Factor the row-major CuPy view a (mp x w, unit column stride) in place on the current
     stream; returns (piv, ws): piv int32 (min(mp, w),) 0-based relative to a's first row, and
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
-    or 0.  No host synchronisation.  `leaf` forces a leaf (tests): ("row", LW) with LW in
-    ROW_WIDTHS, or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
+    or 0.  No host synchronisation (but the first plan on a device probes the cluster size,
+    see cluster_size).  `leaf` forces a leaf (tests): ("cluster", LW) or ("cluster", LW, CS)
+    with LW of CLUSTER_SHAPES (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS,
+    or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
     if a.dtype != np.float32 or (w > 1 and a.strides[1] != 4) or a.strides[0] % 4:
@@ -258,10 +356,20 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
         return piv, ws
     if leaf is None:
         plan = ws.plan(mp)
+    elif leaf[0] == "cluster":
+        rpt = dict(CLUSTER_SHAPES).get(leaf[1])
+        cs = leaf[2] if len(leaf) > 2 else cluster_size()   # any LW of CLUSTER_SHAPES
+        if rpt is None or cs not in CLUSTER_SIZES:
+            raise ValueError(f"cluster leaf {leaf}: LW not in {CLUSTER_SHAPES} or CS not in "
+                             f"{CLUSTER_SIZES} (or no cluster launches on this device)")
+        if mp > cs * THREADS * rpt:
+            raise ValueError(f"{mp} rows do not fit one cluster leaf {leaf} "
+                             f"({cs * THREADS * rpt} rows)")
+        plan = ("cluster", leaf[1], rpt, cs)
     elif leaf[0] == "row":
         if leaf[1] not in ROW_WIDTHS:
             raise ValueError(f"row leaf width {leaf[1]} is not one of {ROW_WIDTHS}")
-        plan = ws.plan(mp, leaf[1])
+        plan = ws.plan(mp, leaf[1], cluster=False)
         if plan[0] != "row":
             raise ValueError(f"{mp} rows do not fit the row leaf's co-resident grid")
     elif tuple(leaf[:2]) not in LEAF_SHAPES or -(-mp // (THREADS * leaf[1])) > GCAP:
@@ -299,7 +407,8 @@ def getf2_host(a, piv, col_base=0):
 
 
 def getf2_rows_host(a, piv, col_base=0):
-    """Host model of getrf_leaf_row: rows never move, positions do (lazy swaps).
+    """Host model of getrf_leaf_row and getrf_leaf_cluster: rows never move, positions do
+    (lazy swaps).
 
     Row t keeps its values; pos[t] is where it belongs.  Column j: the first max |x| over the
     rows with pos >= j (ties to the smaller position), positions j and p exchange, the rows

@@ -1,6 +1,7 @@
 // getrf_panel.cu -- the leaf of the GPU panel factorization: LU with partial pivoting of a
-// tall, narrow single-precision block (LAPACK sgetf2), one persistent cooperative launch per
-// leaf, ONE grid-wide barrier per column.
+// tall, narrow single-precision block (LAPACK sgetf2), one persistent launch per leaf, ONE
+// barrier per column (grid-wide through L2 for getrf_leaf / getrf_leaf_row, a thread block
+// cluster barrier for getrf_leaf_cluster).
 //
 // Computes, for a block A of mp rows and ncols <= LW columns, kk = min(mp, ncols) steps
 // j = 0, 1, ..., kk-1 of right-looking unblocked LU (as LAPACK sgetf2):
@@ -73,6 +74,50 @@
 // Per column: 2 __syncthreads, one fence per block, the poll, one row fetch; ~(LW - j) FMAs
 // per thread.  Expect ~1.5 us per column (~3 L2 round trips + two block barriers + the
 // update), i.e. ~0.2 ms for a 128-wide panel at any mp, with no recursion launches.
+// (Measured: ~2.7-3 us per column on the H100, ~0.35 ms per 128-wide panel.)
+//
+// getrf_leaf_cluster<LW, RPT, CS> ((LW, RPT) = (128, 1), (64, 2), (32, 4); CS = 16 or 8): the
+// same contract and arithmetic as getrf_leaf_row (lazy swaps by positions, the same pivot
+// rule, multiplier and fmaf update, so the results are bit-identical to getrf_leaf_row<LW>
+// and getrf_leaf<LW, RPT> for the same LW), but the grid is ONE thread block cluster of CS
+// CTAs of 256 threads (__cluster_dims__(CS); CS = 16 is non-portable: the launcher sets
+// CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) and the column barrier is the cluster's
+// hardware barrier, the candidates travel through distributed shared memory (DSMEM), never
+// through global memory.  Capacity: mp <= CS*256*RPT rows (CS = 16: 4096 / 8192 / 16384).
+//   Mapping: thread t of CTA c owns the RPT rows r(q) = (q*CS + c)*256 + t (interleaved, so a
+//   short panel spreads its rows over all CTAs) and keeps x[RPT][LW] (LW*RPT <= 128 floats)
+//   in registers from the first load to the final store; pos[q] as in getrf_leaf_row.
+//   Per column j (one cluster barrier, one __syncthreads):
+//   1. each thread's first max over its rows with pos >= j, then the WARP's candidate by two
+//      redux.sync (max of key = |v| bits + 1, then min position among the lanes holding it;
+//      no block-wide reduction here: it is folded into step 4);
+//   2. the warp publishes it in its CTA's own shared memory: the owner thread stores the row
+//      (LW floats) in s_row[j & 1][warp], lane 0 the record s_cand[j & 1][warp] = {key, pos};
+//   3. barrier.cluster.arrive.release + barrier.cluster.wait.acquire (all threads);
+//   4. warp 0 of every CTA reads the CS*8 records from all CTAs (mapa + ld.shared::cluster,
+//      CS*8/32 per lane), reduces them (redux.sync again; ties to the smaller position; a
+//      ballot finds the winner's record), fetches the winner's row
+//      from its owner's slot (one float4 per lane) into its own s_prow, lane 0 sets s_p and
+//      (CTA 0) piv[j] / info; __syncthreads;
+//   5. every thread exchanges positions j and p and scales / updates its rows with pos > j:
+//      the register-indexed work sits in leaf_cluster_step<J> behind a switch on j, as in
+//      getrf_leaf_row (rolled column loop).
+//   At the end: arrive, each thread stores its rows to A(pos, :), wait (a CTA must not exit
+//   while another may still read its shared memory), piv[j] written by CTA 0's thread 0.
+//   Race freedom of the double-buffered slots: CTA c writes s_row/s_cand[j & 1] at column j
+//   before its arrival at barrier j; every CTA reads them after barrier j and before its own
+//   arrival at barrier j+1 (program order, made visible to c by the release/acquire pair);
+//   c writes the same slots again only at column j+2, after its wait at barrier j+1, which
+//   completes only once every CTA has arrived there, i.e. finished reading.  Column j+1 uses
+//   the other parity, so no reader of column j can see a column-(j+1) write.  The single-
+//   buffered s_prow / s_p (local to the CTA): written by warp 0 after barrier j+1, read by all
+//   threads between the __syncthreads of column j and their arrival at barrier j+1.  No CTA
+//   reads another's memory before barrier 0, by which time all CTAs of the cluster run.
+//   Per column: one cluster barrier (~0.2-0.4 us, hardware), two dependent DSMEM round trips
+//   (records, then the row: ~0.2 us each), one __syncthreads, <= 128 FMAs per thread; no
+//   global memory, no fence.  Expect ~0.8-1 us per column, ~0.1-0.13 ms per 128 columns.
+// Bound: every leaf is latency-bound (the barrier and the dependent round trips per column),
+// not flop- or bandwidth-bound: the data never leaves registers between load and store.
 
 #define GETRF_THREADS 256
 #define GETRF_GCAP 128
@@ -498,3 +543,302 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
 #undef GETRF_STEP16
 #undef GETRF_STEP4
 #undef GETRF_STEP
+
+
+// ------------------------------------------------------------------ getrf_leaf_cluster
+
+namespace {
+
+// Distributed shared memory (sm_90 thread block clusters), in PTX.
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The address of this CTA's shared variable at `addr` in the CTA of cluster rank `rank`.
+__device__ __forceinline__ unsigned map_cta(unsigned addr, unsigned rank) {
+    unsigned d;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(d) : "r"(addr), "r"(rank));
+    return d;
+}
+
+__device__ __forceinline__ float2 ld_cluster_v2(unsigned addr) {
+    float2 v;
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+__device__ __forceinline__ float4 ld_cluster_v4(unsigned addr) {
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+
+// The cluster barrier in two halves: arrive (release: this thread's earlier shared-memory
+// writes become visible to the cluster) and wait (acquire: every thread of the cluster has
+// arrived, their writes are visible).  Executed by all threads, convergently (.aligned).
+__device__ __forceinline__ void cluster_arrive() {
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// The warp's first max in two redux.sync steps (instead of a 5-round shuffle butterfly): the
+// largest key, then the smallest position among the lanes holding it.  key = |v| bits + 1 for
+// a candidate (|v| >= 0 and not NaN: its bits order as the value), 0 for none; positions are
+// distinct, so the winner is unique.  Returns the position, INT_MAX when no lane has one.
+__device__ __forceinline__ int warp_first_max(unsigned key, int pos, unsigned& best_key) {
+    best_key = __reduce_max_sync(0xffffffffu, key);
+    const unsigned p = __reduce_min_sync(0xffffffffu, key == best_key && key != 0u
+                                                          ? static_cast<unsigned>(pos)
+                                                          : 0x7fffffffu);
+    return static_cast<int>(p);
+}
+
+}  // namespace
+
+// Column J's register work of getrf_leaf_cluster for the RPT rows of this thread (J constant:
+// x[][] stays in registers): multiplier and rank-1 update of the rows with upd[q], then the
+// next column's values.  Pivot-row element outer, rows inner: one shared load per element.
+template <int J, int LW, int RPT>
+__device__ __forceinline__ void leaf_cluster_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
+                                                  const float (&l)[RPT], const float* s_prow,
+                                                  float (&x_next)[RPT])
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        if (upd[q])
+            x[q][J] = l[q];
+#pragma unroll
+    for (int c = J + 1; c < LW; ++c) {
+        const float pc = s_prow[c];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            if (upd[q])
+                x[q][c] = fmaf(-l[q], pc, x[q][c]);
+    }
+    if constexpr (J + 1 < LW) {
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            x_next[q] = x[q][J + 1];
+    }
+}
+
+#define GETRF_CSTEP(J)                                                                     \
+    case J:                                                                                \
+        if constexpr ((J) < LW)                                                            \
+            leaf_cluster_step<(J), LW, RPT>(x, upd, l, s_prow, xj);                         \
+        break;
+#define GETRF_CSTEP4(J) GETRF_CSTEP(J) GETRF_CSTEP(J + 1) GETRF_CSTEP(J + 2) GETRF_CSTEP(J + 3)
+#define GETRF_CSTEP16(J) \
+    GETRF_CSTEP4(J) GETRF_CSTEP4(J + 4) GETRF_CSTEP4(J + 8) GETRF_CSTEP4(J + 12)
+#define GETRF_CSTEP64(J) \
+    GETRF_CSTEP16(J) GETRF_CSTEP16(J + 16) GETRF_CSTEP16(J + 32) GETRF_CSTEP16(J + 48)
+
+template <int LW, int RPT, int CS>
+__global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(GETRF_THREADS, 1)
+getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base)
+{
+    constexpr int T = GETRF_THREADS;
+    constexpr int NW = T / 32;
+    constexpr int NREC = CS * NW;               // candidates per column: one per warp
+    constexpr int RPL = (NREC + 31) / 32;       // candidate records read per lane of warp 0
+    static_assert(LW % 4 == 0 && LW / 4 <= 32, "warp 0 fetches a row as one float4 per lane");
+    static_assert(LW <= 128, "the column switch has 128 cases");
+    static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
+    static_assert(CS >= 1 && CS <= 16, "one cluster: at most 16 CTAs (H100, non-portable)");
+
+    __shared__ __align__(16) float s_row[2][NW][LW];   // each warp's candidate row, by parity
+    __shared__ __align__(8) float2 s_cand[2][NW];      // each warp's {|v|, pos bits}, by parity
+    __shared__ __align__(16) float s_prow[LW];         // the pivot row of this column
+    __shared__ int s_p;                                // its position, or -1 (all NaN)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int cta = blockIdx.x;                 // = the rank in the cluster: the grid is one
+    const int kk = min(mp, ncols);
+
+    // Rows interleaved over the CTAs: r(q) = (q*CS + cta)*T + tid.
+    int pos[RPT];
+    bool mine[RPT];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        pos[q] = (q * CS + cta) * T + tid;
+        mine[q] = pos[q] < mp;
+    }
+
+    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
+                     (lda & 3) == 0;
+    float x[RPT][LW];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4) {
+                const float4 v = mine[q] ? *reinterpret_cast<const float4*>(src + c)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+                x[q][c] = v.x;
+                x[q][c + 1] = v.y;
+                x[q][c + 2] = v.z;
+                x[q][c + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                x[q][c] = (mine[q] && c < ncols) ? src[c] : 0.f;
+        }
+    }
+
+    float xj[RPT];                              // A(pos[q], j) of the current column j
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        xj[q] = x[q][0];
+    const unsigned cand0 = smem_u32(&s_cand[0][0]);
+    const unsigned row0 = smem_u32(&s_row[0][0][0]);
+    bool zero_seen = false;                     // (CTA 0, thread 0) info already settled
+
+    // Rolled column loop, as getrf_leaf_row: only the register-indexed step is per column.
+#pragma unroll 1
+    for (int j = 0; j < kk; ++j) {
+        const int par = j & 1;
+
+        // 1. The warp's candidate: first max |A(pos, j)| over its positions pos >= j.
+        float bv = -1.f;
+        int bi = 0x7fffffff;
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            const float a = fabsf(xj[q]);
+            if (mine[q] && pos[q] >= j && beats(a, pos[q], bv, bi)) {   // NaN never wins
+                bv = a;
+                bi = pos[q];
+            }
+        }
+        unsigned wkey;
+        bi = warp_first_max(bi != 0x7fffffff ? __float_as_uint(bv) + 1u : 0u, bi, wkey);
+
+        // 2. Publish it in this CTA's slot [par][warp]: the owner stores its row, lane 0 the
+        //    record (bi = INT_MAX: no candidate, matches no row, never wins).
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            if (mine[q] && pos[q] == bi) {
+                float4* dst = reinterpret_cast<float4*>(&s_row[par][warp][0]);
+#pragma unroll
+                for (int c = 0; c < LW; c += 4)
+                    dst[c / 4] = make_float4(x[q][c], x[q][c + 1], x[q][c + 2], x[q][c + 3]);
+            }
+        if (lane == 0)
+            s_cand[par][warp] = make_float2(__uint_as_float(wkey), __int_as_float(bi));
+
+        // 3. The column's one cluster barrier.
+        cluster_arrive();
+        cluster_wait();
+
+        // 4. Warp 0: the NREC candidates from the CTAs' shared memory (record g: CTA g / NW,
+        //    warp g % NW), the pivot, its row from the owner's slot into s_prow.
+        if (warp == 0) {
+            float2 k[RPL];
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const int g = lane + 32 * s;
+                k[s] = make_float2(0.f, __int_as_float(0x7fffffff));   // key 0: no candidate
+                if (g < NREC)
+                    k[s] = ld_cluster_v2(map_cta(cand0 + (par * NW + g % NW) * 8, g / NW));
+            }
+            unsigned lkey = 0u;                 // this lane's first max of its RPL records
+            int li = 0x7fffffff;
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const unsigned kk_ = __float_as_uint(k[s].x);
+                const int ki = __float_as_int(k[s].y);
+                if (kk_ > lkey || (kk_ == lkey && kk_ != 0u && ki < li)) {
+                    lkey = kk_;
+                    li = ki;
+                }
+            }
+            unsigned ckey;
+            const int ci = warp_first_max(lkey, li, ckey);
+            const bool valid = ci != 0x7fffffff;
+            int cb = 0;                          // the winner's record: CTA cb / NW, warp cb % NW
+#pragma unroll
+            for (int s = 0; s < RPL; ++s) {
+                const unsigned m = __ballot_sync(0xffffffffu, valid && __float_as_int(k[s].y) == ci);
+                if (m)
+                    cb = 32 * s + __ffs(m) - 1;
+            }
+            if (lane < LW / 4) {
+                float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (valid)
+                    v = ld_cluster_v4(map_cta(row0 + ((par * NW + cb % NW) * LW + 4 * lane) * 4,
+                                              cb / NW));
+                reinterpret_cast<float4*>(s_prow)[lane] = v;
+            }
+            __syncwarp();
+            if (lane == 0) {
+                s_p = valid ? ci : -1;
+                if (cta == 0) {
+                    piv[j] = valid ? ci : j;
+                    if (valid && s_prow[j] == 0.f && !zero_seen) {
+                        zero_seen = true;
+                        if (*info == 0)
+                            *info = col_base + j + 1;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+
+        // 5. Exchange positions j and p; scale and update the rows below (pos > j).
+        const int sp = s_p;
+        const bool valid = sp >= 0;
+        const int p = valid ? sp : j;
+        const float pv = valid ? s_prow[j] : 0.f;
+        const bool nonzero = valid && pv != 0.f;
+        const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
+        const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
+        bool upd[RPT];
+        float l[RPT];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            if (pos[q] == p)
+                pos[q] = j;
+            else if (pos[q] == j)
+                pos[q] = p;
+            upd[q] = nonzero && mine[q] && pos[q] > j;
+            l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
+        }
+        switch (j) {
+            GETRF_CSTEP64(0)
+            GETRF_CSTEP64(64)
+        }
+    }
+
+    // Arrive: this CTA's last reads of other CTAs' shared memory are done.  Wait (after the
+    // stores): no CTA exits while another may still read its slots.
+    cluster_arrive();
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        if (!mine[q])
+            continue;
+        float* dst = A + static_cast<long long>(pos[q]) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4)
+                *reinterpret_cast<float4*>(dst + c) = make_float4(x[q][c], x[q][c + 1],
+                                                                  x[q][c + 2], x[q][c + 3]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                if (c < ncols)
+                    dst[c] = x[q][c];
+        }
+    }
+    cluster_wait();
+}
+
+#undef GETRF_CSTEP64
+#undef GETRF_CSTEP16
+#undef GETRF_CSTEP4
+#undef GETRF_CSTEP

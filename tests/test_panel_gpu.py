@@ -12,9 +12,10 @@ from gpulinalg import _decomp_lu
 from gpulinalg._lu import getrf
 from gpulinalg._lu_ops import NumpyOps
 from gpulinalg import _panel_gpu
-from gpulinalg._panel_gpu import (GCAP, GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_WIDTHS,
-                                  THREADS, GpuPanel, factor_panel, getf2_host, getf2_rows_host,
-                                  getrf_panel_host, leaf_plan, leaf_shape, split)
+from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, GCAP, GMAX_ROW,
+                                  KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_WIDTHS, THREADS,
+                                  GpuPanel, cluster_shape, factor_panel, getf2_host,
+                                  getf2_rows_host, getrf_panel_host, leaf_plan, leaf_shape, split)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -58,18 +59,69 @@ def test_leaf_shapes_and_split():
 
 
 def test_leaf_plan_and_block_size():
-    assert leaf_plan(1, 132) == ("row", ROW_LW, 1)
-    assert leaf_plan(THREADS * 132, 132) == ("row", ROW_LW, 132)
-    assert leaf_plan(33000, 132) == ("row", ROW_LW, 129)
+    nc = dict(cluster_size=0)                                   # without the cluster leaf
+    assert leaf_plan(1, 132, **nc) == ("row", ROW_LW, 1)
+    assert leaf_plan(THREADS * 132, 132, **nc) == ("row", ROW_LW, 132)
+    assert leaf_plan(33000, 132) == ("row", ROW_LW, 129)        # too tall for one cluster
     assert leaf_plan(THREADS * 132 + 1, 132) == ("tile",) + leaf_shape(THREADS * 132 + 1)
     assert leaf_plan(THREADS * 132 + 1, 132, GCAP)[0] == "tile"
     assert leaf_plan(THREADS * GMAX_ROW, 1000)[0] == "row"      # the record slots bound G
     assert leaf_plan(THREADS * GMAX_ROW + 1, 1000)[0] == "tile"
-    assert leaf_plan(5000, 132, row_lw=64) == ("row", 64, 20)
+    assert leaf_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 20)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
     assert all(f"getrf_leaf_row<{lw}>" in KERNEL_NAMES for lw in ROW_WIDTHS)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
+
+
+def test_leaf_plan_prefers_the_cluster_leaf():
+    """The widest cluster leaf whose CS*256*RPT rows hold the panel, else the row/tile leaves."""
+    assert CLUSTER_SIZE == CLUSTER_SIZES[0] == 16 and 8 in CLUSTER_SIZES
+    assert all(lw * rpt <= 128 and lw % 4 == 0 for lw, rpt in CLUSTER_SHAPES)
+    assert [lw for lw, _ in CLUSTER_SHAPES] == sorted((lw for lw, _ in CLUSTER_SHAPES),
+                                                      reverse=True)
+    for cs in CLUSTER_SIZES:
+        for lw, rpt in CLUSTER_SHAPES:
+            assert f"getrf_leaf_cluster<{lw},{rpt},{cs}>" in KERNEL_NAMES
+    assert _panel_gpu.CLUSTER_MIN_LW == 128                     # the default: full width only
+    assert leaf_plan(1, 132) == ("cluster", 128, 1, 16)
+    assert leaf_plan(2048, 132) == ("cluster", 128, 1, 16)
+    assert leaf_plan(4096, 132) == ("cluster", 128, 1, 16)
+    assert leaf_plan(4097, 132) == ("row", ROW_LW, 17)
+    assert leaf_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 9)
+    any_lw = dict(cluster_min_lw=32)                            # every cluster shape
+    assert leaf_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
+    assert leaf_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
+    assert leaf_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
+    assert leaf_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
+    assert leaf_plan(16385, 132, **any_lw) == ("row", ROW_LW, 65)
+    assert leaf_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
+    assert leaf_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
+    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", ROW_LW, 33)
+    assert leaf_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 16)
+    assert cluster_shape(16384, 16, 32) == (32, 4) and cluster_shape(16385, 16, 32) is None
+    assert cluster_shape(8192, 16) is None and cluster_shape(1, 0) is None
+
+
+@pytest.mark.parametrize("m,w", [(5000, 128), (9000, 128), (3000, 256)])
+def test_recursion_with_cluster_leaves(rng, m, w):
+    """The recursion at the cluster leaf's width (what the device runs for m rows)."""
+    lw = leaf_plan(m, 132, cluster_min_lw=32)[1]
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    b = a.copy()
+    piv, info = getrf_panel_host(b, lw)
+    check_panel(a, b, piv, info)
+
+
+def test_driver_gpu_panel_model_default_plan(rng):
+    """The host emulation of GpuPanel with no leaf width takes it from leaf_plan (any kind)."""
+    a = rng.standard_normal((300, 300)).astype(np.float32)
+    A = a.copy()
+    piv, info = getrf(NumpyOps(A, 64), GpuPanel(), 64, 1)
+    ref_lu, ref_piv = sl.lu_factor(a)
+    assert_same_pivots(piv, ref_lu, ref_piv)
+    assert info == 0
+    assert backward_error(a, A, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
 
 
 def test_kernel_constants_match():
@@ -287,13 +339,13 @@ def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
         if w > 2:
             a[:, w // 2] = 0                            # info = w // 2 + 1, piv = w // 2
         ws.info.fill(0)                                 # info is sticky (first zero column)
-        lu, piv, info = _device_panel(cp, a, ws=ws)
+        lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("row", 128))
         assert piv[0] == 17
         check_panel(a, lu, piv, info)
     ws.epoch = _panel_gpu.TAG_LIMIT - 3                   # the reset before uint32 wraps
     a = rng.standard_normal((3000, 128)).astype(np.float32)
     ws.info.fill(0)
-    lu, piv, info = _device_panel(cp, a, ws=ws)
+    lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("row", 128))
     check_panel(a, lu, piv, info)
     assert ws.epoch == 129
 
@@ -359,6 +411,137 @@ def test_panel_ties_take_first_row(cp, rng):
     lu, piv, info = _device_panel(cp, a)
     assert piv[0] == 17
     check_panel(a, lu, piv, info)
+
+
+# ---------------------------------------------------------------- GPU: the cluster leaf
+
+def _cluster_sizes():
+    """The cluster sizes to test: those not above what launches here (skip if none does)."""
+    best = _panel_gpu.cluster_size()
+    if not best:
+        pytest.skip("no thread block cluster of 8 or 16 CTAs launches on this device")
+    return [cs for cs in CLUSTER_SIZES if cs <= best]
+
+
+def _reference_leaf(lw):
+    """A leaf of the same width and arithmetic (bit-identical results): row<lw> or tile."""
+    return ("row", lw) if lw in ROW_WIDTHS else (lw, 128 // lw)
+
+
+def _check_cluster(cp, a, cs, col_base=0, lapack=True):
+    """The cluster leaf (widest that fits cs) against the same-width device leaf (bit for bit)
+    and, with lapack=True, sgetrf and the lazy-swap host model (same pivots, close factors;
+    not bit for bit: the host model rounds the product before subtracting, the kernels fuse);
+    with lapack=False (exact ties everywhere, which rounding may break either way) the
+    backward error alone.  None when the m rows do not fit one cluster of cs CTAs."""
+    m, w = a.shape
+    shape = cluster_shape(m, cs, min_lw=32)
+    if shape is None:
+        return None
+    lw = shape[0]
+    lu, piv, info = _device_panel(cp, a, leaf=("cluster", lw, cs), col_base=col_base)
+    if lapack:
+        check_panel(a, lu, piv, info - col_base if info else 0)
+    else:
+        assert backward_error(a, lu, piv) <= 10.0
+    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=_reference_leaf(lw),
+                                              col_base=col_base)
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(lu, ref_lu)
+    assert info == ref_info
+    if lapack and w <= lw:                              # one leaf: the lazy-swap host model
+        h = a.copy()
+        hp = np.zeros(min(m, w), np.int32)
+        assert getf2_rows_host(h, hp, col_base) == info
+        np.testing.assert_array_equal(piv, hp)
+        np.testing.assert_allclose(lu, h, rtol=0, atol=1e-4 * max(1.0, float(np.abs(h).max())))
+    return lu, piv, info
+
+
+@pytest.mark.gpu
+def test_cluster_smoke(cp, rng):
+    """Tiny blocks first: a broken cluster kernel shows here (-k cluster_smoke)."""
+    for cs in _cluster_sizes():
+        for m, w in [(1, 1), (5, 3), (3, 5), (40, 40)]:
+            a = rng.standard_normal((m, w)).astype(np.float32)
+            _check_cluster(cp, a, cs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2048, 128), (4096, 128),
+                                 (4097, 64), (8192, 64), (16384, 32), (2049, 100), (700, 256),
+                                 (1000, 1), (129, 128), (50, 128)])
+def test_panel_cluster_leaf(cp, rng, m, w):
+    for cs in _cluster_sizes():
+        a = rng.standard_normal((m, w)).astype(np.float32)
+        _check_cluster(cp, a, cs)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(2000, 128), (8000, 64), (12000, 32)])
+def test_panel_cluster_leaf_ties_and_zero_columns(cp, rng, m, w):
+    """Small integers: ties everywhere (first max = smallest position, across warps, CTAs and
+    a thread's own rows), a zero column (info, with col_base)."""
+    for cs in _cluster_sizes():
+        a = _tie_matrix(rng, m, w)
+        a[:, 0] = np.clip(a[:, 0], -1, 1)
+        r2 = min(m - 1, 17 + cs * THREADS)              # same thread as row 17 when RPT > 1
+        a[[17, r2, m // 2, m - 1], 0] = [2.0, -2.0, 2.0, -2.0]
+        res = _check_cluster(cp, a, cs, col_base=1000, lapack=False)
+        if res is None:
+            continue
+        lu, piv, info = res
+        assert piv[0] == 17
+        assert info == 1000 + w // 2 + 1
+
+
+@pytest.mark.gpu
+def test_panel_cluster_leaf_zero_matrix(cp):
+    for cs in _cluster_sizes():
+        z = np.zeros((700, 64), np.float32)
+        lu, piv, info = _device_panel(cp, z, leaf=("cluster", 64, cs), col_base=1000)
+        assert info == 1001 and list(piv) == list(range(64)) and not lu.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("col0", [0, 1, 64])
+def test_panel_cluster_leaf_strided_view(cp, rng, col0):
+    """A column strip of a wider matrix at an offset row and column (aligned: float4 path;
+    col0 = 1: scalar path): same results as the reference leaf, nothing outside written."""
+    from gpulinalg._panel_gpu import getrf_panel_device
+    for cs in _cluster_sizes():
+        big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
+        sub = big[40:, col0:col0 + 128]
+        lw = cluster_shape(sub.shape[0], cs, min_lw=32)[0]
+        d = cp.asarray(big)
+        piv, ws = getrf_panel_device(d[40:, col0:col0 + 128], leaf=("cluster", lw, cs))
+        out = cp.asnumpy(d)
+        np.testing.assert_array_equal(out[:40], big[:40])
+        np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
+        np.testing.assert_array_equal(out[:, col0 + 128:], big[:, col0 + 128:])
+        check_panel(sub, out[40:, col0:col0 + 128], cp.asnumpy(piv), int(ws.info.get()[0]))
+        d2 = cp.asarray(big)
+        piv2, _ = getrf_panel_device(d2[40:, col0:col0 + 128], leaf=_reference_leaf(lw))
+        np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
+        np.testing.assert_array_equal(out, cp.asnumpy(d2))
+
+
+@pytest.mark.gpu
+def test_panel_default_plan_takes_the_cluster_leaf(cp, rng):
+    """Where a cluster launches, panels up to CS*256 rows take the 128-wide cluster leaf (one
+    workspace, several shapes, interleaved with the row leaf: no state shared between them)."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    cs = max(_cluster_sizes())
+    ws = PanelWorkspace()
+    for m, w in [(cs * THREADS, 128), (1000, 256), (cs * THREADS + 1, 128), (9000, 64)]:
+        plan = ws.plan(m)
+        assert plan[:2] == (("cluster", 128) if m <= cs * THREADS else ("row", ROW_LW)), plan
+        a = rng.standard_normal((m, w)).astype(np.float32)
+        ws.info.fill(0)
+        lu, piv, info = _device_panel(cp, a, ws=ws)
+        check_panel(a, lu, piv, info)
+        lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("row", 128))
+        check_panel(a, lu, piv, info)
 
 
 # ---------------------------------------------------------------- GPU: lu_factor(panel="gpu")
