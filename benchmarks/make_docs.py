@@ -191,6 +191,12 @@ def summary(docs):
                 lines.append(f"| SGEMM {r['op']} {r['m']}×{r['n']}×{r['k']} | "
                              f"{r['tflops']:.1f} TF/s | cuBLAS {r['cublas_tflops']:.1f} | "
                              f"{r['ratio']:.2f}× |")
+        for r in docs["sgemm"]["rows"]:
+            if r["op"] == "C=AB" and r["n"] in (8192, 16384) and r.get("3xtf32_ratio"):
+                lines.append(f"| SGEMM `precision=\"3xtf32\"` {r['n']}³ (error "
+                             f"{r['3xtf32_err']:.1e}, SIMT {r['err']:.1e}) | "
+                             f"{r['3xtf32_tflops']:.1f} TF/s | cuBLAS SGEMM "
+                             f"{r['cublas_tflops']:.1f} | {r['3xtf32_ratio']:.2f}× |")
     if "transpose" in docs:
         r = max(docs["transpose"]["rows"], key=lambda r: r["m"] * r["n"])
         gbs, copy, pct = ((r["burst_gbs"], r["copy_burst_gbs"], r["burst_pct_copy"])
