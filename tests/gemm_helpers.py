@@ -15,3 +15,36 @@ def orders_problem(cp, rng, orders, vec):
     ref = 1.5 * (a.astype(np.float64) @ b) - 0.5 * c0
     put = lambda x, order: cp.asarray(np.asarray(x, order=order))
     return put(a, orders[0]), put(b, orders[1]), put(c0, orders[2]), ref
+
+
+def rel_err(c, ref):
+    """||c - ref||_F / ||ref||_F in float64."""
+    return np.linalg.norm(np.asarray(c, dtype=np.float64) - ref) / max(np.linalg.norm(ref), 1e-300)
+
+
+def simt_err(cp, a, b, ref, alpha=1.0, beta=0.0, c0=None):
+    """rel_err of our SIMT SGEMM on the same product (the accuracy yardstick of 3xTF32)."""
+    from gpulinalg import _blas
+    c = cp.asarray(c0) if c0 is not None else cp.full(ref.shape, np.nan, dtype=np.float32)
+    _blas.gemm_into(alpha, cp.asarray(a), cp.asarray(b), beta, c)
+    return rel_err(cp.asnumpy(c), ref)
+
+
+def check_edges_and_accuracy(cp, rng, shape, mode, run):
+    """run(a, b) -> a @ b on the device (NaN-poisoned output, beta = 0) for an m x n x k
+    problem: every element written and finite, zeros for k = 0, and the error of the mode:
+    3xtf32 within 1.5x the SIMT kernel's, tf32 within TF32's rounding."""
+    m, n, k = shape
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = cp.asnumpy(run(a, b))
+    assert np.isfinite(out).all()
+    if not (m * n and k):
+        assert not out.any()
+        return
+    err = rel_err(out, ref)
+    if mode == "3xtf32":
+        assert err <= max(1.5 * simt_err(cp, a, b, ref), 2e-6)
+    else:
+        assert err <= 2e-3 * max(1.0, np.sqrt(k) / 16)

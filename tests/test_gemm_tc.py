@@ -4,12 +4,9 @@
 import numpy as np
 import pytest
 
-from gemm_helpers import orders_problem
+from gemm_helpers import check_edges_and_accuracy, orders_problem, rel_err, simt_err
 from gpulinalg import _gemm_tc
 
-
-def rel_err(c, ref):
-    return np.linalg.norm(np.asarray(c, dtype=np.float64) - ref) / max(np.linalg.norm(ref), 1e-300)
 
 
 # ---------------------------------------------------------------- CPU: the split, in NumPy
@@ -267,11 +264,6 @@ SIZES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (15, 16, 17), (16, 15, 16),
          (131, 67, 1), (64, 64, 33)]
 
 
-def _simt_err(cp, a, b, ref, alpha=1.0, beta=0.0, c0=None):
-    from gpulinalg import _blas
-    c = cp.asarray(c0) if c0 is not None else cp.full(ref.shape, np.nan, dtype=np.float32)
-    _blas.gemm_into(alpha, cp.asarray(a), cp.asarray(b), beta, c)
-    return rel_err(cp.asnumpy(c), ref)
 
 
 def _tc(cp, a, b, mode, variant=None, alpha=1.0, beta=0.0, c=None):
@@ -291,20 +283,8 @@ def test_edges_and_accuracy(cp, rng, variant, mode, shape):
         with pytest.raises(ValueError, match="SPLIT_ACC"):
             _tc(cp, np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), mode, variant)
         return
-    m, n, k = shape
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    out = cp.asnumpy(_tc(cp, a, b, mode, variant))  # NaN-poisoned c, beta = 0
-    assert np.isfinite(out).all()
-    if not (m * n and k):
-        assert not out.any()
-        return
-    err = rel_err(out, ref)
-    if mode == "3xtf32":
-        assert err <= max(1.5 * _simt_err(cp, a, b, ref), 2e-6)
-    else:
-        assert err <= 2e-3 * max(1.0, np.sqrt(k) / 16)
+    check_edges_and_accuracy(cp, rng, shape, mode,
+                             lambda a, b: _tc(cp, a, b, mode, variant))  # NaN-poisoned c, beta = 0
 
 
 @pytest.mark.gpu
@@ -356,7 +336,7 @@ def _accuracy_case(cp, rng, m, n, k, wide):
         a *= np.exp2(rng.integers(-20, 21, m)).astype(np.float32)[:, None]
         b *= np.exp2(rng.integers(-20, 21, n)).astype(np.float32)[None, :]
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    simt = _simt_err(cp, a, b, ref)
+    simt = simt_err(cp, a, b, ref)
     e3 = rel_err(cp.asnumpy(_tc(cp, a, b, "3xtf32")), ref)
     e1 = rel_err(cp.asnumpy(_tc(cp, a, b, "tf32")), ref)
     return simt, e3, e1

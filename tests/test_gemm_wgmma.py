@@ -5,12 +5,9 @@ against float64 and against the SIMT SGEMM (GPU, compute capability 9.0 only).""
 import numpy as np
 import pytest
 
-from gemm_helpers import orders_problem
+from gemm_helpers import check_edges_and_accuracy, orders_problem, rel_err, simt_err
 from gpulinalg import _gemm_wgmma as wg
 
-
-def rel_err(c, ref):
-    return np.linalg.norm(np.asarray(c, dtype=np.float64) - ref) / max(np.linalg.norm(ref), 1e-300)
 
 
 # ---------------------------------------------------------------- CPU: table and workspace
@@ -189,11 +186,6 @@ SIZES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (7, 7, 7), (127, 129, 128),
          (131, 67, 1), (1000, 1000, 1000), (127, 255, 31), (129, 257, 33), (251, 509, 127)]
 
 
-def _simt_err(cp, a, b, ref):
-    from gpulinalg import _blas
-    c = cp.full(ref.shape, np.nan, dtype=np.float32)
-    _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, c)
-    return rel_err(cp.asnumpy(c), ref)
 
 
 @pytest.mark.gpu
@@ -201,20 +193,8 @@ def _simt_err(cp, a, b, ref):
 @pytest.mark.parametrize("shape", SIZES)
 def test_edges_and_accuracy(hopper, rng, variant, mode, shape):
     cp = hopper
-    m, n, k = shape
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    out = cp.asnumpy(_run(cp, a, b, mode, variant))  # NaN-poisoned c, beta = 0
-    assert np.isfinite(out).all()
-    if not (m * n and k):
-        assert not out.any()
-        return
-    err = rel_err(out, ref)
-    if mode == "3xtf32":
-        assert err <= max(1.5 * _simt_err(cp, a, b, ref), 2e-6)
-    else:
-        assert err <= 2e-3 * max(1.0, np.sqrt(k) / 16)
+    check_edges_and_accuracy(cp, rng, shape, mode,
+                             lambda a, b: _run(cp, a, b, mode, variant))  # NaN-poisoned c, beta = 0
 
 
 @pytest.mark.gpu
@@ -291,7 +271,7 @@ def _accuracy_case(cp, rng, m, n, k, wide, variant):
         a *= np.exp2(rng.integers(-20, 21, m)).astype(np.float32)[:, None]
         b *= np.exp2(rng.integers(-20, 21, n)).astype(np.float32)[None, :]
     ref = a.astype(np.float64) @ b.astype(np.float64)
-    simt = _simt_err(cp, a, b, ref)
+    simt = simt_err(cp, a, b, ref)
     e3 = rel_err(cp.asnumpy(_run(cp, a, b, "3xtf32", variant)), ref)
     e1 = rel_err(cp.asnumpy(_run(cp, a, b, "tf32")), ref)
     return simt, e3, e1
