@@ -51,3 +51,23 @@ __device__ __forceinline__ void grouped_tile(int M, int N, int BM, int BN, int p
     tile_m = first_m + (pid % per_group) % group_rows;
     tile_n = (pid % per_group) / group_rows;
 }
+
+// Epilogue of the tensor-core GEMMs: C[gj], C[gj+1] of row `crow` (column count N) := the
+// already alpha-scaled v0, v1 + beta * C (C not read when beta == 0).  VEC: one 8-byte access
+// when both columns exist (the caller guarantees gj even and an 8-byte aligned row).
+template <bool VEC>
+__device__ __forceinline__ void store_c_pair(float* crow, long long gj, long long N, float beta,
+                                             float v0, float v1) {
+    if (VEC && gj + 1 < N) {
+        float2* p = reinterpret_cast<float2*>(crow + gj);
+        if (beta != 0.0f) {
+            const float2 o = *p;
+            v0 = fmaf(beta, o.x, v0);
+            v1 = fmaf(beta, o.y, v1);
+        }
+        *p = make_float2(v0, v1);
+    } else {
+        if (gj < N) crow[gj] = beta != 0.0f ? fmaf(beta, crow[gj], v0) : v0;
+        if (gj + 1 < N) crow[gj + 1] = beta != 0.0f ? fmaf(beta, crow[gj + 1], v1) : v1;
+    }
+}

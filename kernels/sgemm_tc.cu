@@ -349,18 +349,8 @@ sgemm_tc(int M, int N, int K, float alpha, const float* __restrict__ A, long lon
             for (int n = 0; n < NT; ++n) {
                 const long long gj = col0 + wn0 + 8 * n + 2 * t;
                 float v0 = alpha * acc[i][n][2 * h], v1 = alpha * acc[i][n][2 * h + 1];
-                if (VEC && gj + 1 < N) {  // gj even, ldc % 4 == 0: 8-byte aligned
-                    float2* p = reinterpret_cast<float2*>(crow + gj);
-                    if (beta != 0.0f) {
-                        const float2 o = *p;
-                        v0 = fmaf(beta, o.x, v0);
-                        v1 = fmaf(beta, o.y, v1);
-                    }
-                    *p = make_float2(v0, v1);
-                } else {
-                    if (gj < N) crow[gj] = beta != 0.0f ? fmaf(beta, crow[gj], v0) : v0;
-                    if (gj + 1 < N) crow[gj + 1] = beta != 0.0f ? fmaf(beta, crow[gj + 1], v1) : v1;
-                }
+                // gj even, ldc even/multiple of 4 under VEC: 8-byte aligned pairs
+                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
             }
         }
 }

@@ -323,19 +323,8 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
                 const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
                 float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
                 float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
-                if (VEC && gj + 1 < N) {  // gj even, ldc even, C 8-byte aligned
-                    float2* p = reinterpret_cast<float2*>(crow + gj);
-                    if (beta != 0.0f) {
-                        const float2 o = *p;
-                        v0 = fmaf(beta, o.x, v0);
-                        v1 = fmaf(beta, o.y, v1);
-                    }
-                    *p = make_float2(v0, v1);
-                } else {
-                    if (gj < N) crow[gj] = beta != 0.0f ? fmaf(beta, crow[gj], v0) : v0;
-                    if (gj + 1 < N)
-                        crow[gj + 1] = beta != 0.0f ? fmaf(beta, crow[gj + 1], v1) : v1;
-                }
+                // gj even, ldc even/multiple of 4 under VEC: 8-byte aligned pairs
+                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
             }
     }
 }

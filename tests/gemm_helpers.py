@@ -48,3 +48,17 @@ def check_edges_and_accuracy(cp, rng, shape, mode, run):
         assert err <= max(1.5 * simt_err(cp, a, b, ref), 2e-6)
     else:
         assert err <= 2e-3 * max(1.0, np.sqrt(k) / 16)
+
+
+def check_current_stream(cp, rng, gemm_into):
+    """gemm_into(alpha, a, b, beta, c) runs on the caller's current (non-default) stream."""
+    a = cp.asarray(rng.standard_normal((300, 200), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((200, 100), dtype=np.float32))
+    s = cp.cuda.Stream(non_blocking=True)
+    with s:
+        c = cp.full((300, 100), cp.nan, dtype=cp.float32)
+        gemm_into(1.0, a, b, 0.0, c)
+        r = cp.asnumpy(c, stream=s)
+    s.synchronize()
+    ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b)
+    assert rel_err(r, ref) < 1e-5

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from gemm_helpers import check_edges_and_accuracy, orders_problem, rel_err, simt_err
+from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
 from gpulinalg import _gemm_tc
 
 
@@ -356,13 +356,4 @@ def test_accuracy_against_simt(cp, rng, m, n, k, wide):
 
 @pytest.mark.gpu
 def test_current_stream(cp, rng):
-    a = cp.asarray(rng.standard_normal((300, 200), dtype=np.float32))
-    b = cp.asarray(rng.standard_normal((200, 100), dtype=np.float32))
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        c = cp.full((300, 100), cp.nan, dtype=cp.float32)
-        _gemm_tc.gemm_tc_into(1.0, a, b, 0.0, c)
-        r = cp.asnumpy(c, stream=s)
-    s.synchronize()
-    ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b)
-    assert rel_err(r, ref) < 1e-5
+    check_current_stream(cp, rng, _gemm_tc.gemm_tc_into)

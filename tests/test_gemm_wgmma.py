@@ -5,7 +5,7 @@ against float64 and against the SIMT SGEMM (GPU, compute capability 9.0 only).""
 import numpy as np
 import pytest
 
-from gemm_helpers import check_edges_and_accuracy, orders_problem, rel_err, simt_err
+from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
 from gpulinalg import _gemm_wgmma as wg
 
 
@@ -293,13 +293,4 @@ def test_accuracy_against_simt(hopper, rng, m, n, k, wide, variant):
 @pytest.mark.gpu
 def test_current_stream(hopper, rng):
     cp = hopper
-    a = cp.asarray(rng.standard_normal((300, 200), dtype=np.float32))
-    b = cp.asarray(rng.standard_normal((200, 100), dtype=np.float32))
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        c = cp.full((300, 100), cp.nan, dtype=cp.float32)
-        wg.gemm_wgmma_into(1.0, a, b, 0.0, c)
-        r = cp.asnumpy(c, stream=s)
-    s.synchronize()
-    ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b)
-    assert rel_err(r, ref) < 1e-5
+    check_current_stream(cp, rng, wg.gemm_wgmma_into)
