@@ -6,6 +6,7 @@
 #   STAGES="tests sgemm" bash benchmarks/gpu_check.sh
 #   TESTS="tests/test_sgemm.py" SGEMM_ARGS="--variants all" bash benchmarks/gpu_check.sh
 #   STAGES="ncu_lu" NCU_LU_ARGS="4096 gpu fp32" bash benchmarks/gpu_check.sh
+#   STAGES="tests lu_multi" TESTS=tests/test_lu_multi.py bash benchmarks/gpu_check.sh   # 2+ GPUs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -42,6 +43,15 @@ for routine in sgemm transpose laswp lu; do
         | tee -a "$LOG" | tail -n 25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 done
+# Optional (STAGES="... lu_multi", a machine of several GPUs): the LU on 1 and DEVICES GPUs,
+# same run, into lu_multi.json.
+if has lu_multi; then
+    args=${LU_MULTI_ARGS:-"--devices ${DEVICES:-1,2} --sizes 8192,16384,32768,49152 --rect '' --panel gpu"}
+    echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
+    eval python3 -m gpulinalg.bench lu --json "$OUT/lu_multi.json" $args 2>&1 \
+        | tee -a "$LOG" | tail -n 25
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
 # Optional (STAGES="... ncu_lu"): kernel-by-kernel GPU time of one LU (NCU_LU_ARGS: n panel
 # precision), summarised into the log (the CSV stays on the machine: at most 8 files return).
 if has ncu_lu; then

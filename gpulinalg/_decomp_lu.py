@@ -23,10 +23,43 @@ def _linalg_warning():
 
 # ------------------------------------------------------------------------ validation
 
-def _check_options(panel, block_size, lookahead, precision="fp32"):
+def _check_devices(devices):
+    """None (one GPU, the current one), a count >= 1, or distinct device ids; returns the
+    number of devices asked for (1 for None)."""
+    if devices is None:
+        return 1
+    def is_int(x):
+        return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+    if is_int(devices):
+        if devices < 1:
+            raise ValueError(f"devices must be at least 1, got {devices}")
+        return int(devices)
+    try:
+        ids = list(devices)
+    except TypeError:
+        raise TypeError(f"devices must be None, a count or a sequence of device ids, "
+                        f"got {devices!r}") from None
+    if not ids or not all(is_int(i) and i >= 0 for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError(f"devices must be distinct non-negative device ids, got {devices!r}")
+    return len(ids)
+
+
+def _device_ids(devices, cp):
+    """The GPUs of a multi-device factorization (a count n: devices 0..n-1), checked against
+    the machine; None where the single-device path applies (one GPU, the current one)."""
+    count = cp.cuda.runtime.getDeviceCount()
+    ids = (tuple(range(devices)) if isinstance(devices, (int, np.integer))
+           else tuple(int(i) for i in devices))
+    if max(ids) >= count:
+        raise ValueError(f"devices {ids} asked for, but this machine has {count} GPU(s)")
+    return None if ids == (cp.cuda.Device().id,) else ids
+
+
+def _check_options(panel, block_size, lookahead, precision="fp32", devices=None):
     """Validate the LU keywords (no GPU needed); return the panel kind to use."""
     from ._blas import _check_precision
     _check_precision(precision)
+    _check_devices(devices)
     if not isinstance(panel, str) or panel not in _PANELS:
         raise ValueError(f"panel must be one of {_PANELS}, got {panel!r}")
     if block_size is not None and (isinstance(block_size, bool)
@@ -91,7 +124,7 @@ def _check_memory(cp, m, n, nb, copy_matrix):
 # ------------------------------------------------------------------------ factorization
 
 def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold,
-            timeline, ops, precision):
+            timeline, ops, precision, devices=None):
     """Validate, move to the working layout, run the driver.
 
     Returns (kind, xp, LU, piv, info): LU row-major float32 in xp (cupy, or numpy for the
@@ -100,7 +133,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     m, n = _arrays.check_matrix(a, "a")
-    panel_name = _check_options(panel, block_size, lookahead, precision)
+    panel_name = _check_options(panel, block_size, lookahead, precision, devices)
+    ndev = _check_devices(devices)
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = None
@@ -122,13 +156,27 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         inplace = (overwrite_a and kind == "numpy" and host.dtype == np.float32
                    and host.flags.c_contiguous and host.flags.writeable)
         A = host if inplace else np.array(host, dtype=np.float32, order="C")
-        piv, info = getrf(NumpyOps(A, nb), _panel_object(panel_name), nb, lookahead,
-                          inv_threshold, timeline)
+        if ndev > 1:   # the multi-GPU driver on `ndev` virtual devices
+            from ._lu_multi import factor_host
+            piv, info = factor_host(A, nb, ndev, lambda: _panel_object(panel_name), lookahead,
+                                    inv_threshold)
+        else:
+            piv, info = getrf(NumpyOps(A, nb), _panel_object(panel_name), nb, lookahead,
+                              inv_threshold, timeline)
         return kind, np, A, piv, info
 
     if host is not None and k == 0:  # empty host input: empty outputs, no GPU needed
         return kind, np, np.empty((m, n), np.float32), np.zeros(0, np.int32), 0
     cp = cupy()
+    ids = _device_ids(devices, cp) if devices is not None else None
+    if ids is not None and k and host is not None:
+        # Several GPUs, host input: each device receives its columns from the host (the
+        # whole matrix never sits on one GPU), and the factors come back into a host copy.
+        from ._lu_multi import factor_devices
+        A = np.array(host, dtype=np.float32, order="C")
+        piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
+                                   inv_threshold, precision)
+        return kind, np, A, piv, info
     if host is not None:
         _check_memory(cp, m, n, nb, copy_matrix=True)
         # Layout: any host layout/dtype -> row-major float32 on the host, then one upload.
@@ -154,6 +202,12 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             A = cp.array(src, dtype=np.float32, order="C", copy=True)
     if k == 0:
         return kind, cp, A, np.zeros(0, np.int32), 0
+    if ids is not None:
+        # Several GPUs, device input: A's columns go to the devices and come back into A.
+        from ._lu_multi import factor_devices
+        piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
+                                   inv_threshold, precision)
+        return kind, cp, A, piv, info
     piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
                       inv_threshold, timeline)
     return kind, cp, A, piv, info
@@ -172,8 +226,8 @@ def _out(x, kind, xp):
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_size=None,
-              lookahead=1, precision="fp32", _inv_threshold=INV_THRESHOLD, _timeline=None,
-              _ops=None):
+              lookahead=1, precision="fp32", devices=None, _inv_threshold=INV_THRESHOLD,
+              _timeline=None, _ops=None):
     """Compute the pivoted LU decomposition of a matrix on the GPU.
 
     The decomposition is ``A = P L U`` with P a permutation, L unit lower triangular
@@ -208,6 +262,15 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         with the error-compensated three-product split (FP32-level accuracy); "tf32" one
         TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and
         triangular solves always run in FP32.
+    devices : None, int or sequence of int, optional
+        GPUs to factor on: None (default) the current one; a count n the devices 0..n-1; a
+        sequence the devices with those ids.  With more than one, the matrix is distributed
+        in blocks of `block_size` columns, column-cyclically, each device keeping its columns
+        row-major (pivoting needs no exchange between GPUs); each panel is factored by its
+        owner and copied to the others (peer copies).  The result is the same as on one GPU
+        and comes back where a single-GPU call returns it (the host for host input, the
+        input's device otherwise).  Host input is sent to each GPU column share by share, so
+        the matrix only has to fit in the GPUs' memory together.
 
     Returns
     -------
@@ -258,19 +321,20 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     ``m n^2 - n^3/3`` flops for m >= n (``2/3 n^3`` when square).
     """
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                              _inv_threshold, _timeline, _ops, _finish_factor, precision)
+                              _inv_threshold, _timeline, _ops, _finish_factor, precision,
+                              devices)
 
 
 def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                       inv_threshold, timeline, ops, finish, precision="fp32"):
+                       inv_threshold, timeline, ops, finish, precision="fp32", devices=None):
     """_factor, then finish(kind, xp, A, piv, info), inside the input's device context."""
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     # Everything checkable without a GPU comes before cupy() is first called.
     _arrays.check_matrix(a, "a")
-    _check_options(panel, block_size, lookahead, precision)
+    _check_options(panel, block_size, lookahead, precision, devices)
     args = (overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold, timeline,
-            ops, precision)
+            ops, precision, devices)
     if kind in ("numpy", "torch_cpu"):
         h = _arrays.host_view(a, "a")
         if check_finite and not np.isfinite(h).all():
@@ -293,7 +357,7 @@ def _finish_factor(kind, xp, A, piv, info):
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
-       panel="auto", block_size=None, lookahead=1, precision="fp32",
+       panel="auto", block_size=None, lookahead=1, precision="fp32", devices=None,
        _inv_threshold=INV_THRESHOLD, _timeline=None, _ops=None):
     """Compute the LU decomposition of a matrix with partial pivoting on the GPU.
 
@@ -312,7 +376,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         Check that `a` holds only finite numbers.
     p_indices : bool, optional
         Return the permutation as row indices instead of a matrix.
-    panel, block_size, lookahead, precision
+    panel, block_size, lookahead, precision, devices
         As in `lu_factor`.
 
     Returns
@@ -370,7 +434,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
         return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
 
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                              _inv_threshold, _timeline, _ops, finish, precision)
+                              _inv_threshold, _timeline, _ops, finish, precision, devices)
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _ops=None):

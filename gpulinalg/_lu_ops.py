@@ -18,7 +18,13 @@ Shared conventions (both backends):
   ``laswp_inplace`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
 - host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
   (L11^{-1} and the unit lower L11, each row-major nb*nb, for the refined product), ``host_piv``
-  (k int32); the panel writes them, the ops copy them.
+  (k int32); the panel writes them, the ops copy them;
+- columns are global: ``cols.local_range(c0, c1)`` gives the columns of ``a`` that hold the
+  global columns [c0, c1) (all of them on one device; on several devices, `a` is this device's
+  share of a column-cyclic matrix, gpulinalg/_distribution.py, and the multi-device driver
+  gpulinalg/_lu_multi.py calls `receive` to copy another device's factored panel here);
+- a device that does not hold the panel's columns reads L11, L21, the pivots and L11^{-1} from
+  what `receive` copied (the buffer ``R``, double-buffered by step parity like ``linv``).
 """
 
 import collections
@@ -27,18 +33,47 @@ import time
 import numpy as np
 
 from ._backend import cupy
+from ._distribution import Identity
 from ._laswp import laswp_reference
 
 F32 = np.float32
 I32 = np.int32
-_H2D, _D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost (CUDA runtime enum)
+_H2D, _D2H, _DEFAULT = 1, 2, 4  # cudaMemcpyHostToDevice, ...DeviceToHost, ...Default
 
 
-def workspace_bytes(m, n, nb):
-    """Device bytes CupyOps allocates besides the matrix: the transposed panel T, the copy W
-    of A12, two pairs of nb x nb matrices (L11^{-1}, L11) and the pivots."""
-    k = min(m, n)
-    return 4 * (nb * m + nb * n + 4 * nb * nb + k)
+def workspace_bytes(m, n, nb, receive=False):
+    """Device bytes CupyOps allocates besides the matrix (n: its local columns): the
+    transposed panel T, the copy W of A12, two pairs of nb x nb matrices (L11^{-1}, L11), the
+    pivots (at most m), and with `receive` (several devices) the two received panels R."""
+    return 4 * (nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
+
+
+def _panel_buffer(buf, m, j0, j1):
+    """The received panel of rows j0: as an (m - j0) x jb row-major view of buffer `buf`."""
+    mp, jb = m - j0, j1 - j0
+    return buf[:mp * jb].reshape(mp, jb)
+
+
+class _Columns:
+    """Column addressing shared by both backends (needs .a, .piv, .cols, .shape, .R)."""
+
+    def _local(self, c0, c1):
+        """The columns of `a` holding global columns [c0, c1), as a slice."""
+        return slice(*self.cols.local_range(c0, c1))
+
+    def panel_view(self, j0, j1):
+        """(rows j0: of the panel's columns, its pivot slots) -- on the device that holds the
+        panel's columns."""
+        return self.a[j0:, self._local(j0, j1)], self.piv[j0:j1]
+
+    def factors(self, step, j0, j1):
+        """(L11, L21) of panel `step`: in `a` where this device holds the panel's columns,
+        else in the buffer `receive` copied it into."""
+        lc = self._local(j0, j1)
+        if lc.stop > lc.start:
+            return self.a[j0:j1, lc], self.a[j1:, lc]
+        p = _panel_buffer(self.R[step % 2], self.shape[0], j0, j1)
+        return p[:j1 - j0], p[j1 - j0:]
 
 
 # ------------------------------------------------------------------------------------ GPU
@@ -53,10 +88,16 @@ def _priority_stream(cp):
         return cp.cuda.Stream(non_blocking=True)
 
 
-class CupyOps:
+class CupyOps(_Columns):
     """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
 
-    def __init__(self, a, nb, precision="fp32"):
+    def __init__(self, a, nb, precision="fp32", cols=None, device=None, receive=False,
+                 npiv=None):
+        """a: the matrix (or, on several devices, this device's columns), C-contiguous on
+        `device` (default: the current one); cols: the column map (default: all columns
+        here); receive: allocate the buffers that `receive` copies other devices' panels into;
+        npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`).
+        """
         import cupyx
 
         from ._blas import gemm_into, product_into
@@ -68,36 +109,45 @@ class CupyOps:
         self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
         self._product, self.precision = product_into, precision   # the trailing update
         self._transpose, self._trsm = transpose_into, trsm_lower_unit
+        self.device = cp.cuda.Device(device)     # every method runs in this device's context
+        self.cols = cols if cols is not None else Identity()
         self.a = a
         m, n = a.shape
         self.shape, self.nb = (m, n), nb
-        k = min(m, n)
-        self.streams = {"panel": _priority_stream(cp),
-                        "update": cp.cuda.Stream(non_blocking=True)}
-        # Our streams start after the caller's pending work (e.g. the upload of a).
-        self._caller = cp.cuda.get_current_stream()
-        start = cp.cuda.Event(disable_timing=True)
-        start.record(self._caller)
-        for st in self.streams.values():
-            st.wait_event(start)
-        # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, the pivots.
-        self.T = cp.empty(max(nb * m, 1), dtype=F32)
-        self.W = cp.empty((nb, max(n, 1)), dtype=F32)
-        # L11^{-1} and L11, double-buffered: step s uses linv[s % 2] (the previous step's
-        # update may still read the other one).
-        self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
-        self.piv = cp.zeros(max(k, 1), dtype=I32)
-        # laswp's plan, reused by every swap: all of them run on the update stream, in order.
-        self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
-        # Pinned host staging buffers (asynchronous copies need page-locked memory).
-        self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
-        self.host_linv = cupyx.empty_pinned((2, nb * nb), dtype=F32)
-        self.host_piv = cupyx.empty_pinned((max(k, 1),), dtype=I32)
+        k = self.npiv = min(m, n) if npiv is None else npiv   # one per panel column
+        with self.device:
+            self.streams = {"panel": _priority_stream(cp),
+                            "update": cp.cuda.Stream(non_blocking=True)}
+            # Our streams start after the caller's pending work (e.g. the upload of a).
+            self._caller = cp.cuda.get_current_stream()
+            start = cp.cuda.Event(disable_timing=True)
+            start.record(self._caller)
+            for st in self.streams.values():
+                st.wait_event(start)
+            # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, pivots.
+            self.T = cp.empty(max(nb * m, 1), dtype=F32)
+            self.W = cp.empty((nb, max(n, 1)), dtype=F32)
+            # L11^{-1} and L11, double-buffered: step s uses linv[s % 2] (the previous step's
+            # update may still read the other one).
+            self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
+            self.piv = cp.zeros(max(k, 1), dtype=I32)
+            # laswp's plan, reused by every swap: all of them on the update stream, in order.
+            self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
+            if receive:   # other devices' panels arrive on their own stream
+                self.streams["comm"] = cp.cuda.Stream(non_blocking=True)
+                self.streams["comm"].wait_event(start)
+                self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
+            # Pinned host staging buffers (asynchronous copies need page-locked memory).
+            self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
+            self.host_linv = cupyx.empty_pinned((2, nb * nb), dtype=F32)
+            self.host_piv = cupyx.empty_pinned((max(k, 1),), dtype=I32)
+        self._step_end = [None, None]            # update stream done with step s (by parity)
 
     # -- events
     def record(self, stream):
-        ev = self._cp.cuda.Event()
-        ev.record(self.streams[stream])
+        with self.device:
+            ev = self._cp.cuda.Event()
+            ev.record(self.streams[stream])
         return ev
 
     def wait(self, stream, ev):
@@ -113,18 +163,18 @@ class CupyOps:
         pass
 
     # -- panel transfers (panel_stream)
-    def _copy(self, dst, src, nbytes, kind):
+    def _copy(self, dst, src, nbytes, kind, stream="panel"):
         if nbytes:
             rt = self._cp.cuda.runtime
-            rt.memcpyAsync(dst, src, nbytes, kind, self.streams["panel"].ptr)
+            rt.memcpyAsync(dst, src, nbytes, kind, self.streams[stream].ptr)
 
     def panel_to_host(self, step, j0, j1):
         """Transpose a[j0:, j0:j1] into T (= the panel column-major, ld m-j0), copy it to host."""
         mp, jb = self.shape[0] - j0, j1 - j0
         t = self.T[:jb * mp].reshape(jb, mp)
-        with self.streams["panel"]:
+        with self.device, self.streams["panel"]:
             # Layout: the row-major panel's transpose is the column-major panel LAPACK wants.
-            self._transpose(self.a[j0:, j0:j1], t)
+            self._transpose(self.panel_view(j0, j1)[0], t)
             self._copy(self.host_panel.ctypes.data, t.data.ptr, 4 * jb * mp, _D2H)
 
     def host_panel_view(self, j0, j1):
@@ -137,10 +187,10 @@ class CupyOps:
         mp, jb = self.shape[0] - j0, j1 - j0
         t = self.T[:jb * mp].reshape(jb, mp)
         h2d = _H2D
-        with self.streams["panel"]:
+        with self.device, self.streams["panel"]:
             self._copy(t.data.ptr, self.host_panel.ctypes.data, 4 * jb * mp, h2d)
             # Layout: column-major panel (= row-major jb x mp) back to the row-major matrix.
-            self._transpose(t, self.a[j0:, j0:j1])
+            self._transpose(t, self.panel_view(j0, j1)[0])
             # Pivots stay 0-based, relative to row j0 (laswp's convention on a[j0:, :]).
             self._copy(self.piv.data.ptr + 4 * j0, self.host_piv.ctypes.data + 4 * j0,
                        4 * jb, h2d)
@@ -150,22 +200,25 @@ class CupyOps:
 
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
-        """Apply the panel's row interchanges to rows j0: of columns c0:c1."""
-        if c1 <= c0 or j1 <= j0:
+        """Apply the panel's row interchanges to rows j0: of (global) columns c0:c1."""
+        lc = self._local(c0, c1)
+        if lc.stop <= lc.start or j1 <= j0:
             return
-        with self.streams["update"]:
-            self._laswp(self.a[j0:, c0:c1], self.piv[j0:j1], workspace=self._laswp_ws)
+        with self.device, self.streams["update"]:
+            self._laswp(self.a[j0:, lc], self.piv[j0:j1], workspace=self._laswp_ws)
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
-        """U12 = L11^{-1} A12 on columns c0:c1 (c0 >= j1), then A22 -= L21 U12 below."""
-        if c1 <= c0:
+        """U12 = L11^{-1} A12 on (global) columns c0:c1 (c0 >= j1), then A22 -= L21 U12."""
+        lc = self._local(c0, c1)
+        if lc.stop <= lc.start:
             return
         m = self.shape[0]
         jb, a = j1 - j0, self.a
-        u12 = a[j0:j1, c0:c1]
-        with self.streams["update"]:
+        u12 = a[j0:j1, lc]
+        l11, l21 = self.factors(step, j0, j1)
+        with self.device, self.streams["update"]:
             if use_inverse:
-                w = self.W[:jb, c0 - j1:c1 - j1]
+                w = self.W[:jb, lc]
                 w[...] = u12                                   # A12 -> workspace
                 linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
                 self._gemm(1.0, linv, w, 0.0, u12)             # X = L11^{-1} A12
@@ -174,58 +227,103 @@ class CupyOps:
             else:
                 # Triangular solve with the unit lower L11 (the GPU panel's path, and the
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
-                self._trsm(a[j0:j1, j0:j1], u12)
+                self._trsm(l11, u12)
             if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                self._product(-1.0, a[j1:, j0:j1], u12, 1.0, a[j1:, c0:c1], self.precision)
+                self._product(-1.0, l21, u12, 1.0, a[j1:, lc], self.precision)
+
+    # -- several devices (gpulinalg/_lu_multi.py)
+    def end_step(self, step):
+        """Mark the end of step `step` on the update stream; returns the event."""
+        ev = self.record("update")
+        self._step_end[step % 2] = ev
+        return ev
+
+    def receive(self, step, j0, j1, src, after, use_inverse):
+        """Copy panel `step` (rows j0:, its pivots, L11^{-1} when use_inverse) from device
+        `src`'s ops, once `after` (src's panel stream) has fired, into R[step % 2]; on this
+        device's comm stream, after this device's update stream is done with step - 2 (the
+        last user of the buffers of this parity).  Returns the copy's event."""
+        mp, jb = self.shape[0] - j0, j1 - j0
+        rt = self._cp.cuda.runtime
+        panel, piv = src.panel_view(j0, j1)
+        dst = _panel_buffer(self.R[step % 2], self.shape[0], j0, j1)
+        comm = self.streams["comm"]
+        with self.device:
+            comm.wait_event(after)
+            if self._step_end[step % 2] is not None:
+                comm.wait_event(self._step_end[step % 2])
+            # Peer copy (cudaMemcpyDefault: unified addressing finds both devices): the
+            # panel's rows are strided in src's matrix, contiguous here.
+            rt.memcpy2DAsync(dst.data.ptr, 4 * jb, panel.data.ptr, 4 * src.shape[1], 4 * jb,
+                             mp, _DEFAULT, comm.ptr)
+            self._copy(self.piv.data.ptr + 4 * j0, piv.data.ptr, 4 * jb, _DEFAULT, "comm")
+            if use_inverse:
+                self._copy(self.linv[step % 2].data.ptr, src.linv[step % 2].data.ptr,
+                           self.linv[step % 2].nbytes, _DEFAULT, "comm")
+        return self.record("comm")
 
     def finish(self):
-        """Wait for both streams (the caller's stream too); return the relative pivots."""
-        for st in self.streams.values():
-            ev = self._cp.cuda.Event(disable_timing=True)
-            ev.record(st)
-            self._caller.wait_event(ev)
-        for st in self.streams.values():
-            st.synchronize()
-        k = min(self.shape)
-        return self._cp.asnumpy(self.piv[:k]).astype(I32)
+        """Wait for all streams (the caller's stream too); return the relative pivots."""
+        with self.device:
+            for st in self.streams.values():
+                ev = self._cp.cuda.Event(disable_timing=True)
+                ev.record(st)
+                self._caller.wait_event(ev)
+            for st in self.streams.values():
+                st.synchronize()
+            return self._cp.asnumpy(self.piv[:self.npiv]).astype(I32)
 
 
 # ------------------------------------------------------------------------------------ host
 
 class _Token:
-    """A host-emulated CUDA event: recorded on one stream, done once executed."""
+    """A host-emulated CUDA event: recorded on one stream of one NumpyOps, done once executed."""
 
-    __slots__ = ("stream", "done", "time")
+    __slots__ = ("ops", "stream", "done", "time")
 
-    def __init__(self, stream):
-        self.stream, self.done, self.time = stream, False, None
+    def __init__(self, ops, stream):
+        self.ops, self.stream, self.done, self.time = ops, stream, False, None
+
+    def wait(self):
+        """Run the recording stream up to this event (the emulation's cudaEventSynchronize)."""
+        if not self.done:
+            self.ops._run(self.stream, self)
 
 
-class NumpyOps:
-    """The same device steps with NumPy on the host, lazily in stream order (test backend)."""
+class NumpyOps(_Columns):
+    """The same device steps with NumPy on the host, lazily in stream order (test backend).
 
-    def __init__(self, a, nb):
+    Several NumpyOps act as several devices (the CPU tests of gpulinalg/_lu_multi.py): an
+    event carries its ops, so a stream of one waits on a stream of another.
+    """
+
+    def __init__(self, a, nb, cols=None, receive=False, npiv=None):
         m, n = a.shape
-        k = min(m, n)
         self.a, self.shape, self.nb = a, (m, n), nb
+        self.cols = cols if cols is not None else Identity()
+        self.npiv = k = min(m, n) if npiv is None else npiv
         self.log = []
-        self._queues = {"panel": collections.deque(), "update": collections.deque()}
+        self._queues = {"panel": collections.deque(), "update": collections.deque(),
+                        "comm": collections.deque()}
         self._running = set()
         # "Device" buffers and host staging buffers, as in CupyOps.
         self.T = np.full(max(nb * m, 1), np.nan, F32)
         self.W = np.full((nb, max(n, 1)), np.nan, F32)
         self.linv = np.full((2, 2, nb * nb), np.nan, F32)
         self.piv = np.zeros(max(k, 1), I32)
+        if receive:
+            self.R = np.full((2, max(nb * m, 1)), np.nan, F32)
         self.host_panel = np.full(max(nb * m, 1), np.nan, F32)
         self.host_linv = np.full((2, nb * nb), np.nan, F32)
         self.host_piv = np.zeros(max(k, 1), I32)
+        self._step_end = [None, None]
 
     # -- emulated streams and events
     def _enqueue(self, stream, label, step, fn):
         self._queues[stream].append(("op", fn, label, step))
 
     def record(self, stream):
-        tok = _Token(stream)
+        tok = _Token(self, stream)
         self._queues[stream].append(("record", tok, None, None))
         return tok
 
@@ -241,8 +339,7 @@ class NumpyOps:
             while q and not (until is not None and until.done):
                 kind, obj, label, step = q.popleft()
                 if kind == "wait":
-                    if not obj.done:
-                        self._run(obj.stream, obj)
+                    obj.wait()
                 elif kind == "record":
                     obj.done, obj.time = True, time.perf_counter()
                 else:
@@ -254,8 +351,7 @@ class NumpyOps:
             raise RuntimeError("waited on an event that was never recorded")
 
     def host_sync(self, tok):
-        if not tok.done:
-            self._run(tok.stream, tok)
+        tok.wait()
 
     def elapsed_ms(self, t0, t1):
         return (t1.time - t0.time) * 1e3
@@ -268,7 +364,7 @@ class NumpyOps:
         mp, jb = self.shape[0] - j0, j1 - j0
 
         def transpose():
-            self.T[:jb * mp].reshape(jb, mp)[...] = self.a[j0:, j0:j1].T
+            self.T[:jb * mp].reshape(jb, mp)[...] = self.panel_view(j0, j1)[0].T
 
         def d2h():
             self.host_panel[:jb * mp] = self.T[:jb * mp]
@@ -290,44 +386,70 @@ class NumpyOps:
                 self.linv[step % 2] = self.host_linv
 
         def transpose():
-            self.a[j0:, j0:j1] = self.T[:jb * mp].reshape(jb, mp).T
+            self.panel_view(j0, j1)[0][...] = self.T[:jb * mp].reshape(jb, mp).T
 
         self._enqueue("panel", "h2d", step, h2d)
         self._enqueue("panel", "transpose_back", step, transpose)
 
     # -- swaps and updates
     def swap(self, step, j0, j1, c0, c1, label="swap"):
-        if c1 <= c0 or j1 <= j0:
+        lc = self._local(c0, c1)
+        if lc.stop <= lc.start or j1 <= j0:
             return
         self._enqueue("update", label, step,
-                      lambda: laswp_reference(self.a[j0:, c0:c1], self.piv[j0:j1]))
+                      lambda: laswp_reference(self.a[j0:, lc], self.piv[j0:j1]))
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
-        if c1 <= c0:
+        lc = self._local(c0, c1)
+        if lc.stop <= lc.start:
             return
         import scipy.linalg
         m = self.shape[0]
         jb, a = j1 - j0, self.a
+        l11, l21 = self.factors(step, j0, j1)
 
         def run():
-            u12 = a[j0:j1, c0:c1]
+            u12 = a[j0:j1, lc]
             if use_inverse:
-                w = self.W[:jb, c0 - j1:c1 - j1]
+                w = self.W[:jb, lc]
                 w[...] = u12
-                linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
+                linv, l11u = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
                 np.matmul(linv, w, out=u12)
-                w -= l11 @ u12
+                w -= l11u @ u12
                 u12 += linv @ w
             else:
-                u12[...] = scipy.linalg.solve_triangular(a[j0:j1, j0:j1], u12, lower=True,
+                u12[...] = scipy.linalg.solve_triangular(l11, u12, lower=True,
                                                          unit_diagonal=True)
             if j1 < m:
-                a[j1:, c0:c1] -= a[j1:, j0:j1] @ u12
+                a[j1:, lc] -= l21 @ u12
 
         self._enqueue("update", label, step, run)
 
+    # -- several devices
+    def end_step(self, step):
+        tok = self.record("update")
+        self._step_end[step % 2] = tok
+        return tok
+
+    def receive(self, step, j0, j1, src, after, use_inverse):
+        """As CupyOps.receive; `src` another NumpyOps (emulated peer copy)."""
+        self.wait("comm", after)
+        if self._step_end[step % 2] is not None:
+            self.wait("comm", self._step_end[step % 2])
+        dst = _panel_buffer(self.R[step % 2], self.shape[0], j0, j1)
+
+        def copy():
+            panel, piv = src.panel_view(j0, j1)
+            dst[...] = panel
+            self.piv[j0:j1] = piv
+            if use_inverse:
+                self.linv[step % 2] = src.linv[step % 2]
+
+        self._enqueue("comm", "receive", step, copy)
+        return self.record("comm")
+
     def finish(self):
         # Drain the update stream first: a missing wait on the panel stream then breaks results.
-        self._run("update")
-        self._run("panel")
-        return self.piv[:min(self.shape)].astype(I32)
+        for stream in ("update", "comm", "panel"):
+            self._run(stream)
+        return self.piv[:self.npiv].astype(I32)

@@ -513,7 +513,7 @@ class GpuPanel:
     def factor(self, ops, step, j0, j1, sent, inv_threshold):
         t = time.perf_counter()
         start = ops.record("panel")
-        panel, piv = ops.a[j0:, j0:j1], ops.piv[j0:j1]
+        panel, piv = ops.panel_view(j0, j1)
         if self._is_host(ops):
             if self._host is None:
                 self._host = _HostSteps()
@@ -522,7 +522,7 @@ class GpuPanel:
             ops._enqueue("panel", "getrf_gpu", step,
                          lambda: factor_panel(steps, panel, piv, lw, j0))
         else:
-            with ops.streams["panel"]:
+            with ops.device, ops.streams["panel"]:
                 if self._ws is None:
                     self._ws = PanelWorkspace()
                 # Pivots: written on the device, 0-based relative to row j0 (CupyOps.piv).
@@ -535,5 +535,6 @@ class GpuPanel:
         if self._host is not None:
             return int(self._host.info)
         if self._ws is not None:
-            return int(self._ws.info.get()[0])
+            with ops.device:
+                return int(self._ws.info.get()[0])
         return 0

@@ -22,6 +22,7 @@ def environment():
         "device": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
         "compute_capability": dev.compute_capability,
         "sm_count": props["multiProcessorCount"],
+        "device_count": cp.cuda.runtime.getDeviceCount(),
         "cuda_runtime": f"{rt // 1000}.{rt % 1000 // 10}",
         "cuda_driver": f"{drv // 1000}.{drv % 1000 // 10}",
         "cupy": cp.__version__, "numpy": np.__version__, "scipy": scipy.__version__,

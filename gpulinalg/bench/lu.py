@@ -6,6 +6,10 @@ estimate for ours, cuSOLVER's and (n <= 4096) SciPy's factors, and the look-ahea
 check from the driver's timeline of the median call: sum of host panel times, sum of GPU stage
 times (updates + panel transfers), wall time and wall / max(host, GPU) -- the acceptance
 criterion is <= 1.1 for n = 8192, 16384, 32768 with the CPU panel.
+
+With --devices 1,2 (,4) each configuration also runs on that many GPUs (lu_factor(...,
+devices=P), the input and the result on the current GPU, the column scatter and gather
+included in the time), and `scaling` is the time on one GPU over the time on P, same run.
 """
 
 import argparse
@@ -55,9 +59,22 @@ def lu_flops(m, n):
     return m * n * n - n ** 3 / 3.0
 
 
-def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",)):
-    """Rows for every shape, panel kind and update precision, cuSOLVER measured once per
-    shape (same run)."""
+def _timeline_fields(tls):
+    """The look-ahead columns from the median call's timeline (one-GPU runs only)."""
+    runs = tls[1:]  # the warm-up's timeline is not counted
+    if not runs:
+        return {}
+    tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
+    return {"nb": tl["nb"], "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
+            "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
+            "wall_ms": tl["wall_ms"], "wall_over_max": tl["wall_over_max"],
+            "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
+            "steps": len(tl["steps"]), "_timeline": tl}
+
+
+def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), devices=(1,)):
+    """Rows for every shape, panel kind, update precision and device count, cuSOLVER
+    measured once per shape (same run)."""
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
 
@@ -81,41 +98,45 @@ def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",)):
             ah = cp.asnumpy(a)
             lu_s, piv_s = scipy.linalg.lu_factor(ah)
             err_sp = backward_error(np, ah, lu_s, piv_s, cp.asnumpy(x))
-        for panel, prec in [(p, q) for q in precisions for p in panels]:
+        one_gpu = {}
+        for ndev, panel, prec in [(d, p, q) for d in devices for q in precisions
+                                  for p in panels]:
             tls = []
-            ms = time_gpu(lambda: lu_factor(a, panel=panel, block_size=block_size,
-                                            precision=prec, _timeline=tls),
-                          warmup=1, repeat=repeat)
-            runs = tls[1:]  # the warm-up's timeline is not counted
-            tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
+            kw = dict(panel=panel, block_size=block_size, precision=prec,
+                      devices=None if ndev == 1 else ndev)
+            ms = time_gpu(lambda: lu_factor(a, _timeline=tls, **kw), warmup=1, repeat=repeat)
             err = None
             if square:
-                lu, piv = lu_factor(a, panel=panel, block_size=block_size, precision=prec)
+                lu, piv = lu_factor(a, **kw)
                 err = backward_error(cp, a, lu, piv, x)
                 del lu, piv
             cp.get_default_memory_pool().free_all_blocks()
-            rows.append({
-                "m": m, "n": n, "panel": panel, "precision": prec, "nb": tl["nb"], "ms": ms,
-                "tflops": flops / ms / 1e9, "cusolver_ms": ms_cus,
-                "cusolver_tflops": flops / ms_cus / 1e9, "ratio": ms_cus / ms, "err": err,
-                "err_cusolver": err_cus, "err_scipy": err_sp,
-                "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
-                "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
-                "wall_ms": tl["wall_ms"], "wall_over_max": tl["wall_over_max"],
-                "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
-                "steps": len(tl["steps"])})
-            timelines.append(tl)
-            print(f"{m}x{n} panel={panel} {prec}: {rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
-                  f"{rows[-1]['cusolver_tflops']:.2f}", flush=True)
+            if ndev == 1:
+                one_gpu[panel, prec] = ms
+            base = one_gpu.get((panel, prec))
+            row = {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
+                   "nb": block_size, "ms": ms, "tflops": flops / ms / 1e9, "cusolver_ms": ms_cus,
+                   "cusolver_tflops": flops / ms_cus / 1e9, "ratio": ms_cus / ms,
+                   "scaling": base / ms if base else None, "err": err,
+                   "err_cusolver": err_cus, "err_scipy": err_sp}
+            row.update(_timeline_fields(tls))
+            tl = row.pop("_timeline", None)
+            if tl is not None:
+                timelines.append(tl)
+            rows.append(row)
+            print(f"{m}x{n} devices={ndev} panel={panel} {prec}: {row['tflops']:.2f} TF/s, "
+                  f"cuSOLVER {row['cusolver_tflops']:.2f}", flush=True)
         del a
         cp.get_default_memory_pool().free_all_blocks()
     return rows, timelines
 
 
-COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("panel", "panel", "{}"),
+COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
+           ("panel", "panel", "{}"),
            ("precision", "updates", "{}"),
            ("ms", "ours ms", "{:.2f}"), ("tflops", "ours TF/s", "{:.2f}"),
            ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"), ("ratio", "ratio", "{:.2f}"),
+           ("scaling", "vs 1 GPU", "{:.2f}"),
            ("err", "err ours", "{:.3f}"), ("err_cusolver", "err cuSOLVER", "{:.3f}"),
            ("err_scipy", "err SciPy", "{:.3f}"), ("host_panel_ms", "sum host ms", "{:.1f}"),
            ("gpu_ms", "sum GPU ms", "{:.1f}"), ("wall_ms", "wall ms", "{:.1f}"),
@@ -131,6 +152,8 @@ def main(argv=None):
     p.add_argument("--nb", type=int, default=None, help="block size (default: by size)")
     p.add_argument("--precision", default="fp32",
                    help="trailing-update arithmetic(s), comma-separated: fp32,3xtf32,tf32")
+    p.add_argument("--devices", default="1",
+                   help="GPU counts, comma-separated (e.g. 1,2: the same run on 1 and 2 GPUs)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", default=None, help="write the rows (and environment) here")
     p.add_argument("--timeline", default=None, help="write the per-step timelines here")
@@ -143,6 +166,9 @@ def main(argv=None):
     for x in precisions:
         if x not in ("fp32", "3xtf32", "tf32"):
             p.error(f"unknown precision {x!r}")
+    devices = parse_sizes(args.devices)
+    if not devices or min(devices) < 1:
+        p.error("--devices takes GPU counts >= 1")
     shapes = [(n, n) for n in parse_sizes(args.sizes)]
     shapes += [tuple(int(v) for v in r.split("x")) for r in args.rect.split(",") if r]
     env = environment()
@@ -150,9 +176,10 @@ def main(argv=None):
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
           "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
     rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb,
-                          precisions=precisions)
+                          precisions=precisions, devices=devices)
     print_table(COLUMNS, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
-    write_json(args.json, "lu", rows, {"panels": panels, "precisions": precisions})
+    write_json(args.json, "lu", rows, {"panels": panels, "precisions": precisions,
+                                       "devices": devices})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,124 @@
+"""1-D block column-cyclic distribution of a matrix over several devices (no transport here).
+
+The m x n matrix is cut into column blocks of nb columns (the last one narrower when nb does
+not divide n); block b lives on device b % P.  Each device stores the columns it owns
+contiguously, in their global order, as an m x n_d row-major matrix, so a row interchange
+moves a contiguous row of every local matrix and needs no data from another device (Volkov &
+Demmel: "column-cyclic layout ... requires no data exchange between GPUs in pivoting").
+
+Because a device's columns keep their global order, the columns it owns inside any global
+range [c0, c1) are one contiguous local range: `local_range(d, c0, c1)`.  That is all the
+LU driver needs to address "the columns right of the panel", "the next panel's columns" or
+"the columns left of the panel" on each device.  The LU's panels are the column blocks
+(panel s = block s), so panel s is factored by `owner(s * nb)`.
+
+This module is pure index arithmetic (NumPy only), shared by the GPU driver and the CPU
+tests' virtual devices.
+"""
+
+import numpy as np
+
+
+class ColumnCyclic:
+    """Block column-cyclic map of n columns, blocks of nb, over `ndev` devices."""
+
+    def __init__(self, n, nb, ndev):
+        if nb < 1 or ndev < 1 or n < 0:
+            raise ValueError(f"need n >= 0, nb >= 1, ndev >= 1; got {n}, {nb}, {ndev}")
+        self.n, self.nb, self.ndev = int(n), int(nb), int(ndev)
+
+    def owner(self, c):
+        """Device holding global column c."""
+        return (c // self.nb) % self.ndev
+
+    def count_before(self, d, c):
+        """How many of device d's columns have a global index < c (0 <= c <= n): d's local
+        index of the first of its columns at or right of c."""
+        q, r = divmod(c, self.nb)
+        full = max(0, (q - d + self.ndev - 1) // self.ndev)  # blocks b < q with b % P == d
+        return full * self.nb + (r if q % self.ndev == d else 0)
+
+    def local_width(self, d):
+        """Columns stored on device d."""
+        return self.count_before(d, self.n)
+
+    def local_range(self, d, c0, c1):
+        """Device d's local columns [l0, l1) holding its columns of the global range [c0, c1)."""
+        c0, c1 = max(0, min(c0, self.n)), max(0, min(c1, self.n))
+        if c1 <= c0:
+            l0 = self.count_before(d, c0)
+            return l0, l0
+        return self.count_before(d, c0), self.count_before(d, c1)
+
+    def global_columns(self, d):
+        """Global indices of device d's columns, in local order (int64 vector)."""
+        cols = np.arange(self.n, dtype=np.int64)
+        return cols[(cols // self.nb) % self.ndev == d]
+
+    def bound(self, d):
+        """This map seen from device d: an object with local_range(c0, c1) (what the device
+        steps of the LU take to address columns)."""
+        return _Bound(self, d)
+
+
+class _Bound:
+    __slots__ = ("dist", "device")
+
+    def __init__(self, dist, device):
+        self.dist, self.device = dist, device
+
+    def local_range(self, c0, c1):
+        return self.dist.local_range(self.device, c0, c1)
+
+
+class Identity:
+    """The map of one device holding every column (the single-device LU)."""
+
+    def local_range(self, c0, c1):
+        return c0, c1
+
+
+def scatter(a, dist):
+    """The local matrices [a[:, global_columns(d)] for each device d]: C-contiguous NumPy
+    copies (the virtual devices of the CPU tests; the GPU path copies share by share)."""
+    return [np.ascontiguousarray(a[:, dist.global_columns(d)]) for d in range(dist.ndev)]
+
+
+def gather(locals_, dist, out):
+    """Inverse of scatter: out[:, global_columns(d)] = locals_[d] for each d; returns out."""
+    for d, loc in enumerate(locals_):
+        out[:, dist.global_columns(d)] = loc
+    return out
+
+
+def panel_schedule(k, nb, dist, lookahead=1):
+    """What each device does at each step of the distributed LU, in enqueue order: a list of
+    steps, each a list of (device, operation, global column range).
+
+    operation is one of "factor" (the owner's panel), "receive" (a copy of the factored panel
+    on every other device), "swap_right", "update_next" (the next panel's columns, on the next
+    panel's owner, before anything else it updates), "update_rest", "update" (no look-ahead,
+    or a device that does not own the next panel), "swap_left".  Ranges are global and empty
+    ranges are left out.  The GPU driver (gpulinalg/_lu_multi.py) follows this list; the CPU
+    tests check its invariants.
+    """
+    n = dist.n
+    blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
+    steps = []
+    for s, (j0, j1) in enumerate(blocks):
+        o = dist.owner(j0)
+        ops = [(o, "factor", (j0, j1))]
+        ops += [(d, "receive", (j0, j1)) for d in range(dist.ndev) if d != o]
+        nxt = blocks[s + 1] if s + 1 < len(blocks) else None
+        nxt_owner = dist.owner(nxt[0]) if nxt is not None else None
+        for d in range(dist.ndev):
+            seq = [("swap_right", (j1, n))]
+            if lookahead and d == nxt_owner:
+                seq += [("update_next", (j1, nxt[1])), ("update_rest", (nxt[1], n))]
+            else:
+                seq += [("update", (j1, n))]
+            seq += [("swap_left", (0, j0))]
+            ops += [(d, op, (c0, c1)) for op, (c0, c1) in seq
+                    if dist.local_range(d, c0, c1)[1] > dist.local_range(d, c0, c1)[0]]
+        steps.append(ops)
+    return steps

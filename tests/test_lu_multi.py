@@ -1,0 +1,249 @@
+"""Multi-GPU LU: the column-cyclic distribution and the driver on virtual devices (CPU); the
+real thing on several GPUs (multi_gpu)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from lu_helpers import assert_matches_lapack, backward_error, wilkinson, with_cond
+import gpulinalg
+from gpulinalg._distribution import ColumnCyclic, gather, panel_schedule, scatter
+
+# ---------------------------------------------------------------- CPU: the distribution
+
+DISTS = [(0, 4, 2), (1, 4, 3), (10, 4, 2), (37, 4, 3), (64, 8, 4), (65, 8, 4), (100, 7, 5),
+         (9, 16, 2), (33, 1, 3), (128, 128, 2)]
+
+
+@pytest.mark.parametrize("n,nb,p", DISTS)
+def test_columns_partition(n, nb, p):
+    dist = ColumnCyclic(n, nb, p)
+    cols = [dist.global_columns(d) for d in range(p)]
+    assert sorted(np.concatenate(cols).tolist()) == list(range(n))
+    for d in range(p):
+        assert dist.local_width(d) == cols[d].size
+        assert all(np.diff(cols[d]) > 0)                       # global order kept
+        assert all(dist.owner(int(c)) == d for c in cols[d])
+        assert all((c // nb) % p == d for c in cols[d])       # block-cyclic
+
+
+@pytest.mark.parametrize("n,nb,p", DISTS)
+def test_local_ranges(rng, n, nb, p):
+    dist = ColumnCyclic(n, nb, p)
+    ranges = [(0, n), (n, n), (0, 0)] + [tuple(sorted(rng.integers(0, n + 1, 2)))
+                                         for _ in range(20)]
+    for d in range(p):
+        cols = dist.global_columns(d)
+        for c0, c1 in ranges:
+            l0, l1 = dist.local_range(d, c0, c1)
+            assert cols[l0:l1].tolist() == [c for c in cols if c0 <= c < c1]
+            assert dist.bound(d).local_range(c0, c1) == (l0, l1)
+
+
+def test_scatter_gather_roundtrip(rng):
+    a = rng.standard_normal((13, 37)).astype(np.float32)
+    dist = ColumnCyclic(37, 4, 3)
+    shares = scatter(a, dist)
+    assert [x.shape for x in shares] == [(13, dist.local_width(d)) for d in range(3)]
+    assert all(x.flags.c_contiguous for x in shares)
+    out = gather(shares, dist, np.zeros_like(a))
+    assert np.array_equal(out, a)
+
+
+def test_bad_distribution():
+    with pytest.raises(ValueError):
+        ColumnCyclic(10, 0, 2)
+    with pytest.raises(ValueError):
+        ColumnCyclic(10, 4, 0)
+
+
+@pytest.mark.parametrize("m,n,nb,p", [(40, 40, 4, 2), (40, 40, 4, 3), (23, 50, 5, 3),
+                                      (50, 23, 5, 4), (8, 8, 8, 2)])
+@pytest.mark.parametrize("lookahead", [0, 1])
+def test_schedule(m, n, nb, p, lookahead):
+    """One factor by the owner, one receive on each other device, each device's trailing
+    columns updated exactly once per step, the next panel's columns first (look-ahead)."""
+    k = min(m, n)
+    dist = ColumnCyclic(n, nb, p)
+    steps = panel_schedule(k, nb, dist, lookahead)
+    assert len(steps) == -(-k // nb)
+    for s, ops in enumerate(steps):
+        j0, j1 = s * nb, min(s * nb + nb, k)
+        owner = dist.owner(j0)
+        assert [(d, op) for d, op, _ in ops[:p]] == (
+            [(owner, "factor")] + [(d, "receive") for d in range(p) if d != owner])
+        nxt_owner = dist.owner(j1) if j1 < k else None
+        for d in range(p):
+            mine = [(op, rng_) for dd, op, rng_ in ops[p:] if dd == d]
+            names = [op for op, _ in mine]
+            updates = [r for op, r in mine if op.startswith("update")]
+            covered = sorted(c for c0, c1 in updates for c in range(c0, c1) if dist.owner(c) == d)
+            assert covered == [c for c in dist.global_columns(d) if c >= j1]
+            if lookahead and d == nxt_owner:
+                assert names.index("update_next") == names.index("swap_right") + 1
+                assert dict(mine)["update_next"] == (j1, min(j1 + nb, k))
+            else:
+                assert "update_next" not in names
+            if "swap_left" in names:
+                assert names[-1] == "swap_left" and dict(mine)["swap_left"] == (0, j0)
+
+
+# ---------------------------------------------------------------- CPU: the driver on virtual devices
+
+def factor_virtual(a, p, nb, panel="cpu", lookahead=1, **kw):
+    return gpulinalg.lu_factor(a, panel=panel, block_size=nb, lookahead=lookahead, devices=p,
+                               _ops="numpy", **kw)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (37, 37), (64, 64), (61, 23), (23, 61),
+                                   (100, 8), (8, 100), (53, 53)])
+@pytest.mark.parametrize("p", [2, 3, 4])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_virtual_devices_match_lapack(rng, shape, p, panel):
+    a = rng.standard_normal(shape).astype(np.float32)
+    lu, piv = factor_virtual(a, p, 4, panel)
+    assert_matches_lapack(a, lu, piv)
+    lu1, piv1 = gpulinalg.lu_factor(a, panel=panel, block_size=4, _ops="numpy")
+    assert np.array_equal(piv, piv1)
+
+
+@pytest.mark.parametrize("lookahead", [0, 1])
+@pytest.mark.parametrize("threshold", [0.0, np.inf])
+def test_virtual_devices_paths(rng, lookahead, threshold):
+    """Both U12 paths (triangular solve; L11^{-1} copied with the panel) and both orders."""
+    a = rng.standard_normal((67, 67)).astype(np.float32)
+    lu, piv = factor_virtual(a, 3, 8, "cpu", lookahead, _inv_threshold=threshold)
+    assert_matches_lapack(a, lu, piv)
+
+
+@pytest.mark.parametrize("kind", ["wilkinson", "cond1e6"])
+def test_virtual_devices_hard_matrices(rng, kind):
+    a = wilkinson(40) if kind == "wilkinson" else with_cond(rng, 60, 1e6)
+    lu, piv = factor_virtual(a, 2, 8, "gpu")
+    assert_matches_lapack(a, lu, piv)
+
+
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_virtual_devices_singular(rng, panel):
+    """LAPACK's info comes from whichever device factored the first zero pivot."""
+    a = rng.standard_normal((24, 24)).astype(np.float32)
+    a[:, 13] = 0            # column 13 (block 3 of width 4: device 1 of 2) is zero
+    with pytest.warns(sl.LinAlgWarning, match="Diagonal number 14 is exactly zero"):
+        factor_virtual(a, 2, 4, panel)
+
+
+def test_virtual_devices_input_not_modified(rng):
+    a = rng.standard_normal((30, 30)).astype(np.float32)
+    keep = a.copy()
+    factor_virtual(a, 3, 4)
+    assert np.array_equal(a, keep)
+
+
+def test_lu_with_devices_host_backend(rng):
+    a = rng.standard_normal((29, 31)).astype(np.float32)
+    p, l, u = gpulinalg.lu(a, block_size=4, devices=2, _ops="numpy")
+    assert np.allclose(p @ l @ u, a, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [0, -1, [], [0, 0], [0, -1], [1.5], "ab", 2.0, True, [True]])
+def test_devices_validation(bad):
+    with pytest.raises((ValueError, TypeError)):
+        gpulinalg.lu_factor(np.eye(3, dtype=np.float32), devices=bad, _ops="numpy")
+
+
+@pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
+def test_devices_without_gpu():
+    with pytest.raises(gpulinalg.CudaUnavailableError):
+        gpulinalg.lu_factor(np.eye(3, dtype=np.float32), devices=2)
+
+
+# ---------------------------------------------------------------- GPU: several devices
+
+def _np(x):
+    return x.get() if hasattr(x, "get") else np.asarray(x)
+
+
+def _check(a, lu, piv):
+    ref_lu, ref_piv = sl.lu_factor(a)
+    assert backward_error(a, _np(lu), _np(piv)) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("shape", [(1, 1), (257, 257), (1031, 1031), (2049, 2049),
+                                   (3000, 1300), (1300, 3000)])
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+def test_multi_gpu_matches_single(cp, rng, shape, panel):
+    """Two GPUs: the same pivots as one GPU (same kernels, same sums per column block)."""
+    a = rng.standard_normal(shape).astype(np.float32)
+    lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=2)
+    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
+    assert isinstance(lu2, cp.ndarray) and lu2.device.id == 0 and lu2.shape == shape
+    assert np.array_equal(_np(piv2), _np(piv1))
+    _check(a, lu2, piv2)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
+@pytest.mark.parametrize("kind", ["random", "wilkinson", "cond1e6"])
+def test_multi_gpu_accuracy(rng, precision, kind):
+    n = 1536
+    a = {"random": lambda: rng.standard_normal((n, n)).astype(np.float32),
+         "wilkinson": lambda: wilkinson(n),
+         "cond1e6": lambda: with_cond(rng, n, 1e6)}[kind]()
+    keep = a.copy()
+    lu, piv = gpulinalg.lu_factor(a, block_size=128, devices=[0, 1], precision=precision)
+    assert isinstance(lu, np.ndarray) and np.array_equal(a, keep)
+    _check(a, lu, piv)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_multi_gpu_other_device_order_and_home(cp, rng):
+    """Input on device 1, devices listed 1, 0: the result comes back on device 1."""
+    a = rng.standard_normal((700, 700)).astype(np.float32)
+    with cp.cuda.Device(1):
+        lu, piv = gpulinalg.lu_factor(cp.asarray(a), block_size=64, devices=[1, 0])
+        assert lu.device.id == 1
+    _check(a, lu, piv)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_multi_gpu_lu_and_singular(rng):
+    a = rng.standard_normal((300, 300)).astype(np.float32)
+    a[:, 200] = 0
+    with pytest.warns(sl.LinAlgWarning, match="Diagonal number 201 is exactly zero"):
+        gpulinalg.lu_factor(a, block_size=64, devices=2)
+    p, l, u = gpulinalg.lu(a, block_size=64, devices=2)
+    assert np.allclose(p @ l @ u, a, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_multi_gpu_torch(rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((600, 600)).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(torch.from_numpy(a).cuda(), devices=2)
+    assert isinstance(lu, torch.Tensor) and lu.is_cuda
+    _check(a, lu.cpu().numpy(), piv.cpu().numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(4)
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+def test_four_gpus(cp, rng, panel):
+    a = rng.standard_normal((2500, 2500)).astype(np.float32)
+    lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
+    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
+    assert np.array_equal(_np(piv4), _np(piv1))
+    _check(a, lu4, piv4)
+
+
+@pytest.mark.gpu
+def test_too_many_devices(cp):
+    with pytest.raises(ValueError, match="GPU"):
+        gpulinalg.lu_factor(np.eye(4, dtype=np.float32), devices=cp.cuda.runtime.getDeviceCount() + 1)
