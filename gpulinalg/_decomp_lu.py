@@ -175,7 +175,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         from ._lu_multi import factor_devices
         A = np.array(host, dtype=np.float32, order="C")
         piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
-                                   inv_threshold, precision)
+                                   inv_threshold, precision, timeline)
         return kind, np, A, piv, info
     if host is not None:
         _check_memory(cp, m, n, nb, copy_matrix=True)
@@ -206,7 +206,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # Several GPUs, device input: A's columns go to the devices and come back into A.
         from ._lu_multi import factor_devices
         piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
-                                   inv_threshold, precision)
+                                   inv_threshold, precision, timeline)
         return kind, cp, A, piv, info
     piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
                       inv_threshold, timeline)

@@ -67,6 +67,7 @@ class CpuPanel:
     """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri."""
 
     name = "cpu"
+    host_wait = True    # factor() waits on the host for the panel to arrive
 
     def send(self, ops, step, j0, j1, after):
         """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory."""

@@ -24,20 +24,35 @@ and replace `receive` with a send/receive pair.  The CPU tests run this driver o
 NumpyOps ("virtual devices", emulated streams and events) and compare with LAPACK.
 """
 
+import time
+
 import numpy as np
 
 from ._distribution import ColumnCyclic, gather, panel_schedule, scatter
 from ._lu import INV_THRESHOLD
 
 F32 = np.float32
+_H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
 
 
-def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD):
+# A GPU panel (no host wait) is enqueued as soon as its columns are up to date, and its owner
+# updates the rest of its columns only after it (the panel first): a panel that shares the GPU
+# with a running SGEMM takes about as long as the SGEMM (its blocks wait for SMs), and the
+# other devices wait for it; alone it takes its own time.  (A CPU panel blocks the host, so
+# it is factored at the start of its step, after everything before it is enqueued.)
+PANEL_FIRST = True
+
+
+def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
+                panel_first=None, timeline=None):
     """Factor the distributed matrix in place; return (piv, info) as `_lu.getrf`.
 
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with
     cols=dist.bound(d), receive=True); panels[d]: its panel object (CpuPanel or GpuPanel).
+    `timeline`, if a list, receives per-device sums (update stream busy, own panels, wall).
+    panel_first: None for PANEL_FIRST.
     """
+    panel_first = PANEL_FIRST if panel_first is None else panel_first
     m = devs[0].shape[0]
     k = min(m, dist.n)
     blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
@@ -45,20 +60,26 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     if not blocks:
         devs[0].finish()
         return np.zeros(0, np.int32), 0
+    t_start = time.perf_counter()
     origin = [dev.record("update") for dev in devs]
     o = dist.owner(0)
     sent = panels[o].send(devs[o], 0, *blocks[0], after=origin[o])   # panel 0 is final
     unguarded = [[] for _ in devs]   # receivers' copies of d's panels, not yet waited on by d
+    early = None                     # the next panel, when already enqueued (panel_first)
+    marks = [[] for _ in devs]       # timeline: (step, start, end) events per device
+    panel_marks = [[] for _ in devs]
     info = 0
     for s, ops in enumerate(schedule):
         j0, j1 = blocks[s]
         nxt = blocks[s + 1] if s + 1 < len(blocks) else None
         shipped = nxt is None
+        starts = {}
         for d, op, (c0, c1) in ops:
             dev = devs[d]
             if op == "factor":
-                o, res = d, panels[d].factor(dev, s, j0, j1, sent, inv_threshold)
-                info = info or res.info
+                res, early = early or panels[d].factor(dev, s, j0, j1, sent, inv_threshold), None
+                o, info = d, info or res.info
+                panel_marks[d].append((res.recv_start, res.done))
                 dev.wait("update", res.done)
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
@@ -78,20 +99,47 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                     # The next panel's columns are final: ship / factor it (panel stream).
                     sent = panels[d].send(dev, s + 1, *nxt, after=dev.record("update"))
                     shipped = True
+                    if panel_first and not panels[d].host_wait:
+                        early = panels[d].factor(dev, s + 1, *nxt, sent, inv_threshold)
+                        dev.wait("update", early.done)
+            if timeline is not None and d not in starts:
+                starts[d] = dev.record("update")
         assert shipped, "the schedule never updated the next panel's columns"
-        for dev in devs:
-            dev.end_step(s)
+        for d, dev in enumerate(devs):
+            end = dev.end_step(s)
+            if timeline is not None and d in starts:
+                marks[d].append((starts[d], end))
+    enqueued = time.perf_counter()
     pivs = [dev.finish() for dev in devs]
     for d, panel in enumerate(panels):   # GPU panels keep LAPACK's info on their device
         final_info = getattr(panel, "final_info", None)
         found = final_info(devs[d]) if final_info is not None else 0
         if found and (not info or found < info):
             info = found
+    if timeline is not None:
+        timeline.append(_timeline(devs, origin, marks, panel_marks))
+        timeline[-1]["enqueue_ms"] = (enqueued - t_start) * 1e3
     # Every device holds every pivot (its own panels' and the received ones): take device 0's.
     piv = pivs[0].astype(np.int64)
     for j0, j1 in blocks:
         piv[j0:j1] += j0
     return piv.astype(np.int32), info
+
+
+def _timeline(devs, origin, marks, panel_marks):
+    """Per device: wall (first to last event), the update stream's busy time (sum over steps
+    from its first operation to its end; includes time a starved SGEMM waits for SMs), and
+    its own panels' time on the panel stream."""
+    rows = []
+    for d, dev in enumerate(devs):
+        el = dev.elapsed_ms
+        rows.append({
+            "device": d,
+            "wall_ms": el(origin[d], marks[d][-1][1]) if marks[d] else 0.0,
+            "update_ms": sum(el(a, b) for a, b in marks[d]),
+            "panel_ms": sum(el(a, b) for a, b in panel_marks[d]),
+            "panels": len(panel_marks[d])})
+    return {"devices": rows}
 
 
 def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold):
@@ -116,12 +164,11 @@ def share_bytes(m, n, nb, dist, d):
     return 4 * m * nd + workspace_bytes(m, nd, nb, receive=True)
 
 
-def check_memory(cp, m, n, nb, dist, device_ids, extra=None):
-    """MemoryError with the numbers unless every device has room for its share (plus
-    extra[d] bytes of staging)."""
+def check_memory(cp, m, n, nb, dist, device_ids):
+    """MemoryError with the numbers unless every device has room for its share."""
     gib = 2.0 ** 30
     for d, dev_id in enumerate(device_ids):
-        need = share_bytes(m, n, nb, dist, d) + (extra[d] if extra else 0)
+        need = share_bytes(m, n, nb, dist, d)
         with cp.cuda.Device(dev_id):
             free, total = cp.cuda.Device().mem_info
             free += cp.get_default_memory_pool().free_bytes()
@@ -132,35 +179,46 @@ def check_memory(cp, m, n, nb, dist, device_ids, extra=None):
                 f"workspace) but only {free / gib:.2f} GiB of {total / gib:.2f} GiB are free")
 
 
-def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, precision):
+def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, precision,
+                   timeline=None):
     """The distributed LU on the GPUs `device_ids`.
 
     src: a NumPy float32 matrix (the result comes back into it: the caller passes its own
     copy or an array it may overwrite) or a C-contiguous float32 CuPy matrix (factored in
     place: its columns are scattered to the devices and gathered back).  Returns (piv, info).
+    `timeline`, if a list, receives getrf_multi's record plus the scatter, factorization and
+    gather times (the devices are synchronised between the phases to measure them).
     """
     from ._backend import cupy
     from ._lu_ops import CupyOps
     cp = cupy()
     m, n = src.shape
     dist = ColumnCyclic(n, nb, len(device_ids))
-    on_host = isinstance(src, np.ndarray)
-    home = None if on_host else src.device.id
-    # The source device also holds the matrix and, while scattering, one share in transit.
-    extra = [0 if on_host or dev_id != home else 4 * m * max(
-        dist.local_width(e) for e in range(dist.ndev)) for dev_id in device_ids]
-    check_memory(cp, m, n, nb, dist, device_ids, extra)
+    check_memory(cp, m, n, nb, dist, device_ids)
     _enable_peer_access(cp, device_ids)
-    shares = [_scatter_share(cp, src, dist, d, dev_id) for d, dev_id in enumerate(device_ids)]
+
+    def phase():   # timeline only: wait for every device, read the clock
+        if timeline is not None:
+            for dev_id in device_ids:
+                cp.cuda.Device(dev_id).synchronize()
+        return time.perf_counter()
+
+    t0 = phase()
+    shares = _scatter(cp, src, dist, device_ids)
+    t1 = phase()
     devs = []
     for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
         with cp.cuda.Device(dev_id):
             devs.append(CupyOps(x, nb, precision, cols=dist.bound(d), device=dev_id,
                                 receive=True, npiv=min(m, n)))
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold)
-    for d, x in enumerate(shares):
-        _gather_share(cp, src, dist, d, x)
+                            inv_threshold, timeline=timeline)
+    t2 = phase()
+    _gather(cp, src, dist, shares)
+    t3 = phase()
+    if timeline is not None:
+        timeline[-1].update(m=m, n=n, nb=nb, ndev=len(device_ids), scatter_ms=(t1 - t0) * 1e3,
+                            factor_ms=(t2 - t1) * 1e3, gather_ms=(t3 - t2) * 1e3)
     return piv, info
 
 
@@ -179,46 +237,74 @@ def _enable_peer_access(cp, device_ids):
                             raise
 
 
-def _peer_copy(cp, dst, src):
-    """dst = src (same shape, C-contiguous, on two devices), ordered after the pending work
-    on src's current stream and before later work on dst's current stream."""
-    sdev, ddev = src.device.id, dst.device.id
-    with cp.cuda.Device(sdev):
-        stream = cp.cuda.get_current_stream()
-        cp.cuda.runtime.memcpyPeerAsync(dst.data.ptr, ddev, src.data.ptr, sdev, src.nbytes,
-                                        stream.ptr)
-        done = cp.cuda.Event(disable_timing=True)
-        done.record(stream)
-    with cp.cuda.Device(ddev):
-        cp.cuda.get_current_stream().wait_event(done)
+def _copy_blocks(cp, dist, d, m, matrix, share, to_share, stream):
+    """Copy device d's column blocks between the whole row-major matrix and d's share, one
+    2-D copy per block (m rows of the block's width; the copy engines, no kernel):
+    to_share=True scatters, False gathers.  `matrix` and `share` are CuPy arrays or
+    C-contiguous NumPy arrays (then host<->device copies); enqueued on `stream`."""
+    rt = cp.cuda.runtime
+
+    def ptr(x):
+        return x.ctypes.data if isinstance(x, np.ndarray) else x.data.ptr
+
+    n, nd = dist.n, share.shape[1]
+    host = isinstance(matrix, np.ndarray)
+    kind = (_H2D if to_share else _D2H) if host else _DEFAULT
+    for c in range(d * dist.nb, n, dist.ndev * dist.nb):
+        w = min(dist.nb, n - c)
+        l = dist.count_before(d, c)
+        a, b = ptr(matrix) + 4 * c, ptr(share) + 4 * l
+        dst, dpitch, src, spitch = (b, 4 * nd, a, 4 * n) if to_share else (a, 4 * n, b, 4 * nd)
+        rt.memcpy2DAsync(dst, dpitch, src, spitch, 4 * w, m, kind, stream.ptr)
 
 
-def _scatter_share(cp, src, dist, d, dev_id):
-    """Device d's columns of src, C-contiguous on device dev_id."""
-    cols = dist.global_columns(d)
-    if isinstance(src, np.ndarray):
+def _scatter(cp, src, dist, device_ids):
+    """Each device's columns of src (NumPy, or CuPy on one of the devices), C-contiguous on
+    that device; ordered before later work on each device's current stream."""
+    m = src.shape[0]
+    shares = []
+    for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
-            return cp.asarray(np.ascontiguousarray(src[:, cols], dtype=F32))
-    with cp.cuda.Device(src.device.id):
-        part = src[:, cp.asarray(cols)]        # a gather kernel on the source device
-    if dev_id == src.device.id:
-        return part
-    with cp.cuda.Device(dev_id):
-        x = cp.empty(part.shape, F32)
-    _peer_copy(cp, x, part)
-    return x
+            x = cp.empty((m, dist.local_width(d)), np.float32)
+            stream = cp.cuda.get_current_stream()
+            if not isinstance(src, np.ndarray) and src.device.id != dev_id:
+                # Pull over the GPU link on a side stream, after the source's pending work.
+                ready = cp.cuda.Event(disable_timing=True)
+                with cp.cuda.Device(src.device.id):
+                    ready.record(cp.cuda.get_current_stream())
+                side = cp.cuda.Stream(non_blocking=True)
+                side.wait_event(ready)
+                _copy_blocks(cp, dist, d, m, src, x, True, side)
+                done = cp.cuda.Event(disable_timing=True)
+                done.record(side)
+                stream.wait_event(done)
+            elif x.size:
+                _copy_blocks(cp, dist, d, m, src, x, True, stream)
+            shares.append(x)
+    return shares
 
 
-def _gather_share(cp, dst, dist, d, x):
-    """dst[:, columns of device d] = x (device d's factored columns)."""
-    cols = dist.global_columns(d)
+def _gather(cp, dst, dist, shares):
+    """dst[:, columns of device d] = shares[d] for every d (the inverse of _scatter), ordered
+    before later work on dst's device's current stream (host dst: complete on return)."""
+    m = dst.shape[0]
     if isinstance(dst, np.ndarray):
-        with cp.cuda.Device(x.device.id):
-            dst[:, cols] = cp.asnumpy(x)
+        for d, x in enumerate(shares):
+            with cp.cuda.Device(x.device.id):
+                stream = cp.cuda.get_current_stream()
+                _copy_blocks(cp, dist, d, m, dst, x, False, stream)
+                stream.synchronize()
         return
     with cp.cuda.Device(dst.device.id):
-        if x.device.id != dst.device.id:
-            y = cp.empty(x.shape, F32)
-            _peer_copy(cp, y, x)
-            x = y
-        dst[:, cp.asarray(cols)] = x
+        stream = cp.cuda.get_current_stream()
+        pending = []
+        for d, x in enumerate(shares):
+            if x.device.id == dst.device.id:
+                _copy_blocks(cp, dist, d, m, dst, x, False, stream)
+                continue
+            side = cp.cuda.Stream(non_blocking=True)   # pull each share concurrently
+            side.wait_event(stream.record())
+            _copy_blocks(cp, dist, d, m, dst, x, False, side)
+            pending.append(side.record())
+        for ev in pending:
+            stream.wait_event(ev)

@@ -494,6 +494,7 @@ class GpuPanel:
     """
 
     name = "gpu"
+    host_wait = False   # factor() only enqueues
 
     def __init__(self, leaf_width=None):
         self.leaf_width = leaf_width

@@ -190,12 +190,12 @@ def test_multi_gpu_matches_single(cp, rng, shape, panel):
 @pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
 @pytest.mark.parametrize("kind", ["random", "wilkinson", "cond1e6"])
 def test_multi_gpu_accuracy(rng, precision, kind):
-    n = 1536
+    n, nb = (120, 16) if kind == "wilkinson" else (1536, 128)   # growth 2^(n-1) < float32 max
     a = {"random": lambda: rng.standard_normal((n, n)).astype(np.float32),
          "wilkinson": lambda: wilkinson(n),
          "cond1e6": lambda: with_cond(rng, n, 1e6)}[kind]()
     keep = a.copy()
-    lu, piv = gpulinalg.lu_factor(a, block_size=128, devices=[0, 1], precision=precision)
+    lu, piv = gpulinalg.lu_factor(a, block_size=nb, devices=[0, 1], precision=precision)
     assert isinstance(lu, np.ndarray) and np.array_equal(a, keep)
     _check(a, lu, piv)
 
@@ -247,3 +247,26 @@ def test_four_gpus(cp, rng, panel):
 def test_too_many_devices(cp):
     with pytest.raises(ValueError, match="GPU"):
         gpulinalg.lu_factor(np.eye(4, dtype=np.float32), devices=cp.cuda.runtime.getDeviceCount() + 1)
+
+
+@pytest.mark.parametrize("panel_first", [True, False])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_driver_panel_first_and_timeline(rng, panel_first, panel):
+    """Both orders of the next owner's work (panel first, or beside the rest of the update);
+    the timeline has one record per device."""
+    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg._lu_multi import getrf_multi
+    from gpulinalg._lu_ops import NumpyOps
+    a = rng.standard_normal((45, 45)).astype(np.float32)
+    dist = ColumnCyclic(45, 4, 3)
+    shares = scatter(a, dist)
+    devs = [NumpyOps(x, 4, cols=dist.bound(d), receive=True, npiv=45)
+            for d, x in enumerate(shares)]
+    tl = []
+    piv, info = getrf_multi(devs, [_panel_object(panel) for _ in devs], dist, 4,
+                            panel_first=panel_first, timeline=tl)
+    lu = gather(shares, dist, np.empty_like(a))
+    assert info == 0
+    assert_matches_lapack(a, lu, piv)
+    assert [r["device"] for r in tl[0]["devices"]] == [0, 1, 2]
+    assert sum(r["panels"] for r in tl[0]["devices"]) == 12

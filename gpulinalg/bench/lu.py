@@ -60,10 +60,18 @@ def lu_flops(m, n):
 
 
 def _timeline_fields(tls):
-    """The look-ahead columns from the median call's timeline (one-GPU runs only)."""
+    """The look-ahead columns from the median call's timeline (one GPU), or the phases of a
+    separate, synchronised call (several GPUs)."""
     runs = tls[1:]  # the warm-up's timeline is not counted
     if not runs:
         return {}
+    if "devices" in runs[0]:
+        tl = runs[-1]
+        devs = tl["devices"]
+        return {"nb": tl["nb"], "scatter_ms": tl["scatter_ms"], "factor_ms": tl["factor_ms"],
+                "gather_ms": tl["gather_ms"], "enqueue_ms": tl["enqueue_ms"],
+                "update_ms": max(d["update_ms"] for d in devs),
+                "panel_ms": sum(d["panel_ms"] for d in devs), "_timeline": tl}
     tl = sorted(runs, key=lambda t: t["wall_ms"])[len(runs) // 2]
     return {"nb": tl["nb"], "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
             "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
@@ -104,7 +112,11 @@ def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), d
             tls = []
             kw = dict(panel=panel, block_size=block_size, precision=prec,
                       devices=None if ndev == 1 else ndev)
-            ms = time_gpu(lambda: lu_factor(a, _timeline=tls, **kw), warmup=1, repeat=repeat)
+            ms = time_gpu(lambda: lu_factor(a, _timeline=None if ndev > 1 else tls, **kw),
+                          warmup=1, repeat=repeat)
+            if ndev > 1:   # the phases, from one more call (synchronised between them)
+                lu_factor(a, _timeline=tls, **kw)
+                lu_factor(a, _timeline=tls, **kw)
             err = None
             if square:
                 lu, piv = lu_factor(a, **kw)
@@ -140,7 +152,9 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
            ("err", "err ours", "{:.3f}"), ("err_cusolver", "err cuSOLVER", "{:.3f}"),
            ("err_scipy", "err SciPy", "{:.3f}"), ("host_panel_ms", "sum host ms", "{:.1f}"),
            ("gpu_ms", "sum GPU ms", "{:.1f}"), ("wall_ms", "wall ms", "{:.1f}"),
-           ("wall_over_max", "wall/max", "{:.3f}")]
+           ("wall_over_max", "wall/max", "{:.3f}"), ("scatter_ms", "scatter ms", "{:.1f}"),
+           ("factor_ms", "factor ms", "{:.1f}"), ("gather_ms", "gather ms", "{:.1f}"),
+           ("panel_ms", "sum panel ms", "{:.1f}")]
 
 
 def main(argv=None):
