@@ -3,7 +3,8 @@
     python3 benchmarks/make_docs.py [RESULTS_DIR]      # default docs/data
 
 RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
-transpose.json, laswp.json, lu.json (any subset).  Plots go to docs/img/ when matplotlib is
+transpose.json, laswp.json, lu.json, lu_multi.json (any subset; lu_multi.json comes from
+`STAGES=lu_multi` on a machine of several GPUs).  Plots go to docs/img/ when matplotlib is
 installed (`pip install .[plot]`).
 """
 
@@ -139,6 +140,48 @@ def lu_section(doc, img):
     return "\n".join(text)
 
 
+def lu_multi_section(doc, img):
+    rows = doc["rows"]
+    cols = [("m", "m", ""), ("n", "n", ""), ("devices", "GPUs", ""), ("nb", "nb", ""),
+            ("ms", "ms", ".1f"), ("tflops", "TF/s", ".1f"), ("scaling", "1-GPU time / time", ".2f"),
+            ("cusolver_tflops", "cuSOLVER (1 GPU) TF/s", ".1f"), ("ratio", "× cuSOLVER", ".2f"),
+            ("err", "err", ".1e"), ("err_cusolver", "err cuSOLVER", ".1e"),
+            ("scatter_ms", "scatter ms", ".1f"), ("factor_ms", "factor ms", ".1f"),
+            ("gather_ms", "gather ms", ".1f"), ("enqueue_ms", "host enqueue ms", ".0f")]
+    e = doc["environment"]
+    text = [f"## LU on several GPUs\n\n{env_line(doc)}, {e.get('device_count', '?')} GPUs on "
+            "the machine\n",
+            "`lu_factor(a, devices=P)` with `a` a CuPy array on GPU 0 and the result back on "
+            "GPU 0: the column scatter to the P GPUs and the gather are inside the time.  The "
+            "one-GPU rows are the same call without `devices` in the same run; `1-GPU time / "
+            "time` is the scaling.  GPU panel, FP32 updates.  The phase columns come from one "
+            "more call that synchronises the GPUs between the phases (scatter, factorization, "
+            "gather); `host enqueue` is the host time spent issuing the factorization's work.\n",
+            table(rows, cols)]
+    if img:
+        text.append(f"\n![LU on several GPUs]({img})")
+    return "\n".join(text)
+
+
+def plot_lu_multi(doc, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in doc["rows"] if r.get("m", r["n"]) == r["n"] and r.get("scaling")]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for n in sorted({r["n"] for r in rows}):
+        sel = sorted((r for r in rows if r["n"] == n), key=lambda r: r["devices"])
+        ax.plot([r["devices"] for r in sel], [r["scaling"] for r in sel], "o-", label=f"n={n}")
+    top = max((r["devices"] for r in rows), default=1)
+    ax.plot([1, top], [1, top], "k:", label="linear")
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel("speed-up over 1 GPU (same run)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def plot_lu(doc, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -162,7 +205,7 @@ def plot_lu(doc, path):
 
 
 SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
-            "laswp": laswp_section, "lu": lu_section}
+            "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section}
 
 
 def make_plots(docs, img_dir):
@@ -179,6 +222,9 @@ def make_plots(docs, img_dir):
     if "lu" in docs:
         plot_lu(docs["lu"], img_dir / "lu.png")
         made["lu"] = "img/lu.png"
+    if "lu_multi" in docs:
+        plot_lu_multi(docs["lu_multi"], img_dir / "lu_multi.png")
+        made["lu_multi"] = "img/lu_multi.png"
     return made
 
 
@@ -214,6 +260,12 @@ def summary(docs):
                 what = f"LU n={r['n']}" + ("" if prec == "fp32" else f", {prec} updates")
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "
                              f"cuSOLVER {r['cusolver_tflops']:.1f} | {r['ratio']:.2f}× |")
+    if "lu_multi" in docs:
+        for r in docs["lu_multi"]["rows"]:
+            if r["devices"] > 1 and r.get("m", r["n"]) == r["n"] and r["n"] >= 32768:
+                lines.append(f"| LU n={r['n']} on {r['devices']} GPUs | {r['tflops']:.1f} TF/s | "
+                             f"1 GPU (ours) {r['tflops'] / r['scaling']:.1f} | "
+                             f"{r['scaling']:.2f}× |")
     if not lines:
         return ""
     return "\n".join(["| what | gpulinalg | vendor | ratio |", "|---|---:|---:|---:|"] + lines)

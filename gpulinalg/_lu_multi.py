@@ -269,9 +269,8 @@ def _scatter(cp, src, dist, device_ids):
             stream = cp.cuda.get_current_stream()
             if not isinstance(src, np.ndarray) and src.device.id != dev_id:
                 # Pull over the GPU link on a side stream, after the source's pending work.
-                ready = cp.cuda.Event(disable_timing=True)
-                with cp.cuda.Device(src.device.id):
-                    ready.record(cp.cuda.get_current_stream())
+                with cp.cuda.Device(src.device.id):    # an event of the source device
+                    ready = cp.cuda.get_current_stream().record()
                 side = cp.cuda.Stream(non_blocking=True)
                 side.wait_event(ready)
                 _copy_blocks(cp, dist, d, m, src, x, True, side)
