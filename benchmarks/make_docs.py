@@ -163,31 +163,37 @@ def lu_multi_section(doc, img):
     return "\n".join(text)
 
 
-def plot_lu_multi(doc, path):
+def _axes():
+    """A fresh 6 x 4 inch figure on the Agg backend: (fig, ax)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = [r for r in doc["rows"] if r.get("m", r["n"]) == r["n"] and r.get("scaling")]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for n in sorted({r["n"] for r in rows}):
-        sel = sorted((r for r in rows if r["n"] == n), key=lambda r: r["devices"])
-        ax.plot([r["devices"] for r in sel], [r["scaling"] for r in sel], "o-", label=f"n={n}")
-    top = max((r["devices"] for r in rows), default=1)
-    ax.plot([1, top], [1, top], "k:", label="linear")
-    ax.set_xlabel("GPUs")
-    ax.set_ylabel("speed-up over 1 GPU (same run)")
+    return plt.subplots(figsize=(6, 4))
+
+
+def _save(fig, ax, path, xlabel, ylabel):
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
+def plot_lu_multi(doc, path):
+    rows = [r for r in doc["rows"] if r.get("m", r["n"]) == r["n"] and r.get("scaling")]
+    fig, ax = _axes()
+    for n in sorted({r["n"] for r in rows}):
+        sel = sorted((r for r in rows if r["n"] == n), key=lambda r: r["devices"])
+        ax.plot([r["devices"] for r in sel], [r["scaling"] for r in sel], "o-", label=f"n={n}")
+    top = max((r["devices"] for r in rows), default=1)
+    ax.plot([1, top], [1, top], "k:", label="linear")
+    _save(fig, ax, path, "GPUs", "speed-up over 1 GPU (same run)")
+
+
 def plot_lu(doc, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     rows = [r for r in doc["rows"] if r.get("m", r["n"]) == r["n"]]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _axes()
     for panel, prec in sorted({(r["panel"], r.get("precision", "fp32")) for r in rows}):
         sel = [r for r in rows if r["panel"] == panel and r.get("precision", "fp32") == prec]
         ax.plot([r["n"] for r in sel], [r["tflops"] for r in sel], "o-",
@@ -196,12 +202,7 @@ def plot_lu(doc, path):
     cus = {r["n"]: r["cusolver_tflops"] for r in rows}
     ax.plot(ns, [cus[n] for n in ns], "s--", label="cuSOLVER")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("n")
-    ax.set_ylabel("TFLOP/s (2/3 n³ / time)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, ax, path, "n", "TFLOP/s (2/3 n³ / time)")
 
 
 SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
