@@ -19,25 +19,17 @@ MODES = ("3xtf32", "tf32")
 _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the workspace
 
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# BM x BN block tile (BM/64 consumer warpgroups, each 64 rows x BN), BK the k-slice (32: one
-# 128-byte swizzle row), WN the wgmma N of one sub-block, STAGES3 / STAGES1 ring depth in
-# 3xtf32 / tf32 mode (0: mode not offered), SPLIT: each k-slice accumulated from zero in a
-# temporary tile and added to the sum with FP32 round-to-nearest (the tensor cores truncate
-# when they accumulate).  PIPE "cpasync": sgemm_wgmma (all threads copy, one __syncthreads per
-# slice); "tma": sgemm_wgmma_tma (a producer warpgroup's bulk copies, full/empty mbarriers),
-# CS CTAs per cluster sharing B through multicast (1: no sharing).
-WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PIPE CS")
+# BM x BN block tile (BM/64 warpgroups, each 64 rows x BN), BK the k-slice (32: one 128-byte
+# swizzle row), WN the wgmma N of one sub-block, STAGES3 / STAGES1 ring depth in 3xtf32 / tf32
+# mode (0: mode not offered), SPLIT: each k-slice accumulated from zero in a temporary tile and
+# added to the sum with FP32 round-to-nearest (the tensor cores truncate when they accumulate).
+WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT")
 VARIANTS = {
-    "128x256s": WgTile(128, 256, 32, 128, 2, 4, True, "cpasync", 1),
-    "128x128s": WgTile(128, 128, 32, 128, 3, 6, True, "cpasync", 1),
-    "128x256": WgTile(128, 256, 32, 256, 0, 4, False, "cpasync", 1),
-    "128x256t": WgTile(128, 256, 32, 128, 2, 0, True, "tma", 1),
-    "128x256t2": WgTile(128, 256, 32, 128, 2, 0, True, "tma", 2),
-    "128x256t4": WgTile(128, 256, 32, 128, 2, 0, True, "tma", 4),
-    "128x128t2": WgTile(128, 128, 32, 128, 3, 0, True, "tma", 2),
-    "128x256tf2": WgTile(128, 256, 32, 256, 0, 4, False, "tma", 2),
+    "128x256s": WgTile(128, 256, 32, 128, 2, 4, True),
+    "128x128s": WgTile(128, 128, 32, 128, 3, 6, True),
+    "128x256": WgTile(128, 256, 32, 256, 0, 4, False),
 }
-DEFAULT_VARIANT = {"3xtf32": "128x256t2", "tf32": "128x256"}
+DEFAULT_VARIANT = {"3xtf32": "128x256s", "tf32": "128x256"}
 SMALL_VARIANT = "128x128s"
 _NUM_SMS_GUESS = 132
 
@@ -51,13 +43,7 @@ def _check_mode(mode):
 
 
 def tile_threads(t):
-    """Threads per block: the consumer warpgroups, plus the producer warpgroup of "tma"."""
-    return (t.BM // 64) * 128 + (128 if t.PIPE == "tma" else 0)
-
-
-def padded_rows(m, t):
-    """Rows of A's workspace: m rounded up to whole clusters of CS row tiles."""
-    return -(-m // (t.BM * t.CS)) * t.BM * t.CS
+    return (t.BM // 64) * 128
 
 
 def stages(t, mode):
@@ -73,25 +59,20 @@ def dynamic_smem(t, mode):
 
 
 def workspace_floats(m, n, k, t, mode):
-    """float32 elements of the split workspace: A as padded_rows(m) x (k rounded up to BK), B^T as (n rounded up to BN) x the same, each element in _PARTS[mode] parts."""
+    """float32 elements of the split workspace: A as (m rounded up to BM) x (k rounded up to
+    BK), B^T as (n rounded up to BN) x the same, each element in _PARTS[mode] parts."""
     kp = -(-k // t.BK) * t.BK
+    mp = -(-m // t.BM) * t.BM
     np_ = -(-n // t.BN) * t.BN
-    return _PARTS[mode] * kp * (padded_rows(m, t) + np_)
+    return _PARTS[mode] * kp * (mp + np_)
 
 
 def _kernel_name(t, mode, vec):
-    args = (f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
-            f"{str(t.SPLIT).lower()},{str(vec).lower()}")
-    if t.PIPE == "tma":
-        return f"sgemm_wgmma_tma<{args},{t.CS}>"
-    return f"sgemm_wgmma<{args}>"
+    return (f"sgemm_wgmma<{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
+            f"{str(t.SPLIT).lower()},{str(vec).lower()}>")
 
 
-def _split_name(mode):
-    return f"wgmma_split2<{_PARTS[mode]}>"
-
-
-def _split_name_legacy(kmajor, mode):
+def _split_name(kmajor, mode):
     return f"wgmma_split<{str(kmajor).lower()},{_PARTS[mode]}>"
 
 
@@ -99,8 +80,7 @@ def _split_name_legacy(kmajor, mode):
 KERNEL_NAMES = tuple(
     _kernel_name(t, mode, v) for t in VARIANTS.values() for mode in MODES
     if stages(t, mode) for v in (True, False)) + tuple(
-    _split_name(mode) for mode in MODES) + tuple(
-    _split_name_legacy(km, mode) for km in (True, False) for mode in MODES)
+    _split_name(km, mode) for km in (True, False) for mode in MODES)
 
 
 def pick_variant(m, n, k, mode="3xtf32"):
@@ -132,60 +112,33 @@ def _main_kernel(device_id, variant, mode, vec):
                       arch_specific=True), smem
 
 
-def _split_op(x, ld, kmajor, rows, tr, w):
-    """Kernel arguments of one operand of the pre-pass: X, ld, R, TR, flags, W (flags bit 0:
-    K-major, bit 1: 16-byte loads allowed)."""
-    vec = x.data.ptr % 16 == 0 and ld % 4 == 0
-    return (x, np.int64(ld), np.int32(rows), np.int32(tr),
-            np.int32(int(kmajor) | (int(vec) << 1)), w)
-
-
-def split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor):
-    """Run the pre-pass (one launch, both operands); returns (workspace, wa, wb)."""
-    cp = cupy()
-    t = VARIANTS[variant]
-    ktiles = -(-k // t.BK)
-    # The workspace: A split as (Mp x Kp) and B^T as (Np x Kp), K-major, tile images.
-    work = cp.empty(max(workspace_floats(m, n, k, t, mode), 1), dtype=np.float32)
-    mp, np_ = padded_rows(m, t), -(-n // t.BN) * t.BN
-    wa = work[:_PARTS[mode] * ktiles * t.BK * mp]
-    wb = work[wa.size:]
-    if ktiles:
-        assert mp % 128 == 0 and np_ % 128 == 0, "the pre-pass moves 128-row pieces"
-        # B (K x N) is the N x K operand B^T: K-major exactly when B is not N-major.
-        ops = (_split_op(a, lda, a_kmajor, m, t.BM, wa), _split_op(b, ldb, not b_nmajor, n, t.BN, wb))
-        nblk0 = mp // 128 * ktiles
-        kernel = get_kernel(FAMILY, _split_name(mode), arch_specific=True)
-        kernel((nblk0 + np_ // 128 * ktiles,), (256,),
-               ops[0] + ops[1] + (np.int32(nblk0), np.int32(k), np.int32(ktiles)))
-    return work, wa, wb
-
-
-def _split_legacy(x, ld, kmajor, rows, k, tr, ktiles, mode, out):
-    """The earlier pre-pass (one launch per operand, 4-byte accesses); kept for comparison."""
-    kernel = get_kernel(FAMILY, _split_name_legacy(kmajor, mode), arch_specific=True)
+def _split(x, ld, kmajor, rows, k, tr, ktiles, mode, out):
+    """Launch the pre-pass: operand x (rows x k; K-contiguous when kmajor) -> out."""
+    kernel = get_kernel(FAMILY, _split_name(kmajor, mode), arch_specific=True)
     rp = -(-rows // tr) * tr
     grid = (rp // 32, min(ktiles, 65535))
     kernel(grid, (256,), (x, np.int64(ld), np.int32(rows), np.int32(k), np.int32(tr),
                           np.int32(ktiles), out))
 
 
-def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
-    """The main kernel on a split workspace (wa, wb from split_operands)."""
+def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     cp = cupy()
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
+    # The workspace: A split as (Mp x Kp) and B^T as (Np x Kp), K-major, tile images.
+    work = cp.empty(max(workspace_floats(m, n, k, t, mode), 1), dtype=np.float32)
+    wa = work[:_PARTS[mode] * ktiles * t.BK * -(-m // t.BM) * t.BM]
+    wb = work[wa.size:]
+    if ktiles:
+        _split(a, lda, a_kmajor, m, k, t.BM, ktiles, mode, wa)
+        # B (K x N) is the N x K operand B^T: K-major exactly when B is not N-major.
+        _split(b, ldb, not b_nmajor, n, k, t.BN, ktiles, mode, wb)
     vec = c.data.ptr % 8 == 0 and ldc % 2 == 0
     kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode, vec)
-    grid = (padded_rows(m, t) // t.BM * -(-n // t.BN),)
+    grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(ktiles), np.float32(alpha), wa, wb,
             np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
-
-
-def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
-    work, wa, wb = split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor)
-    multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc)
 
 
 def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
