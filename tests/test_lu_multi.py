@@ -270,3 +270,14 @@ def test_driver_panel_first_and_timeline(rng, panel_first, panel):
     assert_matches_lapack(a, lu, piv)
     assert [r["device"] for r in tl[0]["devices"]] == [0, 1, 2]
     assert sum(r["panels"] for r in tl[0]["devices"]) == 12
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+def test_multi_gpu_memory_error_message(cp):
+    """Each GPU's share is checked against its free memory, with the numbers in the message."""
+    from gpulinalg._lu_multi import check_memory
+    total = cp.cuda.Device(0).mem_info[1]
+    n = int((2 * total / 4) ** 0.5) + 4096       # each of 2 shares larger than one GPU
+    with pytest.raises(MemoryError, match="on 2 GPUs needs .* GiB on GPU 0"):
+        check_memory(cp, n, n, 256, ColumnCyclic(n, 256, 2), (0, 1))
