@@ -1,18 +1,29 @@
-"""One launch of each tensor-core GEMM mode, for Nsight Compute (tuning aid).
+"""One launch of each tensor-core GEMM mode, for Nsight Compute (tuning aid): the mma.sync
+kernels (gpulinalg/_gemm_tc.py) and, on sm_90, the wgmma kernels with their split pre-pass
+(gpulinalg/_gemm_wgmma.py, default variants; --all-wgmma: every variant of the table).
 
     ncu -k regex:sgemm_tc --metrics ... python3 benchmarks/ncu_gemm_tc.py 4096
+    ncu -k regex:sgemm_wgmma --set full python3 benchmarks/ncu_gemm_tc.py 8192 --all-wgmma
 """
 import sys
 
 import cupy as cp
 
 from gpulinalg import _gemm_tc
+from gpulinalg import _gemm_wgmma as wg
 
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
+args = [x for x in sys.argv[1:] if not x.startswith("--")]
+n = int(args[0]) if args else 4096
 gen = cp.random.default_rng(0)
 a = gen.standard_normal((n, n), dtype=cp.float32)
 b = gen.standard_normal((n, n), dtype=cp.float32)
 c = cp.empty((n, n), dtype=cp.float32)
 for mode in _gemm_tc.MODES:
     _gemm_tc.gemm_tc_into(1.0, a, b, 0.0, c, mode=mode)
+if wg.available():
+    for mode in wg.MODES:
+        variants = ([v for v, t in wg.VARIANTS.items() if wg.stages(t, mode)]
+                    if "--all-wgmma" in sys.argv else [None])
+        for v in variants:
+            wg.gemm_wgmma_into(1.0, a, b, 0.0, c, mode=mode, variant=v)
 cp.cuda.Device().synchronize()

@@ -3,7 +3,8 @@
 `gemm_wgmma_into` has exactly the semantics of `_gemm_tc.gemm_tc_into` (and `_blas.gemm_into`),
 on sm_90 devices only (wgmma exists for sm_90a alone).  A pre-pass splits the operands into
 TF32 parts, in the main kernel's shared-memory image, in a workspace; the main kernel then
-streams whole tiles with 16-byte copies and multiplies with wgmma.mma_async.
+streams whole tiles (bulk copies from a producer warpgroup in the default "tma" variants,
+16-byte cp.async in the "cpasync" baseline) and multiplies with wgmma.mma_async.
 """
 
 import functools
@@ -19,18 +20,26 @@ MODES = ("3xtf32", "tf32")
 _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the workspace
 
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# BM x BN block tile (BM/64 warpgroups, each 64 rows x BN), BK the k-slice (32: one 128-byte
-# swizzle row), WN the wgmma N of one sub-block, STAGES3 / STAGES1 ring depth in 3xtf32 / tf32
-# mode (0: mode not offered), SPLIT: each k-slice accumulated from zero in a temporary tile and
-# added to the sum with FP32 round-to-nearest (the tensor cores truncate when they accumulate).
-WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT")
+# BM x BN block tile (BM/64 consumer warpgroups, each 64 rows x BN), BK the k-slice (32: one
+# 128-byte swizzle row), WN the wgmma N of one sub-block, STAGES3 / STAGES1 ring depth in
+# 3xtf32 / tf32 mode (0: mode not offered), SPLIT: each k-slice accumulated from zero in a
+# temporary tile and added to the sum with FP32 round-to-nearest (the tensor cores truncate
+# when they accumulate).  PIPE "cpasync": sgemm_wgmma (every thread copies with cp.async, one
+# __syncthreads per slice; the first version, kept as the baseline); "tma": sgemm_wgmma_tma (a
+# producer warpgroup's bulk copies, full/empty mbarriers, decoupled consumer warpgroups).
+WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PIPE")
 VARIANTS = {
-    "128x256s": WgTile(128, 256, 32, 128, 2, 4, True),
-    "128x128s": WgTile(128, 128, 32, 128, 3, 6, True),
-    "128x256": WgTile(128, 256, 32, 256, 0, 4, False),
+    "128x256s": WgTile(128, 256, 32, 128, 2, 4, True, "cpasync"),
+    "128x128s": WgTile(128, 128, 32, 128, 3, 6, True, "cpasync"),
+    "128x256": WgTile(128, 256, 32, 256, 0, 4, False, "cpasync"),
+    "128x256t": WgTile(128, 256, 32, 128, 2, 0, True, "tma"),
+    "128x128t": WgTile(128, 128, 32, 128, 3, 0, True, "tma"),
+    "128x256tf": WgTile(128, 256, 32, 256, 0, 4, False, "tma"),
 }
-DEFAULT_VARIANT = {"3xtf32": "128x256s", "tf32": "128x256"}
-SMALL_VARIANT = "128x128s"
+# Measured on the H100 (benchmarks/wgmma_sweep.py, n = 2048..16384): the TMA variants are the
+# fastest in both modes; below one 128 x 256 tile per SM, 128 x 128 for 3xtf32.
+DEFAULT_VARIANT = {"3xtf32": "128x256t", "tf32": "128x256tf"}
+SMALL_VARIANT = {"3xtf32": "128x128t", "tf32": "128x256tf"}
 _NUM_SMS_GUESS = 132
 
 FAMILY = "sgemm_wgmma"
@@ -43,7 +52,8 @@ def _check_mode(mode):
 
 
 def tile_threads(t):
-    return (t.BM // 64) * 128
+    """Threads per block: the consumer warpgroups, plus the producer warpgroup of "tma"."""
+    return (t.BM // 64) * 128 + (128 if t.PIPE == "tma" else 0)
 
 
 def stages(t, mode):
@@ -68,8 +78,9 @@ def workspace_floats(m, n, k, t, mode):
 
 
 def _kernel_name(t, mode, vec):
-    return (f"sgemm_wgmma<{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
-            f"{str(t.SPLIT).lower()},{str(vec).lower()}>")
+    args = (f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
+            f"{str(t.SPLIT).lower()},{str(vec).lower()}")
+    return f"sgemm_wgmma{'_tma' if t.PIPE == 'tma' else ''}<{args}>"
 
 
 def _split_name(kmajor, mode):
@@ -84,13 +95,13 @@ KERNEL_NAMES = tuple(
 
 
 def pick_variant(m, n, k, mode="3xtf32"):
-    """Tile shape for an m x n x k product (untuned): the 128 x 256 tile once it fills the
-    SMs, else 128 x 128."""
+    """Tile shape for an m x n x k product: DEFAULT_VARIANT[mode] once its tiles fill the
+    SMs, else SMALL_VARIANT[mode]."""
     _check_mode(mode)
     big = VARIANTS[DEFAULT_VARIANT[mode]]
     if -(-m // big.BM) * -(-n // big.BN) >= _NUM_SMS_GUESS:
         return DEFAULT_VARIANT[mode]
-    return SMALL_VARIANT
+    return SMALL_VARIANT[mode]
 
 
 def available():
@@ -121,7 +132,8 @@ def _split(x, ld, kmajor, rows, k, tr, ktiles, mode, out):
                           np.int32(ktiles), out))
 
 
-def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+def split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor):
+    """Run the pre-pass on both operands; returns (workspace, wa, wb)."""
     cp = cupy()
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
@@ -133,12 +145,25 @@ def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, b
         _split(a, lda, a_kmajor, m, k, t.BM, ktiles, mode, wa)
         # B (K x N) is the N x K operand B^T: K-major exactly when B is not N-major.
         _split(b, ldb, not b_nmajor, n, k, t.BN, ktiles, mode, wb)
+    return work, wa, wb
+
+
+def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
+    """The main kernel on a split workspace (wa, wb from split_operands)."""
+    cp = cupy()
+    t = VARIANTS[variant]
+    ktiles = -(-k // t.BK)
     vec = c.data.ptr % 8 == 0 and ldc % 2 == 0
     kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode, vec)
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(ktiles), np.float32(alpha), wa, wb,
             np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
+
+
+def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+    work, wa, wb = split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor)
+    multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc)
 
 
 def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):

@@ -1,7 +1,7 @@
 // sgemm_wgmma.cu -- single-precision C = alpha * A * B + beta * C on the Hopper (sm_90a) TF32
 // tensor cores through wgmma.mma_async, with the 3xTF32 error-compensated split (FP32-level
 // accuracy) or plain TF32.  Same problem statement as kernels/sgemm_tc.cu (the mma.sync
-// version), two kernels:
+// version), three kernels:
 //
 // wgmma_split<KMAJOR, PARTS>: the pre-pass.  Reads one operand X (R x K, element (r, k) at
 // X[r*ld + k] when KMAJOR, at X[k*ld + r] otherwise) and writes it, split and already in the
@@ -17,21 +17,28 @@
 //   32 x 8 threads moves one 32 x 32 tile through shared memory, reading along X's contiguous
 //   dimension and writing whole 128-byte swizzled rows.
 //
-// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the product.  A block computes one
-// BM x BN tile of C (row-major, ldc; grouped rasterisation, async_copy.cuh) with BM/64
-// warpgroups; warpgroup w owns rows 64w..64w+63 and all BN columns, as BN/WN wgmma
-// m64nWNk8 sub-blocks.  Block (tile, slice) of the workspace is one contiguous run of bytes
-// equal to its shared-memory image, so the STAGES-deep ring is filled with plain 16-byte
-// cp.async by all threads (no producer specialisation; correct first), synchronised with
-// cp.async.wait_group + fence.proxy.async.shared::cta + __syncthreads (cp.async writes are
-// generic-proxy writes, wgmma reads through the async proxy).  Per k-slice of 32 and sub-block,
-// PARTS = 2 issues 12 wgmma k8 steps, small products first: As*Bb (4), Ab*Bs (4), Ab*Bb (4);
-// small*small (relative size 2^-22) is dropped.
+// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the product, first version (kept as the
+// baseline).  A block computes one BM x BN tile of C (row-major, ldc; grouped rasterisation,
+// async_copy.cuh) with BM/64 warpgroups; warpgroup w owns rows 64w..64w+63 and all BN columns,
+// as BN/WN wgmma m64nWNk8 sub-blocks.  Block (tile, slice) of the workspace is one contiguous
+// run of bytes equal to its shared-memory image, so the STAGES-deep ring is filled with plain
+// 16-byte cp.async by all threads, synchronised with cp.async.wait_group +
+// fence.proxy.async.shared::cta + __syncthreads (cp.async writes are generic-proxy writes,
+// wgmma reads through the async proxy).  Per k-slice of 32 and sub-block, PARTS = 2 issues 12
+// wgmma k8 steps, small products first: As*Bb (4), Ab*Bs (4), Ab*Bb (4); small*small
+// (relative size 2^-22) is dropped.
 // SPLIT (the accumulation fix of Ootomo & Yokota 2022): the tensor cores accumulate with
 // truncation, so each slice is accumulated from zero (scale-d = 0 on its first wgmma) in a
 // temporary m64nWN tile, waited for (wgmma.wait_group 0) and added to the running sum with FP32
 // FADDs (round to nearest).  The other warpgroup's wgmmas keep the tensor pipe busy meanwhile.
 // Without SPLIT the wgmmas accumulate into the sum directly (plain TF32 only).
+//
+// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the same tiles and wgmma sequence,
+// warp-specialised (the 3xTF32 default): BM/64 consumer warpgroups plus a producer warpgroup
+// whose one active thread fills the ring with bulk copies (cp.async.bulk, the TMA engine) and
+// full/empty mbarriers per stage; no __syncthreads in the loop (details above the kernel).
+// H100, n = 16384, 128 x 256, main kernel alone: 109 TF/s with cp.async, 131 with the TMA
+// pipeline (benchmarks/wgmma_sweep.py).
 //
 // PTX facts this relies on (checked against the PTX ISA text, sections "Asynchronous
 // Warpgroup Level Matrix ..." and "Matrix Descriptor Format", as quoted by public docs):
@@ -50,14 +57,16 @@
 //     commit_group / wait_group N before reading the results.
 //
 // Knobs (template parameters; gpulinalg/_gemm_wgmma.py passes them from its VARIANTS table and
-// the static_asserts check them): BM = 64 * warpgroups, BN, WN (wgmma N: 128 or 256), BK = 32
-// (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32, 1: TF32), SPLIT, VEC (C 8-byte
-// aligned with even ldc: float2 stores).  Dynamic shared memory: STAGES * PARTS * (BM + BN) *
-// 128 bytes + 1024 (alignment slack).  Inputs must be finite (Inf becomes NaN through x - big).
+// the static_asserts check them; PIPE there picks the kernel): BM = 64 * consumer warpgroups,
+// BN, WN (wgmma N: 128 or 256), BK = 32 (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32,
+// 1: TF32), SPLIT, VEC (C 8-byte aligned with even ldc: float2 stores).  Threads: BM/64 * 128
+// (+ 128 for the TMA producer).  Dynamic shared memory: STAGES * PARTS * (BM + BN) * 128
+// bytes + 1024 (alignment slack).  Inputs must be finite (Inf becomes NaN through x - big).
 // Bound: tensor-core-bound; 3xTF32 issues three TF32 products, so its ceiling is a third of the
 // H100's ~495 TFLOP/s dense TF32.  The pre-split workspace costs 8 bytes per operand element per
 // tile read: intensity BM*BN/(8*(BM+BN)) flop/byte of L2 traffic (10.7 for 128 x 256).  The
-// split pre-pass is bandwidth-bound (4 bytes in, 4*PARTS out per element).
+// split pre-pass is bandwidth-bound (4 bytes in, 4*PARTS out per element; it runs at ~0.9 of
+// a device-to-device copy's bandwidth on the H100 at n = 16384).
 
 #include <cuda_runtime.h>
 
@@ -148,6 +157,44 @@ __device__ __forceinline__ void wg_mma<256>(float* d, unsigned long long da,
 #undef WG_F64
 #undef WG_F8
 
+// ---- mbarriers, bulk copies (TMA, non-tensor) and register budgets (sm_90), in PTX.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// Spin until the barrier's phase with this parity has completed (acquire).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nWG_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WG_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+// Bulk copy of `bytes` (multiple of 16) global -> this CTA's shared memory; completes tx on bar.
+__device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned bytes,
+                                         unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];\n"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// Warpgroup register budget (all threads of the warpgroup execute it).
+template <int R>
+__device__ __forceinline__ void setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R));
+}
+template <int R>
+__device__ __forceinline__ void setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- the split pre-pass
@@ -187,6 +234,7 @@ wgmma_split(const float* __restrict__ X, long long ld, int R, int K, int TR, int
         __syncthreads();
     }
 }
+
 
 // ---------------------------------------------------------------- the product
 
@@ -324,6 +372,167 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
                 float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
                 float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
                 // gj even, ldc even/multiple of 4 under VEC: 8-byte aligned pairs
+                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
+            }
+    }
+}
+
+// ---------------------------------------------------------------- the product, TMA pipeline
+
+// sgemm_wgmma_tma: the same product with a warp-specialised pipeline.  The block is BM/64
+// consumer warpgroups plus one producer warpgroup (setmaxnreg: producer 40 registers, consumers
+// the rest).  One producer thread moves each (tile, slice) workspace block with bulk copies
+// (cp.async.bulk, the TMA engine; the block is one contiguous run, so no tensor map is needed)
+// into a STAGES-deep ring with a full and an empty mbarrier per stage: it waits on empty[s],
+// posts the byte count on full[s] (expect_tx) and issues the copies, which complete the phase.
+// The consumers wait on full[s], multiply exactly as sgemm_wgmma does, and release the stage
+// with one arrival per warp on empty[s] once their wgmmas have been waited for.  No
+// __syncthreads in the loop: the warpgroups run decoupled and the copies no longer cost the
+// consumers issue slots.
+template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
+__global__ void __launch_bounds__((BM / 64) * 128 + 128, 1)
+sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
+                const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
+{
+    constexpr int CONSUMERS = (BM / 64) * 128;     // threads; the producer warpgroup follows
+    // Registers per thread: producer 40, consumers the rest of the 64 Ki (multiple of 8, <= 256).
+    constexpr int CONSUMER_REGS = (65536 / 128 - 40) / (BM / 64) / 8 * 8 > 256
+                                      ? 256 : (65536 / 128 - 40) / (BM / 64) / 8 * 8;
+    constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
+    constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
+    constexpr int STAGE = A_STAGE + B_STAGE;
+    constexpr int NSUB = BN / WN, SUB = WN / 2, ACC = BN / 2;
+    constexpr unsigned A_BYTES = 4u * A_STAGE, B_BYTES = 4u * B_STAGE;
+    constexpr unsigned PIECE = 16384;              // bytes per bulk copy instruction (at most)
+    constexpr unsigned A_PIECE = A_BYTES < PIECE ? A_BYTES : PIECE;
+    constexpr unsigned B_PIECE = B_BYTES < PIECE ? B_BYTES : PIECE;
+    static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64 rows per warpgroup");
+    static_assert(WN == 128 || WN == 256, "wgmma N: 128 or 256 (wg_mma specialisations)");
+    static_assert(BN % WN == 0, "sub-blocks cover BN");
+    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
+    static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
+    static_assert(STAGES >= 2, "at least double buffering");
+    static_assert(A_BYTES % A_PIECE == 0 && B_BYTES % B_PIECE == 0,
+                  "whole bulk copies (16-byte multiples)");
+    static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024 - 256,
+                  "the ring (and the barriers) fit in 227 KiB of shared memory");
+
+    extern __shared__ __align__(16) unsigned char wg_smem_raw[];
+    __shared__ __align__(8) unsigned long long bars[2 * STAGES];   // full[s], then empty[s]
+    const unsigned raw = smem_u32(wg_smem_raw);
+    const unsigned ring_addr = (raw + 1023u) & ~1023u;   // swizzled tiles: 1024-byte aligned
+    const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+#pragma unroll
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 1);                  // the producer's expect_tx arrival
+            mbar_init(empty0 + 8 * s, CONSUMERS / 32);    // one arrival per consumer warp
+        }
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    int tile_m, tile_n;
+    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
+
+    if (tid >= CONSUMERS) {
+        setmaxnreg_dec<40>();
+        // Producer: refill stage s with slice kt once every consumer warp has released it
+        // (slice kt - STAGES, phase parity ^ 1).
+        if (tid == CONSUMERS) {
+            const char* ga = reinterpret_cast<const char*>(WA + (long long)tile_m * ktiles * A_STAGE);
+            const char* gb = reinterpret_cast<const char*>(WB + (long long)tile_n * ktiles * B_STAGE);
+            int s = 0;
+            unsigned phase = 0;
+            for (int kt = 0; kt < ktiles; ++kt) {
+                if (kt >= STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);
+                const unsigned full = full0 + 8 * s;
+                const unsigned sa = ring_addr + 4u * s * STAGE, sb = sa + A_BYTES;
+                const char* pa = ga + (long long)kt * A_BYTES;
+                const char* pb = gb + (long long)kt * B_BYTES;
+                mbar_expect_tx(full, A_BYTES + B_BYTES);
+#pragma unroll
+                for (unsigned o = 0; o < A_BYTES; o += A_PIECE)
+                    bulk_g2s(sa + o, pa + o, A_PIECE, full);
+#pragma unroll
+                for (unsigned o = 0; o < B_BYTES; o += B_PIECE)
+                    bulk_g2s(sb + o, pb + o, B_PIECE, full);
+                if (++s == STAGES) { s = 0; phase ^= 1; }
+            }
+        }
+        return;   // the consumers wait for every copy before they finish
+    }
+
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int wg = tid >> 7;                              // warpgroup: rows 64*wg.. of the tile
+    const int lane = tid & 31;
+    float acc[ACC];
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+    float tmp[SPLIT ? SUB : 1];
+#pragma unroll
+    for (int i = 0; i < (SPLIT ? SUB : 1); ++i) tmp[i] = 0.0f;
+
+    int s = 0;
+    unsigned phase = 0;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        mbar_wait(full0 + 8 * s, phase);                  // slice kt has landed in stage s
+        const unsigned a_big = ring_addr + 4u * (s * STAGE) + wg * 64 * 128;
+        const unsigned b_big0 = ring_addr + 4u * (s * STAGE + A_STAGE);
+#pragma unroll
+        for (int h = 0; h < NSUB; ++h) {
+            const unsigned b_big = b_big0 + h * WN * 128;
+            float* d = SPLIT ? tmp : acc + h * SUB;
+            wg_fence();
+            if (PARTS == 2) {  // small products first: As*Bb, then Ab*Bs
+                const unsigned a_small = a_big + 4u * A_PART, b_small = b_big + 4u * B_PART;
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    wg_mma<WN>(d, wg_desc(a_small + 32 * j), wg_desc(b_big + 32 * j),
+                               j > 0 || !SPLIT);
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_small + 32 * j), 1);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_big + 32 * j),
+                           PARTS == 2 || j > 0 || !SPLIT);
+            wg_commit();
+            if (SPLIT) {
+                wg_wait<0>();
+#pragma unroll
+                for (int i = 0; i < SUB; ++i) {
+                    wg_touch(tmp[i]);
+                    acc[h * SUB + i] += tmp[i];
+                }
+            }
+        }
+        if (!SPLIT) {
+            wg_wait<0>();
+#pragma unroll
+            for (int i = 0; i < ACC; ++i) wg_touch(acc[i]);
+        }
+        // This warp's wgmmas on stage s are complete (wait_group 0): release the stage.
+        if (lane == 0) mbar_arrive(empty0 + 8 * s);
+        if (++s == STAGES) { s = 0; phase ^= 1; }
+    }
+
+    // Epilogue, as in sgemm_wgmma.
+    const int q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int h = 0; h < NSUB; ++h)
+#pragma unroll
+            for (int j = 0; j < WN / 8; ++j) {
+                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
+                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
+                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
                 store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
             }
     }

@@ -15,21 +15,26 @@ from gpulinalg import _gemm_wgmma as wg
 def test_variants_and_names():
     for name, t in wg.VARIANTS.items():
         assert t.BK == 32 and t.BM % 64 == 0 and t.BN % t.WN == 0 and t.WN in (128, 256)
-        assert wg.tile_threads(t) == t.BM // 64 * 128
+        assert t.PIPE in ("cpasync", "tma")
+        assert wg.tile_threads(t) == t.BM // 64 * 128 + (128 if t.PIPE == "tma" else 0)
         assert t.SPLIT or not t.STAGES3, f"{name}: 3xtf32 needs the split accumulation"
         for mode in wg.MODES:
             if wg.stages(t, mode):
                 assert wg.stages(t, mode) >= 2
-                assert wg.dynamic_smem(t, mode) <= 227 * 1024
-                # 16-byte copies split evenly over the threads
-                assert (wg._PARTS[mode] * 32 * t.BM) % (4 * wg.tile_threads(t)) == 0
-                assert (wg._PARTS[mode] * 32 * t.BN) % (4 * wg.tile_threads(t)) == 0
+                assert wg.dynamic_smem(t, mode) <= 227 * 1024 - 256
+                if t.PIPE == "cpasync":  # 16-byte copies split evenly over the threads
+                    assert (wg._PARTS[mode] * 32 * t.BM) % (4 * wg.tile_threads(t)) == 0
+                    assert (wg._PARTS[mode] * 32 * t.BN) % (4 * wg.tile_threads(t)) == 0
+                else:  # bulk copies of whole 16 KiB pieces, or of the whole stage part
+                    for rows in (t.BM, t.BN):
+                        nbytes = wg._PARTS[mode] * 128 * rows
+                        assert nbytes % min(nbytes, 16384) == 0
     assert len(set(wg.KERNEL_NAMES)) == len(wg.KERNEL_NAMES)
     for mode in wg.MODES:
         for m, n, k in [(1, 1, 1), (8192, 8192, 8192), (300, 100000, 5), (0, 0, 0)]:
             v = wg.pick_variant(m, n, k, mode)
             assert wg.stages(wg.VARIANTS[v], mode)
-    assert wg.pick_variant(16384, 16384, 16384, "3xtf32") == "128x256s"
+    assert wg.pick_variant(16384, 16384, 16384, "3xtf32") == wg.DEFAULT_VARIANT["3xtf32"]
     with pytest.raises(ValueError, match="mode"):
         wg.pick_variant(8, 8, 8, "fp16")
 
@@ -151,6 +156,38 @@ def _run(cp, a, b, mode, variant=None, alpha=1.0, beta=0.0, c=None):
 def _offered():
     return [(v, m) for v in sorted(wg.VARIANTS) for m in wg.MODES
             if wg.stages(wg.VARIANTS[v], m)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", wg.MODES)
+@pytest.mark.parametrize("variant", ["128x256s", "128x128s"])   # tile rows 128 and 256
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (131, 259, 45), (300, 129, 97), (128, 256, 64)])
+@pytest.mark.parametrize("layout", ["CC", "FC", "CF", "FF", "odd"])
+def test_split_prepass_matches_model(hopper, rng, variant, mode, m, n, k, layout):
+    """The pre-pass's workspace, bit for bit, against split_pack (every slot, padding
+    included: a stale or unwritten slot differs), for both operand layouts, 16-byte and
+    4-byte loads (odd leading dimensions), edge pieces."""
+    cp = hopper
+    t = wg.VARIANTS[variant]
+    parts = wg._PARTS[mode]
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    if layout == "odd":   # leading dimensions not multiples of 4, offset pointers
+        ga = cp.asarray(rng.standard_normal((m, k + 3), dtype=np.float32))[:, 1:k + 1]
+        gb = cp.asarray(rng.standard_normal((k, n + 5), dtype=np.float32))[:, 3:n + 3]
+        ga[...] = cp.asarray(a)
+        gb[...] = cp.asarray(b)
+        args = (ga, k + 3, True, gb, n + 5, True)
+    else:
+        ga = cp.asarray(np.asarray(a, order=layout[0]))
+        gb = cp.asarray(np.asarray(b, order=layout[1]))
+        a_kmajor, b_nmajor = layout[0] == "C", layout[1] == "C"
+        args = (ga, k if a_kmajor else m, a_kmajor, gb, n if b_nmajor else k, b_nmajor)
+    work, wa, wb = wg.split_operands(variant, mode, m, n, k, *args)
+    WA, _, _ = split_pack(a, t.BM, parts)
+    WB, _, _ = split_pack(b.T.copy(), t.BN, parts)
+    np.testing.assert_array_equal(cp.asnumpy(wa), WA)
+    np.testing.assert_array_equal(cp.asnumpy(wb), WB)
 
 
 @pytest.mark.gpu
@@ -278,7 +315,7 @@ def _accuracy_case(cp, rng, m, n, k, wide, variant):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["128x256s", "128x128s"])
+@pytest.mark.parametrize("variant", [v for v, m in _offered() if m == "3xtf32"])
 @pytest.mark.parametrize("m,n,k,wide", [(512, 512, 512, False), (1024, 1024, 2048, False),
                                         (512, 512, 1024, True), (256, 256, 16384, False),
                                         (256, 256, 16384, True)])
