@@ -14,21 +14,12 @@ import cupy as cp
 from gpulinalg import _blas
 from gpulinalg import _gemm_wgmma as wg
 from gpulinalg._blas import row_major_problem
+from gpulinalg.bench.common import time_gpu
 
 
 def median_ms(fn, warmup=2, repeat=7):
-    for _ in range(warmup):
-        fn()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(repeat):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop))
-    return statistics.median(times)
+    """Median ms of fn() between CUDA events (gpulinalg.bench.common.time_gpu)."""
+    return time_gpu(fn, warmup=warmup, repeat=repeat)
 
 
 def rel_err(c, ref):

@@ -238,6 +238,58 @@ wgmma_split(const float* __restrict__ X, long long ld, int R, int K, int TR, int
 
 // ---------------------------------------------------------------- the product
 
+// One k-slice of the product for warpgroup wg, from the ring stage at shared address stage:
+// per m64nWN sub-block, PARTS = 2 issues 12 wgmma k8 steps, small products first (As*Bb,
+// Ab*Bs, then Ab*Bb); SPLIT accumulates the slice from zero in tmp and adds it to acc in FP32
+// after wgmma.wait_group 0, else the wgmmas accumulate into acc (waited for at the end).
+// Stage layout: A parts (BM x 32 each), then B parts (BN x 32 each), K-major, swizzled.
+template <int BM, int BN, int WN, int PARTS, bool SPLIT>
+__device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage, int wg) {
+    static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64 rows per warpgroup");
+    static_assert(WN == 128 || WN == 256, "wgmma N: 128 or 256 (wg_mma specialisations)");
+    static_assert(BN % WN == 0, "sub-blocks cover BN");
+    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
+    static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
+    constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
+    constexpr int NSUB = BN / WN, SUB = WN / 2, ACC = BN / 2;
+    const unsigned a_big = stage + wg * 64 * 128;
+    const unsigned b_big0 = stage + 4u * (PARTS * A_PART);
+#pragma unroll
+    for (int h = 0; h < NSUB; ++h) {
+        const unsigned b_big = b_big0 + h * WN * 128;
+        float* d = SPLIT ? tmp : acc + h * SUB;
+        wg_fence();
+        if (PARTS == 2) {  // small products first: As*Bb, then Ab*Bs
+            const unsigned a_small = a_big + 4u * A_PART, b_small = b_big + 4u * B_PART;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wg_mma<WN>(d, wg_desc(a_small + 32 * j), wg_desc(b_big + 32 * j),
+                           j > 0 || !SPLIT);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_small + 32 * j), 1);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_big + 32 * j),
+                       PARTS == 2 || j > 0 || !SPLIT);
+        wg_commit();
+        if (SPLIT) {
+            wg_wait<0>();
+#pragma unroll
+            for (int i = 0; i < SUB; ++i) {
+                wg_touch(tmp[i]);
+                acc[h * SUB + i] += tmp[i];
+            }
+        }
+    }
+    if (!SPLIT) {
+        wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) wg_touch(acc[i]);
+    }
+}
+
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
 __global__ void __launch_bounds__((BM / 64) * 128, 1)
 sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
@@ -251,11 +303,6 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
     constexpr int SUB = WN / 2;          // accumulator floats per thread per sub-block
     constexpr int ACC = BN / 2;          // running-sum floats per thread
     constexpr int A_CHUNKS = A_STAGE / 4 / THREADS, B_CHUNKS = B_STAGE / 4 / THREADS;
-    static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64 rows per warpgroup");
-    static_assert(WN == 128 || WN == 256, "wgmma N: 128 or 256 (wg_mma specialisations)");
-    static_assert(BN % WN == 0, "sub-blocks cover BN");
-    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
-    static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(A_CHUNKS * THREADS * 4 == A_STAGE && B_CHUNKS * THREADS * 4 == B_STAGE,
                   "the 16-byte copies cover a stage exactly");
@@ -316,42 +363,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
             if (nk < ktiles) load(nk, nbuf);
             cp_async_commit();
         }
-        const unsigned a_big = ring_addr + 4u * (buf * STAGE) + wg * 64 * 128;
-        const unsigned b_big0 = ring_addr + 4u * (buf * STAGE + A_STAGE);
-#pragma unroll
-        for (int h = 0; h < NSUB; ++h) {
-            const unsigned b_big = b_big0 + h * WN * 128;
-            float* d = SPLIT ? tmp : acc + h * SUB;
-            wg_fence();
-            if (PARTS == 2) {  // small products first: As*Bb, then Ab*Bs
-                const unsigned a_small = a_big + 4u * A_PART, b_small = b_big + 4u * B_PART;
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    wg_mma<WN>(d, wg_desc(a_small + 32 * j), wg_desc(b_big + 32 * j),
-                               j > 0 || !SPLIT);
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_small + 32 * j), 1);
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_big + 32 * j),
-                           PARTS == 2 || j > 0 || !SPLIT);
-            wg_commit();
-            if (SPLIT) {
-                wg_wait<0>();
-#pragma unroll
-                for (int i = 0; i < SUB; ++i) {
-                    wg_touch(tmp[i]);
-                    acc[h * SUB + i] += tmp[i];
-                }
-            }
-        }
-        if (!SPLIT) {
-            wg_wait<0>();
-#pragma unroll
-            for (int i = 0; i < ACC; ++i) wg_touch(acc[i]);
-        }
+        wg_slice<BM, BN, WN, PARTS, SPLIT>(acc, tmp, ring_addr + 4u * (buf * STAGE), wg);
         if (++buf == STAGES) buf = 0;
     }
     cp_async_wait<0>();
@@ -406,11 +418,6 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
     constexpr unsigned PIECE = 16384;              // bytes per bulk copy instruction (at most)
     constexpr unsigned A_PIECE = A_BYTES < PIECE ? A_BYTES : PIECE;
     constexpr unsigned B_PIECE = B_BYTES < PIECE ? B_BYTES : PIECE;
-    static_assert(BM % 64 == 0 && BM >= 64 && BM <= 256, "BM: 64 rows per warpgroup");
-    static_assert(WN == 128 || WN == 256, "wgmma N: 128 or 256 (wg_mma specialisations)");
-    static_assert(BN % WN == 0, "sub-blocks cover BN");
-    static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
-    static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
     static_assert(STAGES >= 2, "at least double buffering");
     static_assert(A_BYTES % A_PIECE == 0 && B_BYTES % B_PIECE == 0,
                   "whole bulk copies (16-byte multiples)");
@@ -478,42 +485,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
     unsigned phase = 0;
     for (int kt = 0; kt < ktiles; ++kt) {
         mbar_wait(full0 + 8 * s, phase);                  // slice kt has landed in stage s
-        const unsigned a_big = ring_addr + 4u * (s * STAGE) + wg * 64 * 128;
-        const unsigned b_big0 = ring_addr + 4u * (s * STAGE + A_STAGE);
-#pragma unroll
-        for (int h = 0; h < NSUB; ++h) {
-            const unsigned b_big = b_big0 + h * WN * 128;
-            float* d = SPLIT ? tmp : acc + h * SUB;
-            wg_fence();
-            if (PARTS == 2) {  // small products first: As*Bb, then Ab*Bs
-                const unsigned a_small = a_big + 4u * A_PART, b_small = b_big + 4u * B_PART;
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    wg_mma<WN>(d, wg_desc(a_small + 32 * j), wg_desc(b_big + 32 * j),
-                               j > 0 || !SPLIT);
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_small + 32 * j), 1);
-            }
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                wg_mma<WN>(d, wg_desc(a_big + 32 * j), wg_desc(b_big + 32 * j),
-                           PARTS == 2 || j > 0 || !SPLIT);
-            wg_commit();
-            if (SPLIT) {
-                wg_wait<0>();
-#pragma unroll
-                for (int i = 0; i < SUB; ++i) {
-                    wg_touch(tmp[i]);
-                    acc[h * SUB + i] += tmp[i];
-                }
-            }
-        }
-        if (!SPLIT) {
-            wg_wait<0>();
-#pragma unroll
-            for (int i = 0; i < ACC; ++i) wg_touch(acc[i]);
-        }
+        wg_slice<BM, BN, WN, PARTS, SPLIT>(acc, tmp, ring_addr + 4u * (s * STAGE), wg);
         // This warp's wgmmas on stage s are complete (wait_group 0): release the stage.
         if (lane == 0) mbar_arrive(empty0 + 8 * s);
         if (++s == STAGES) { s = 0; phase ^= 1; }
