@@ -251,7 +251,7 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
     static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
     constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
-    constexpr int NSUB = BN / WN, SUB = WN / 2, ACC = BN / 2;
+    constexpr int SUB = WN / 2, ACC = BN / 2;
     const unsigned a_big = stage + wg * 64 * 128;
     const unsigned b_big0 = stage + 4u * (PARTS * A_PART);
 #pragma unroll
@@ -290,6 +290,33 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     }
 }
 
+// Epilogue: C = alpha*acc + beta*C for warpgroup wg's 64 rows of the BM x BN tile (tile_m,
+// tile_n).  Thread (warp q of the warpgroup, g, t) holds, per sub-block h and 8-column group
+// j, columns 8j+2t, +1 of rows 16q+g and 16q+g+8; gj is even and, under VEC, ldc even, so the
+// pairs are 8-byte aligned.
+template <int BM, int BN, int WN, bool VEC>
+__device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
+                                            float beta, const float* acc, int tile_m,
+                                            int tile_n, int wg, int tid) {
+    constexpr int NSUB = BN / WN, SUB = WN / 2;
+    const int lane = tid & 31, q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int h = 0; h < NSUB; ++h)
+#pragma unroll
+            for (int j = 0; j < WN / 8; ++j) {
+                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
+                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
+                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
+                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
+            }
+    }
+}
+
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
 __global__ void __launch_bounds__((BM / 64) * 128, 1)
 sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
@@ -299,7 +326,6 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
     constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
     constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
     constexpr int STAGE = A_STAGE + B_STAGE;
-    constexpr int NSUB = BN / WN;        // wgmma sub-blocks per warpgroup
     constexpr int SUB = WN / 2;          // accumulator floats per thread per sub-block
     constexpr int ACC = BN / 2;          // running-sum floats per thread
     constexpr int A_CHUNKS = A_STAGE / 4 / THREADS, B_CHUNKS = B_STAGE / 4 / THREADS;
@@ -368,25 +394,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
     }
     cp_async_wait<0>();
 
-    // Epilogue: C = alpha*acc + beta*C.  Thread (warp q of the warpgroup, g, t) holds, per
-    // sub-block h and 8-column group j, columns 8j+2t, +1 of rows 16q+g and 16q+g+8.
-    const int lane = tid & 31, q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
-        if (gi >= M) continue;
-        float* crow = C + gi * ldc;
-#pragma unroll
-        for (int h = 0; h < NSUB; ++h)
-#pragma unroll
-            for (int j = 0; j < WN / 8; ++j) {
-                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
-                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
-                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
-                // gj even, ldc even/multiple of 4 under VEC: 8-byte aligned pairs
-                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
-            }
-    }
+    wg_epilogue<BM, BN, WN, VEC>(C, ldc, M, N, alpha, beta, acc, tile_m, tile_n, wg, tid);
 }
 
 // ---------------------------------------------------------------- the product, TMA pipeline
@@ -413,7 +421,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
     constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
     constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
     constexpr int STAGE = A_STAGE + B_STAGE;
-    constexpr int NSUB = BN / WN, SUB = WN / 2, ACC = BN / 2;
+    constexpr int SUB = WN / 2, ACC = BN / 2;
     constexpr unsigned A_BYTES = 4u * A_STAGE, B_BYTES = 4u * B_STAGE;
     constexpr unsigned PIECE = 16384;              // bytes per bulk copy instruction (at most)
     constexpr unsigned A_PIECE = A_BYTES < PIECE ? A_BYTES : PIECE;
@@ -491,21 +499,5 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
         if (++s == STAGES) { s = 0; phase ^= 1; }
     }
 
-    // Epilogue, as in sgemm_wgmma.
-    const int q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
-        if (gi >= M) continue;
-        float* crow = C + gi * ldc;
-#pragma unroll
-        for (int h = 0; h < NSUB; ++h)
-#pragma unroll
-            for (int j = 0; j < WN / 8; ++j) {
-                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
-                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
-                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
-                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
-            }
-    }
+    wg_epilogue<BM, BN, WN, VEC>(C, ldc, M, N, alpha, beta, acc, tile_m, tile_n, wg, tid);
 }
