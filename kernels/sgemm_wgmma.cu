@@ -251,7 +251,7 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     static_assert(PARTS == 1 || PARTS == 2, "PARTS: 2 (3xTF32) or 1 (TF32)");
     static_assert(SPLIT || PARTS == 1, "3xTF32 needs the split accumulation");
     constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
-    constexpr int SUB = WN / 2, ACC = BN / 2;
+    constexpr int NSUB = BN / WN, SUB = WN / 2, ACC = BN / 2;
     const unsigned a_big = stage + wg * 64 * 128;
     const unsigned b_big0 = stage + 4u * (PARTS * A_PART);
 #pragma unroll
