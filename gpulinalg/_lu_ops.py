@@ -133,9 +133,10 @@ class CupyOps(_Columns):
             self.piv = cp.zeros(max(k, 1), dtype=I32)
             # laswp's plan, reused by every swap: all of them on the update stream, in order.
             self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
-            if receive:   # other devices' panels arrive on their own stream
-                self.streams["comm"] = cp.cuda.Stream(non_blocking=True)
-                self.streams["comm"].wait_event(start)
+            # Copies between devices (received panels, the home's blocks): their own stream.
+            self.streams["comm"] = cp.cuda.Stream(non_blocking=True)
+            self.streams["comm"].wait_event(start)
+            if receive:   # other devices' panels arrive here
                 self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
             # Pinned host staging buffers (asynchronous copies need page-locked memory).
             self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
@@ -262,6 +263,24 @@ class CupyOps(_Columns):
                            self.linv[step % 2].nbytes, _DEFAULT, "comm")
         return self.record("comm")
 
+    def take(self, c0, c1, src, after, piv=None):
+        """Copy every row of the global columns [c0, c1) (one column block of `src`) from
+        device `src`'s ops into this matrix, and src's pivots piv = (j0, j1) when given, once
+        `after` has fired; on the comm stream.  The home of a multi-device factorization
+        (gpulinalg/_lu_multi.py) collects finished blocks this way.  Returns the event."""
+        lc, sc = self._local(c0, c1), src._local(c0, c1)
+        m, rt = self.shape[0], self._cp.cuda.runtime
+        comm = self.streams["comm"]
+        with self.device:
+            comm.wait_event(after)
+            rt.memcpy2DAsync(self.a[:, lc].data.ptr, 4 * self.shape[1], src.a[:, sc].data.ptr,
+                             4 * src.shape[1], 4 * (c1 - c0), m, _DEFAULT, comm.ptr)
+            if piv is not None:
+                j0, j1 = piv
+                self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0,
+                           4 * (j1 - j0), _DEFAULT, "comm")
+        return self.record("comm")
+
     def finish(self):
         """Wait for all streams (the caller's stream too); return the relative pivots."""
         with self.device:
@@ -303,8 +322,8 @@ class NumpyOps(_Columns):
         self.cols = cols if cols is not None else Identity()
         self.npiv = k = min(m, n) if npiv is None else npiv
         self.log = []
-        self._queues = {"panel": collections.deque(), "update": collections.deque(),
-                        "comm": collections.deque()}
+        # Streams: panel, update, comm, and scatter (the CPU tests' emulated column upload).
+        self._queues = collections.defaultdict(collections.deque)
         self._running = set()
         # "Device" buffers and host staging buffers, as in CupyOps.
         self.T = np.full(max(nb * m, 1), np.nan, F32)
@@ -448,8 +467,26 @@ class NumpyOps(_Columns):
         self._enqueue("comm", "receive", step, copy)
         return self.record("comm")
 
+    def take(self, c0, c1, src, after, piv=None):
+        """As CupyOps.take; `src` another NumpyOps."""
+        self.wait("comm", after)
+
+        def copy():
+            self.a[:, self._local(c0, c1)] = src.a[:, src._local(c0, c1)]
+            if piv is not None:
+                self.piv[piv[0]:piv[1]] = src.piv[piv[0]:piv[1]]
+
+        self._enqueue("comm", "take", None, copy)
+        return self.record("comm")
+
+    def copy_in(self, dst, src, label="scatter"):
+        """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event.
+        The CPU tests upload the virtual devices' columns this way, chunk by chunk."""
+        self._enqueue(label, label, None, lambda: dst.__setitem__(Ellipsis, src))
+        return self.record(label)
+
     def finish(self):
         # Drain the update stream first: a missing wait on the panel stream then breaks results.
-        for stream in ("update", "comm", "panel"):
+        for stream in ("update", "comm", "panel", *self._queues):
             self._run(stream)
         return self.piv[:self.npiv].astype(I32)
