@@ -92,6 +92,13 @@ def _as_input(a):
 _ALL_FINITE = None
 
 
+def _host_all_finite(x, rows=None):
+    """True when a host matrix holds no inf/NaN; in blocks of rows (about 16 MiB of
+    temporaries at a time, never one the size of the matrix)."""
+    rows = rows or max(1, (1 << 22) // max(1, x.shape[1]))
+    return all(np.isfinite(x[i:i + rows]).all() for i in range(0, x.shape[0], rows))
+
+
 def _device_all_finite(x):
     """True when a CuPy array holds no inf/NaN (one reduction, no m*n temporary)."""
     global _ALL_FINITE
@@ -140,7 +147,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     host = None
     if kind in ("numpy", "torch_cpu") or ops == "numpy":
         host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
-        if check_finite and not np.isfinite(host).all():
+        if check_finite and not _host_all_finite(host):
             raise ValueError(_NONFINITE)
     k = min(m, n)
     if block_size is not None:
@@ -152,10 +159,12 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         nb = default_block_size(m, n)
     nb = max(1, min(nb, k))
 
+    # A host matrix factored where it lies: allowed, and already row-major float32.
+    host_inplace = (host is not None and overwrite_a and kind == "numpy"
+                    and host.dtype == np.float32 and host.flags.c_contiguous
+                    and host.flags.writeable)
     if ops == "numpy":  # host test/debug backend: same driver, NumPy steps, never GPU speed
-        inplace = (overwrite_a and kind == "numpy" and host.dtype == np.float32
-                   and host.flags.c_contiguous and host.flags.writeable)
-        A = host if inplace else np.array(host, dtype=np.float32, order="C")
+        A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
         if ndev > 1:   # the multi-GPU driver on `ndev` virtual devices
             from ._lu_multi import factor_host
             piv, info = factor_host(A, nb, ndev, lambda: _panel_object(panel_name), lookahead,
@@ -173,7 +182,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # Several GPUs, host input: each device receives its columns from the host (the
         # whole matrix never sits on one GPU), and the factors come back into a host copy.
         from ._lu_multi import factor_devices
-        A = np.array(host, dtype=np.float32, order="C")
+        A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
         piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
                                    inv_threshold, precision, timeline)
         return kind, np, A, piv, info
@@ -337,7 +346,7 @@ def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahea
             ops, precision, devices)
     if kind in ("numpy", "torch_cpu"):
         h = _arrays.host_view(a, "a")
-        if check_finite and not np.isfinite(h).all():
+        if check_finite and not _host_all_finite(h):
             raise ValueError(_NONFINITE)
         if ops == "numpy" or h.size == 0:  # host backend, or an empty result: no GPU
             return finish(*_factor(a, *args))

@@ -55,6 +55,22 @@ class ColumnCyclic:
         cols = np.arange(self.n, dtype=np.int64)
         return cols[(cols // self.nb) % self.ndev == d]
 
+    def blocks(self, d):
+        """Global column ranges [c0, c1) of device d's blocks, left to right."""
+        step = self.ndev * self.nb
+        return [(c, min(c + self.nb, self.n)) for c in range(d * self.nb, self.n, step)]
+
+    def chunks(self, d, most=8):
+        """Device d's blocks grouped for a pipelined upload: 1, 1, 2, 4, ... blocks, at most
+        `most` per group, as lists of block ranges.  The first groups are small so that the
+        first panels and look-ahead updates can start while the rest is still arriving."""
+        blocks, out, size = self.blocks(d), [], 1
+        while blocks:
+            out.append(blocks[:size])
+            blocks = blocks[size:]
+            size = min(most, size * 2) if len(out) > 1 else 1
+        return out
+
     def bound(self, d):
         """This map seen from device d: an object with local_range(c0, c1) (what the device
         steps of the LU take to address columns)."""

@@ -12,6 +12,12 @@ for pivoting.  Step s of the blocked right-looking LU (gpulinalg/_lu.py, one dev
     look-ahead        the owner of panel s+1 updates that panel's columns first and factors it
                       on its panel stream while every device updates the rest
 
+Around the steps: the columns go to the devices in chunks of blocks (1, 1, 2, 4, ... per
+device), and the first steps start as soon as their columns are there; a GPU-resident matrix
+is its own "home": each block is copied back right after its panel is factored, and the row
+interchanges left of the panels (final columns of L) are applied there, once per step,
+instead of on every device -- so scatter and gather overlap the factorization.
+
 All of it is asynchronous: events order the streams, also across devices (a stream may wait
 on another device's event); the host waits only where a CPU panel must arrive.  Hazards the
 events cover: a receiver's comm stream writes the buffer of parity s % 2 only after its update
@@ -24,11 +30,12 @@ and replace `receive` with a send/receive pair.  The CPU tests run this driver o
 NumpyOps ("virtual devices", emulated streams and events) and compare with LAPACK.
 """
 
+import collections
 import time
 
 import numpy as np
 
-from ._distribution import ColumnCyclic, gather, panel_schedule, scatter
+from ._distribution import ColumnCyclic, gather, panel_schedule
 from ._lu import INV_THRESHOLD
 
 F32 = np.float32
@@ -44,26 +51,38 @@ PANEL_FIRST = True
 
 
 def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
-                panel_first=None, timeline=None):
+                panel_first=None, timeline=None, arrivals=None, home=None):
     """Factor the distributed matrix in place; return (piv, info) as `_lu.getrf`.
 
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with
     cols=dist.bound(d), receive=True); panels[d]: its panel object (CpuPanel or GpuPanel).
     `timeline`, if a list, receives per-device sums (update stream busy, own panels, wall).
     panel_first: None for PANEL_FIRST.
+    arrivals: None (every column in place), or per device a list of (c0, c1, event) in
+    column order: device d's columns of the global range [c0, c1) are in place once `event`
+    has fired (a pipelined upload).  Step 0 touches every column: its swaps and updates are
+    cut at these ranges, each piece waiting only for its own columns.
+    home: None, or ops over the whole matrix (Identity columns) that collects the result:
+    each column block is copied there (`take`) as soon as its panel is factored, and the row
+    interchanges left of the panels are applied there, once, instead of on every device (a
+    block is final on its device after its own step).  The caller waits on `home.finish()`.
     """
     panel_first = PANEL_FIRST if panel_first is None else panel_first
     m = devs[0].shape[0]
     k = min(m, dist.n)
     blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
     schedule = panel_schedule(k, nb, dist, lookahead)
+    pending = _Pending(arrivals, len(devs))
     if not blocks:
         devs[0].finish()
         return np.zeros(0, np.int32), 0
     t_start = time.perf_counter()
     origin = [dev.record("update") for dev in devs]
     o = dist.owner(0)
-    sent = panels[o].send(devs[o], 0, *blocks[0], after=origin[o])   # panel 0 is final
+    for c0, c1, waits in pending.pieces(o, 0, blocks[0][1]):   # panel 0's columns in place
+        for ev in waits:
+            devs[o].wait("update", ev)
+    sent = panels[o].send(devs[o], 0, *blocks[0], after=devs[o].record("update"))
     unguarded = [[] for _ in devs]   # receivers' copies of d's panels, not yet waited on by d
     early = None                     # the next panel, when already enqueued (panel_first)
     marks = [[] for _ in devs]       # timeline: (step, start, end) events per device
@@ -81,20 +100,33 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                 o, info = d, info or res.info
                 panel_marks[d].append((res.recv_start, res.done))
                 dev.wait("update", res.done)
+                if home is not None:   # block s is final but for later left swaps: collect it
+                    got = home.take(j0, j1, dev, res.done, piv=(j0, j1))
+                    home.wait("update", got)
+                    home.swap(s, j0, j1, 0, j0, "swap_left")
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
                 unguarded[o].append(got)
             elif op == "swap_right":
-                dev.swap(s, j0, j1, c0, c1, op)
+                continue   # done with the update of the same columns, piece by piece (below)
             elif op == "swap_left":
+                if home is not None:   # done once, on the home (above)
+                    continue
                 # These rows of the owner's earlier panels are being copied elsewhere: wait.
                 for got in unguarded[d]:
                     dev.wait("update", got)
                 unguarded[d].clear()
                 dev.swap(s, j0, j1, c0, c1, op)
             else:   # update, update_next, update_rest
-                dev.update(s, j0, j1, c0, c1, res.use_inverse, op)
+                # The swaps right of the panel cover the same columns as the updates: each
+                # piece is swapped just before it is updated (columns still arriving, and the
+                # rest of the swaps after the next panel has been shipped).
+                for p0, p1, waits in pending.pieces(d, c0, c1):
+                    for ev in waits:
+                        dev.wait("update", ev)
+                    dev.swap(s, j0, j1, p0, p1, "swap_right")
+                    dev.update(s, j0, j1, p0, p1, res.use_inverse, op)
                 if not shipped and d == dist.owner(nxt[0]) and op != "update_rest":
                     # The next panel's columns are final: ship / factor it (panel stream).
                     sent = panels[d].send(dev, s + 1, *nxt, after=dev.record("update"))
@@ -109,6 +141,12 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             end = dev.end_step(s)
             if timeline is not None and d in starts:
                 marks[d].append((starts[d], end))
+    assert pending.empty(), "columns arrived that no step waited for"
+    if home is not None:   # columns right of the last panel (m < n) are final now
+        for d, dev in enumerate(devs):
+            for c0, c1 in dist.blocks(d):
+                if c1 > k:
+                    home.take(max(c0, k), c1, dev, dev.record("update"))
     enqueued = time.perf_counter()
     pivs = [dev.finish() for dev in devs]
     for d, panel in enumerate(panels):   # GPU panels keep LAPACK's info on their device
@@ -124,6 +162,33 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     for j0, j1 in blocks:
         piv[j0:j1] += j0
     return piv.astype(np.int32), info
+
+
+class _Pending:
+    """Per device, the column ranges still arriving: (c0, c1, event), in column order."""
+
+    def __init__(self, arrivals, ndev):
+        self.queues = [collections.deque(a) for a in (arrivals or [()] * ndev)]
+
+    def pieces(self, d, c0, c1):
+        """The global range [c0, c1) of device d cut where its pending ranges end: a list of
+        (p0, p1, events to wait for before touching columns [p0, p1)); one piece, with no
+        event, once everything has arrived.  Each range is handed out once (the device's
+        update stream keeps the order for later steps)."""
+        q, out, waits, start = self.queues[d], [], [], c0
+        while q and q[0][0] < c1:
+            _, a1, ev = q.popleft()
+            waits.append(ev)
+            end = min(a1, c1)
+            if end > start:
+                out.append((start, end, waits))
+                waits, start = [], end
+        if start < c1 or waits:
+            out.append((start, c1, waits))
+        return out
+
+    def empty(self):
+        return not any(self.queues)
 
 
 def _timeline(devs, origin, marks, panel_marks):
@@ -142,18 +207,34 @@ def _timeline(devs, origin, marks, panel_marks):
     return {"devices": rows}
 
 
-def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold):
+def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True):
     """The distributed LU on `ndev` virtual devices (NumpyOps): a is factored in place
-    (float32, C-order); returns (piv, info).  The CPU tests' model of factor_devices."""
+    (float32, C-order); returns (piv, info).  The CPU tests' model of factor_devices: the
+    devices' columns arrive chunk by chunk on emulated streams (a missing wait reads NaN),
+    and with `collect` (as for a GPU-resident matrix) `a` itself is the home that takes the
+    finished blocks and the left swaps; without, the devices swap and `a` is gathered."""
     from ._lu_ops import NumpyOps
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
-    shares = scatter(a, dist)
-    devs = [NumpyOps(x, nb, cols=dist.bound(d), receive=True, npiv=min(m, n))
-            for d, x in enumerate(shares)]
+    devs, arrivals = [], []
+    for d in range(ndev):
+        dev = NumpyOps(np.full((m, dist.local_width(d)), np.nan, F32), nb,
+                       cols=dist.bound(d), receive=True, npiv=min(m, n))
+        got = []
+        for chunk in dist.chunks(d):
+            for c0, c1 in chunk:
+                l0, l1 = dist.local_range(d, c0, c1)
+                ev = dev.copy_in(dev.a[:, l0:l1], a[:, c0:c1])
+            got.append((chunk[0][0], chunk[-1][1], ev))
+        devs.append(dev)
+        arrivals.append(got)
+    home = NumpyOps(a, nb, npiv=min(m, n)) if collect else None
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold)
-    gather(shares, dist, a)
+                            inv_threshold, arrivals=arrivals, home=home)
+    if home is not None:
+        home.finish()
+    else:
+        gather([dev.a for dev in devs], dist, a)
     return piv, info
 
 
@@ -164,11 +245,15 @@ def share_bytes(m, n, nb, dist, d):
     return 4 * m * nd + workspace_bytes(m, nd, nb, receive=True)
 
 
-def check_memory(cp, m, n, nb, dist, device_ids):
-    """MemoryError with the numbers unless every device has room for its share."""
+def check_memory(cp, m, n, nb, dist, device_ids, home=None):
+    """MemoryError with the numbers unless every device has room for its share (and the
+    home device, when it is one of them, for the home's workspace too)."""
+    from ._lu_ops import workspace_bytes
     gib = 2.0 ** 30
     for d, dev_id in enumerate(device_ids):
         need = share_bytes(m, n, nb, dist, d)
+        if dev_id == home:
+            need += workspace_bytes(m, n, nb)
         with cp.cuda.Device(dev_id):
             free, total = cp.cuda.Device().mem_info
             free += cp.get_default_memory_pool().free_bytes()
@@ -185,40 +270,51 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
 
     src: a NumPy float32 matrix (the result comes back into it: the caller passes its own
     copy or an array it may overwrite) or a C-contiguous float32 CuPy matrix (factored in
-    place: its columns are scattered to the devices and gathered back).  Returns (piv, info).
-    `timeline`, if a list, receives getrf_multi's record plus the scatter, factorization and
-    gather times (the devices are synchronised between the phases to measure them).
+    place).  Returns (piv, info).
+
+    The columns go to the devices chunk by chunk (`_scatter`) and the factorization starts
+    with the first chunk.  A CuPy src is the home (`getrf_multi`): each block comes back as
+    soon as its panel is factored and the left swaps are applied there, so little is left
+    to copy after the last step.  A NumPy src is filled from the devices at the end.
+    `timeline`, if a list, receives getrf_multi's record plus scatter_ms (upload, first to
+    last chunk, the slowest device), factor_ms (until every device is done) and gather_ms
+    (what is left after that: the home's last blocks and swaps, or the host copies).
     """
     from ._backend import cupy
     from ._lu_ops import CupyOps
     cp = cupy()
     m, n = src.shape
     dist = ColumnCyclic(n, nb, len(device_ids))
-    check_memory(cp, m, n, nb, dist, device_ids)
+    on_host = isinstance(src, np.ndarray)
+    check_memory(cp, m, n, nb, dist, device_ids, home=None if on_host else src.device.id)
     _enable_peer_access(cp, device_ids)
-
-    def phase():   # timeline only: wait for every device, read the clock
-        if timeline is not None:
-            for dev_id in device_ids:
-                cp.cuda.Device(dev_id).synchronize()
-        return time.perf_counter()
-
-    t0 = phase()
-    shares = _scatter(cp, src, dist, device_ids)
-    t1 = phase()
+    t0 = time.perf_counter()
+    shares, arrivals, first = _scatter(cp, src, dist, device_ids)
     devs = []
     for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
         with cp.cuda.Device(dev_id):
             devs.append(CupyOps(x, nb, precision, cols=dist.bound(d), device=dev_id,
                                 receive=True, npiv=min(m, n)))
+    home = None
+    if not on_host:
+        with cp.cuda.Device(src.device.id):
+            home = CupyOps(src, nb, precision, device=src.device.id, npiv=min(m, n))
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold, timeline=timeline)
-    t2 = phase()
-    _gather(cp, src, dist, shares)
-    t3 = phase()
+                            inv_threshold, timeline=timeline, arrivals=arrivals, home=home)
+    t1 = time.perf_counter()
+    if home is not None:
+        home.finish()
+    else:
+        _gather(cp, src, dist, shares)
+    t2 = time.perf_counter()
     if timeline is not None:
-        timeline[-1].update(m=m, n=n, nb=nb, ndev=len(device_ids), scatter_ms=(t1 - t0) * 1e3,
-                            factor_ms=(t2 - t1) * 1e3, gather_ms=(t3 - t2) * 1e3)
+        scatter = 0.0
+        for dev_id, ev0, got in zip(device_ids, first, arrivals):
+            if got:
+                with cp.cuda.Device(dev_id):
+                    scatter = max(scatter, cp.cuda.get_elapsed_time(ev0, got[-1][2]))
+        timeline[-1].update(m=m, n=n, nb=nb, ndev=len(device_ids), scatter_ms=scatter,
+                            factor_ms=(t1 - t0) * 1e3, gather_ms=(t2 - t1) * 1e3)
     return piv, info
 
 
@@ -237,73 +333,58 @@ def _enable_peer_access(cp, device_ids):
                             raise
 
 
-def _copy_blocks(cp, dist, d, m, matrix, share, to_share, stream):
-    """Copy device d's column blocks between the whole row-major matrix and d's share, one
-    2-D copy per block (m rows of the block's width; the copy engines, no kernel):
-    to_share=True scatters, False gathers.  `matrix` and `share` are CuPy arrays or
-    C-contiguous NumPy arrays (then host<->device copies); enqueued on `stream`."""
+def _copy_blocks(cp, dist, d, blocks, matrix, share, to_share, stream):
+    """Copy the column blocks `blocks` (global ranges, device d's) between the whole
+    row-major matrix and d's share, one 2-D copy per block (all rows of the block's width;
+    the copy engines, no kernel): to_share=True scatters, False gathers.  `matrix` and
+    `share` are CuPy arrays or C-contiguous NumPy arrays (then host<->device copies);
+    enqueued on `stream`."""
     rt = cp.cuda.runtime
 
     def ptr(x):
         return x.ctypes.data if isinstance(x, np.ndarray) else x.data.ptr
 
-    n, nd = dist.n, share.shape[1]
+    m, n, nd = matrix.shape[0], dist.n, share.shape[1]
     host = isinstance(matrix, np.ndarray)
     kind = (_H2D if to_share else _D2H) if host else _DEFAULT
-    for c in range(d * dist.nb, n, dist.ndev * dist.nb):
-        w = min(dist.nb, n - c)
-        l = dist.count_before(d, c)
-        a, b = ptr(matrix) + 4 * c, ptr(share) + 4 * l
+    for c0, c1 in blocks:
+        a, b = ptr(matrix) + 4 * c0, ptr(share) + 4 * dist.count_before(d, c0)
         dst, dpitch, src, spitch = (b, 4 * nd, a, 4 * n) if to_share else (a, 4 * n, b, 4 * nd)
-        rt.memcpy2DAsync(dst, dpitch, src, spitch, 4 * w, m, kind, stream.ptr)
+        rt.memcpy2DAsync(dst, dpitch, src, spitch, 4 * (c1 - c0), m, kind, stream.ptr)
 
 
 def _scatter(cp, src, dist, device_ids):
-    """Each device's columns of src (NumPy, or CuPy on one of the devices), C-contiguous on
-    that device; ordered before later work on each device's current stream."""
+    """Each device's columns of src (NumPy, or CuPy on any device), C-contiguous on that
+    device, copied chunk by chunk (`ColumnCyclic.chunks`) on a side stream of the device,
+    after the source's pending work.  Returns (shares, arrivals, starts): arrivals[d] the
+    (c0, c1, event) of each chunk, as getrf_multi takes them; starts[d] an event before the
+    first copy (timeline)."""
     m = src.shape[0]
-    shares = []
+    if not isinstance(src, np.ndarray):
+        with cp.cuda.Device(src.device.id):    # an event of the source device
+            ready = cp.cuda.get_current_stream().record()
+    shares, arrivals, starts = [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
             x = cp.empty((m, dist.local_width(d)), np.float32)
-            stream = cp.cuda.get_current_stream()
-            if not isinstance(src, np.ndarray) and src.device.id != dev_id:
-                # Pull over the GPU link on a side stream, after the source's pending work.
-                with cp.cuda.Device(src.device.id):    # an event of the source device
-                    ready = cp.cuda.get_current_stream().record()
-                side = cp.cuda.Stream(non_blocking=True)
+            side = cp.cuda.Stream(non_blocking=True)
+            if not isinstance(src, np.ndarray):
                 side.wait_event(ready)
-                _copy_blocks(cp, dist, d, m, src, x, True, side)
-                done = cp.cuda.Event(disable_timing=True)
-                done.record(side)
-                stream.wait_event(done)
-            elif x.size:
-                _copy_blocks(cp, dist, d, m, src, x, True, stream)
+            starts.append(side.record())
+            got = []
+            for chunk in dist.chunks(d):
+                _copy_blocks(cp, dist, d, chunk, src, x, True, side)
+                got.append((chunk[0][0], chunk[-1][1], side.record()))
             shares.append(x)
-    return shares
+            arrivals.append(got)
+    return shares, arrivals, starts
 
 
 def _gather(cp, dst, dist, shares):
-    """dst[:, columns of device d] = shares[d] for every d (the inverse of _scatter), ordered
-    before later work on dst's device's current stream (host dst: complete on return)."""
-    m = dst.shape[0]
-    if isinstance(dst, np.ndarray):
-        for d, x in enumerate(shares):
-            with cp.cuda.Device(x.device.id):
-                stream = cp.cuda.get_current_stream()
-                _copy_blocks(cp, dist, d, m, dst, x, False, stream)
-                stream.synchronize()
-        return
-    with cp.cuda.Device(dst.device.id):
-        stream = cp.cuda.get_current_stream()
-        pending = []
-        for d, x in enumerate(shares):
-            if x.device.id == dst.device.id:
-                _copy_blocks(cp, dist, d, m, dst, x, False, stream)
-                continue
-            side = cp.cuda.Stream(non_blocking=True)   # pull each share concurrently
-            side.wait_event(stream.record())
-            _copy_blocks(cp, dist, d, m, dst, x, False, side)
-            pending.append(side.record())
-        for ev in pending:
-            stream.wait_event(ev)
+    """Host dst[:, columns of device d] = shares[d] for every d (the inverse of _scatter);
+    complete on return."""
+    for d, x in enumerate(shares):
+        with cp.cuda.Device(x.device.id):
+            stream = cp.cuda.get_current_stream()
+            _copy_blocks(cp, dist, d, dist.blocks(d), dst, x, False, stream)
+            stream.synchronize()

@@ -477,7 +477,11 @@ class NumpyOps(_Columns):
                 self.piv[piv[0]:piv[1]] = src.piv[piv[0]:piv[1]]
 
         self._enqueue("comm", "take", None, copy)
-        return self.record("comm")
+        tok = self.record("comm")
+        # Eager, unlike the other emulated streams: the copy runs as soon as `after` allows
+        # (forcing its stream that far), so a `take` ordered too early reads unfinished data.
+        tok.wait()
+        return tok
 
     def copy_in(self, dst, src, label="scatter"):
         """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event.

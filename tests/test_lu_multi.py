@@ -134,11 +134,60 @@ def test_virtual_devices_singular(rng, panel):
         factor_virtual(a, 2, 4, panel)
 
 
+@pytest.mark.parametrize("shape", [(37, 37), (61, 23), (23, 61), (8, 100), (100, 8)])
+@pytest.mark.parametrize("collect", [True, False])
+@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_virtual_devices_upload_and_home(rng, shape, collect, p, panel):
+    """Columns arriving chunk by chunk (emulated streams: an operation that does not wait for
+    its columns reads NaN), and the result collected on a home that also applies the left
+    swaps (collect) or gathered from the devices at the end."""
+    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg._lu import INV_THRESHOLD
+    from gpulinalg._lu_multi import factor_host
+    a = rng.standard_normal(shape).astype(np.float32)
+    work = a.copy()
+    piv, info = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD,
+                            collect=collect)
+    assert info == 0
+    assert_matches_lapack(a, work, piv)
+
+
+def test_upload_chunks():
+    dist = ColumnCyclic(100, 4, 2)
+    chunks = dist.chunks(1)
+    assert [len(c) for c in chunks] == [1, 1, 2, 4, 4]
+    assert [b for c in chunks for b in c] == dist.blocks(1)
+    assert dist.blocks(1)[0] == (4, 8) and dist.blocks(1)[-1] == (92, 96)
+    assert [b for c in ColumnCyclic(10, 4, 3).chunks(2) for b in c] == [(8, 10)]
+    assert ColumnCyclic(3, 4, 2).chunks(1) == []
+
+
 def test_virtual_devices_input_not_modified(rng):
     a = rng.standard_normal((30, 30)).astype(np.float32)
     keep = a.copy()
     factor_virtual(a, 3, 4)
     assert np.array_equal(a, keep)
+
+
+def test_virtual_devices_overwrite_a(rng):
+    """overwrite_a on a C-ordered float32 host matrix: factored where it lies (no copy of a
+    matrix that may be too large for one GPU and as large as the host's memory)."""
+    a = rng.standard_normal((30, 30)).astype(np.float32)
+    keep = a.copy()
+    lu, piv = factor_virtual(a, 2, 4, overwrite_a=True)
+    assert np.shares_memory(lu, a)
+    assert_matches_lapack(keep, lu, piv)
+
+
+@pytest.mark.parametrize("bad_row", [0, 7, 9])
+def test_host_finite_check_in_blocks(rng, bad_row):
+    from gpulinalg._decomp_lu import _host_all_finite
+    a = rng.standard_normal((10, 6)).astype(np.float32)
+    assert _host_all_finite(a, rows=3)
+    a[bad_row, 5] = np.inf
+    assert not _host_all_finite(a, rows=3)
+    assert not _host_all_finite(a)
 
 
 def test_lu_with_devices_host_backend(rng):
