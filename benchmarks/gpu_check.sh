@@ -7,6 +7,7 @@
 #   TESTS="tests/test_sgemm.py" SGEMM_ARGS="--variants all" bash benchmarks/gpu_check.sh
 #   STAGES="ncu_lu" NCU_LU_ARGS="4096 gpu fp32" bash benchmarks/gpu_check.sh
 #   STAGES="tests lu_multi" TESTS=tests/test_lu_multi.py bash benchmarks/gpu_check.sh   # 2+ GPUs
+#   STAGES="lu_large" LARGE_DEVICES=4 bash benchmarks/gpu_check.sh     # more than one GPU holds
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -50,6 +51,14 @@ if has lu_multi; then
     echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
     eval python3 -m gpulinalg.bench lu --json "$OUT/lu_multi.json" $args 2>&1 \
         | tee -a "$LOG" | tail -n 25
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+# Optional (STAGES="... lu_large", several GPUs): a host matrix larger than one GPU's memory
+# factored on LARGE_DEVICES GPUs, HPL's residual check, into lu_large.json.
+if has lu_large; then
+    echo "== lu_large --devices ${LARGE_DEVICES:-4}" | tee -a "$LOG"
+    python3 benchmarks/lu_large.py --devices "${LARGE_DEVICES:-4}" --json "$OUT/lu_large.json" \
+        2>&1 | tee -a "$LOG" | tail -n 25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 # Optional (STAGES="... ncu_lu"): kernel-by-kernel GPU time of one LU (NCU_LU_ARGS: n panel

@@ -3,8 +3,8 @@
     python3 benchmarks/make_docs.py [RESULTS_DIR]      # default docs/data
 
 RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
-transpose.json, laswp.json, lu.json, lu_multi.json (any subset; lu_multi.json comes from
-`STAGES=lu_multi` on a machine of several GPUs).  Plots go to docs/img/ when matplotlib is
+transpose.json, laswp.json, lu.json, lu_multi.json, lu_large.json (any subset; the last two
+come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to docs/img/ when matplotlib is
 installed (`pip install .[plot]`).
 """
 
@@ -159,12 +159,32 @@ def lu_multi_section(doc, img):
             "GPU 0: the column scatter to the P GPUs and the gather are inside the time.  The "
             "one-GPU rows are the same call without `devices` in the same run; `1-GPU time / "
             "time` is the scaling.  GPU panel, FP32 updates.  The phase columns come from one "
-            "more call that synchronises the GPUs between the phases (scatter, factorization, "
-            "gather); `host enqueue` is the host time spent issuing the factorization's work.\n",
+            "more call: `scatter` is the upload of the columns (first to last chunk, slowest "
+            "GPU; the factorization starts with the first chunk), `factor` the time until every "
+            "GPU is done (from the start, so it includes the scatter), `gather` what is left "
+            "after that (the last blocks copied home); `host enqueue` is the host time spent "
+            "issuing the factorization's work.\n",
             table(rows, cols)]
     if img:
         text.append(f"\n![LU on several GPUs]({img})")
     return "\n".join(text)
+
+
+def lu_large_section(doc, img):
+    cols = [("n", "n", ""), ("devices", "GPUs", ""), ("matrix_gib", "matrix GiB", ".1f"),
+            ("one_gpu_gib", "one GPU's memory GiB", ".1f"), ("factor_s", "factor s", ".1f"),
+            ("tflops", "TF/s", ".1f"), ("scatter_ms", "scatter ms", ".0f"),
+            ("gather_ms", "gather ms", ".0f"), ("hpl_residual", "HPL residual", ".3f"),
+            ("passed", "< 16", "")]
+    return "\n".join([
+        f"## A matrix larger than one GPU\n\n{env_line(doc)}\n",
+        "`python3 benchmarks/lu_large.py --devices P`: a NumPy matrix whose size alone exceeds "
+        "one GPU's memory, `lu_factor(a, overwrite_a=True, check_finite=False, devices=P)` "
+        "(each GPU receives only its columns from the host; the factors come back into `a`), "
+        "checked as HPL does: x solved on the host with the factors, "
+        "‖Ax − b‖∞ / (ε (‖A‖∞ ‖x‖∞ + ‖b‖∞) n) with A regenerated on the GPU; HPL accepts "
+        "< 16.  Time from the NumPy input to the NumPy factors (upload and download "
+        "included).\n", table(doc["rows"], cols)])
 
 
 def _axes():
@@ -210,7 +230,8 @@ def plot_lu(doc, path):
 
 
 SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
-            "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section}
+            "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section,
+            "lu_large": lu_large_section}
 
 
 def make_plots(docs, img_dir):
