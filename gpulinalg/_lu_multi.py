@@ -310,9 +310,9 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     if timeline is not None:
         scatter = 0.0
         for dev_id, ev0, got in zip(device_ids, first, arrivals):
-            if got:
-                with cp.cuda.Device(dev_id):
-                    scatter = max(scatter, cp.cuda.get_elapsed_time(ev0, got[-1][2]))
+            with cp.cuda.Device(dev_id):
+                for _, _, ev in got:
+                    scatter = max(scatter, cp.cuda.get_elapsed_time(ev0, ev))
         timeline[-1].update(m=m, n=n, nb=nb, ndev=len(device_ids), scatter_ms=scatter,
                             factor_ms=(t1 - t0) * 1e3, gather_ms=(t2 - t1) * 1e3)
     return piv, info
@@ -353,26 +353,36 @@ def _copy_blocks(cp, dist, d, blocks, matrix, share, to_share, stream):
         rt.memcpy2DAsync(dst, dpitch, src, spitch, 4 * (c1 - c0), m, kind, stream.ptr)
 
 
-def _scatter(cp, src, dist, device_ids):
+# Side streams per device for the scatter from a GPU: consecutive chunks alternate between
+# them, so that several copy engines pull at once.
+SCATTER_STREAMS = 2
+
+
+def _scatter(cp, src, dist, device_ids, streams=None):
     """Each device's columns of src (NumPy, or CuPy on any device), C-contiguous on that
-    device, copied chunk by chunk (`ColumnCyclic.chunks`) on a side stream of the device,
-    after the source's pending work.  Returns (shares, arrivals, starts): arrivals[d] the
-    (c0, c1, event) of each chunk, as getrf_multi takes them; starts[d] an event before the
-    first copy (timeline)."""
-    m = src.shape[0]
-    if not isinstance(src, np.ndarray):
+    device, copied chunk by chunk (`ColumnCyclic.chunks`) on side streams of the device (one
+    for a host src: those copies are staged by the host anyway), after the source's pending
+    work.  Returns (shares, arrivals, starts): arrivals[d] the (c0, c1, event) of each chunk,
+    as getrf_multi takes them; starts[d] an event before the first copy (timeline)."""
+    m, host = src.shape[0], isinstance(src, np.ndarray)
+    streams = 1 if host else (streams or SCATTER_STREAMS)
+    if not host:
         with cp.cuda.Device(src.device.id):    # an event of the source device
             ready = cp.cuda.get_current_stream().record()
     shares, arrivals, starts = [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
             x = cp.empty((m, dist.local_width(d)), np.float32)
-            side = cp.cuda.Stream(non_blocking=True)
-            if not isinstance(src, np.ndarray):
-                side.wait_event(ready)
-            starts.append(side.record())
+            sides = [cp.cuda.Stream(non_blocking=True) for _ in range(streams)]
+            if not host:
+                sides[0].wait_event(ready)
+            start = sides[0].record()
+            for side in sides[1:]:
+                side.wait_event(start)
+            starts.append(start)
             got = []
-            for chunk in dist.chunks(d):
+            for i, chunk in enumerate(dist.chunks(d)):
+                side = sides[i % streams]
                 _copy_blocks(cp, dist, d, chunk, src, x, True, side)
                 got.append((chunk[0][0], chunk[-1][1], side.record()))
             shares.append(x)
