@@ -11,35 +11,45 @@ from ._kernels import get_kernel
 
 FAMILY = "transpose"
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
-# TILE x TC elements of A per block (TILE rows, TC columns; TC None means a square tile),
-# 32 x BY threads, DIAG: diagonal block order.  All are transpose_tiled (one tile per block,
-# 4-byte accesses, every load of a thread in flight before the shared stores).
-Tile = namedtuple("Tile", "TILE BY DIAG TC STREAM", defaults=(None, False))
+# TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
+# 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
+# aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
+Tile = namedtuple("Tile", "TILE BY PAIR", defaults=(False,))
 VARIANTS = {
-    "32x8": Tile(32, 8, False),        # the seed kernel (baseline): 4 elements per thread
-    "32x8-diag": Tile(32, 8, True),
-    "64x8": Tile(64, 8, False),        # 16 elements per thread, 8 blocks (16.6 KiB) per SM
-    "64x8-diag": Tile(64, 8, True),
-    "64x16-diag": Tile(64, 16, True),
-    "64x4": Tile(64, 4, False),        # 32 elements per thread on 128 threads, 13 blocks/SM
-    "64x128-by8": Tile(64, 8, False, 128),   # 32 per thread, 512-byte A row segments
-    "128x64-by8": Tile(128, 8, False, 64),   # 32 per thread, 512-byte B row segments
-    "32x8-cs": Tile(32, 8, False, None, True),    # streaming (evict-first) loads and stores
-    "64x8-cs": Tile(64, 8, False, None, True),
-    "64x4-cs": Tile(64, 4, False, None, True),
+    "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
+    "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
+    "64x4-pair": Tile(64, 4, True),    # the same with float2 loads and stores
 }
 BASELINE = "32x8"
-# H100 measurements (call timing): plain row-order tiles beat every diagonal variant at every
-# size (no partition camping on Hopper) and the persistent 16-byte cp.async kernel (removed).
+# H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
+# sweeps, 2026-11-21; "a/b" = the two sweeps):
+#   size        32x8       64x4       64x4-pair
+#   4000^2      96.9/97.0  95.2/95.5  96.2/96.4
+#   4096^2      97.4/97.2  98.6/98.7  100.4/100.6
+#   5000^2      98.3/98.0  89.4/89.1  97.4/97.1
+#   6000x10000  94.6/94.2  87.7/87.3  93.3/93.0
+#   8000^2      95.3/94.0  97.6/96.1  98.7/97.3
+#   8192^2      95.2/93.9  97.7/96.3  98.4/96.9
+#   10000^2     94.0/92.9  87.7/86.7  93.2/92.0
+#   12000^2     93.7/93.2  92.2/91.7  92.9/92.3
+#   12288^2     93.7/93.5  96.5/96.2  97.2/97.0
+#   16384^2     93.6/93.4  96.7/96.4  97.1/96.8
+# The 64-wide tiles lose off the 64 grid because of the row pitch, not the partial tiles
+# (--layouts 10000: 64x4 86.9% contiguous, 95.7% with leading dimensions padded to
+# multiples of 64, 85.8% on the 64-aligned interior at the original pitch, 95.4% on a
+# contiguous interior; 64x4-pair 92.3 / 96.5 / 91.1 / 96.3; 32x8 93.1 / 93.2 / 91.9 / 92.8).
+# So the choice follows the pitches: 64x4-pair where both leading dimensions are multiples
+# of 64 and both pointers 256-byte aligned, 32x8 elsewhere.  Lost everywhere, removed (same
+# sweeps, 10000^2 / 16384^2): 32x32 on 128 threads 92.2 / 92.6, 32 x 64 tiles on 128 or 256
+# threads 91.3 / 92.2 and 93.1 / 93.2, 64 x 32 tiles 92.0 / 94.1 and 93.0 / 94.9, column-major
+# tile order in bands of 32 tile rows (32x8 91.4 / 92.6, 64x4 87.2 / 94.4), float2 on
+# 64 x 64 with 256 threads 92.9 / 96.9.  Earlier: diagonal block order and streaming (.cs)
+# hints no gain on the grid and 2-5 points slower off it; 64 x 64 on 256 threads (64x8)
+# 92.6% at 6000 x 10000; 64 x 128 / 128 x 64 tiles on 256 threads slower than 64x4.
+# Off the grid nothing measured reaches 95% of copy at 6000 x 10000 (32x8 94.2-94.6%,
+# default run 94.3%); at 4000^2 32x8 ran 94.6-97.0% over three runs.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
-# H100, burst timing (gpulinalg-bench transpose --variants ..., two runs, 2026-11-21): with
-# both dimensions multiples of 64 the 64 x 64 tile on 128 threads (64x4) ran 95.6-99.0% of
-# copy (4096-16384); with a dimension off the 64 grid (partial 64-wide edge tiles, row pitches
-# that are not multiples of 256 bytes) the 32 x 32 seed tile did best: 4000^2 96.2-96.9%,
-# 5000^2 97.8%, 6000 x 10000 94.7-94.8%, 10000^2 92.5%, 12000^2 93.2% (64x8: 95.5, 96.0, 92.6,
-# 91.3, 92.0).  The streaming-hint variants (-cs) were within noise on the grid and 2-5 points
-# slower off it.
-DEFAULT = "64x4"
+DEFAULT = "64x4-pair"
 OFF_GRID = "32x8"
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
@@ -48,40 +58,45 @@ _COPY_THREADS = 256   # copy2d's block size (its __launch_bounds__)
 _MAX_GRID_Y = 65535
 
 
-def tile_cols(t):
-    """Columns of A per tile (TC, or TILE for a square tile)."""
-    return t.TC or t.TILE
-
-
 def _tiled_name(t):
-    tc = "" if t.TC in (None, t.TILE) and not t.STREAM else f",{tile_cols(t)}"
-    stream = ",true" if t.STREAM else ""
-    return f"transpose_tiled<{t.TILE},{t.BY},{str(t.DIAG).lower()}{tc}{stream}>"
+    return f"transpose_pair<{t.BY}>" if t.PAIR else f"transpose_tiled<{t.TILE},{t.BY}>"
+
+
+def _unpaired(t):
+    """The 4-byte-access tile a PAIR variant falls back to on odd strides or pointers."""
+    return t._replace(PAIR=False)
 
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
-KERNEL_NAMES = tuple(dict.fromkeys(_tiled_name(t) for t in VARIANTS.values())) + ("copy2d",)
+KERNEL_NAMES = tuple(dict.fromkeys(
+    n for t in VARIANTS.values() for n in (_tiled_name(t), _tiled_name(_unpaired(t))))) \
+    + ("copy2d",)
 
 
 def num_tiles(rows, cols, variant):
     t = VARIANTS[variant]
-    return -(-rows // t.TILE) * -(-cols // tile_cols(t))
+    return -(-rows // t.TILE) * -(-cols // t.TILE)
 
 
 @functools.lru_cache(maxsize=1024)
-def pick_variant(rows, cols):
-    """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and for
-    dimensions off the 64 grid; the 64-wide tile otherwise (see OFF_GRID)."""
+def pick_variant(rows, cols, lds=None, ldd=None, aligned=True):
+    """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and where a
+    row pitch is not a multiple of 256 bytes; the 64-wide float2 tile otherwise (see
+    OFF_GRID).  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
+    both pointers 256-byte aligned."""
     tiles = num_tiles(rows, cols, DEFAULT)
     if tiles < SMALL_TILES_PER_SM * _NUM_SMS_GUESS:
         return SMALL
-    return DEFAULT if rows % 64 == 0 and cols % 64 == 0 else OFF_GRID
+    lds, ldd = cols if lds is None else lds, rows if ldd is None else ldd
+    return DEFAULT if aligned and lds % 64 == 0 and ldd % 64 == 0 else OFF_GRID
 
 
 @functools.lru_cache(maxsize=1024)
-def _transpose_launch(device_id, rows, cols, variant):
+def _transpose_launch(device_id, rows, cols, variant, pairs_ok):
     """(kernel, grid, block) of one transpose launch; memoised: the launch path stays short."""
     t = VARIANTS[variant]
+    if not pairs_ok:
+        t = _unpaired(t)
     tiles = num_tiles(rows, cols, variant)
     if tiles >= 2**31:
         raise ValueError("matrix too large for one launch")
@@ -94,20 +109,11 @@ def _copy_launch(device_id, rows, cols):
     return get_kernel(FAMILY, "copy2d"), grid, (_COPY_THREADS,)
 
 
-def block_order(gx, gy, diag):
-    """(bx, by) tile coordinates of linear block ids 0..gx*gy-1, as the kernel computes them."""
-    bid = np.arange(gx * gy, dtype=np.int64)
-    if diag:
-        by = bid % gy
-        bx = (bid // gy + by) % gx
-    else:
-        bx, by = bid % gx, bid // gx
-    return bx, by
-
-
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
-    kernel, grid, block = _transpose_launch(_device_id(), rows, cols, variant)
+    # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
+    pairs_ok = (lds | ldd) % 2 == 0 and (src.data.ptr | dst.data.ptr) % 8 == 0
+    kernel, grid, block = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
     kernel(grid, block, (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
 
 
@@ -138,11 +144,11 @@ def transpose_into(src, dst, variant=None):
         raise ValueError("dimensions must be below 2**31")
     if m == 0 or n == 0:
         return dst
-    if variant is None:
-        variant = pick_variant(m, n)   # memoised per shape
-    elif variant not in VARIANTS:
+    if not auto and variant not in VARIANTS:
         raise ValueError(f"unknown transpose variant {variant!r}; choose from {list(VARIANTS)}")
     if src.flags.c_contiguous and dst.flags.c_contiguous:   # the common case, fewest steps
+        if auto:   # memoised per shape
+            variant = pick_variant(m, n, aligned=(src.data.ptr | dst.data.ptr) % 256 == 0)
         _launch_transpose(m, n, src, n, dst, m, variant)
         return dst
     d_layout = _arrays.matrix_layout(dst)
@@ -163,8 +169,8 @@ def transpose_into(src, dst, variant=None):
     else:                          # column-major dst: dst.T is row-major m x n, like src: copy
         _launch_copy(m, n, src, lds, dst, ldd)
         return dst
-    if auto and rows != m:   # both column-major: choose for the row-major problem
-        variant = pick_variant(rows, cols)
+    if auto:   # for the row-major problem (rows x cols, lds, ldd) the kernel sees
+        variant = pick_variant(rows, cols, lds, ldd, (src.data.ptr | dst.data.ptr) % 256 == 0)
     _launch_transpose(rows, cols, src, lds, dst, ldd, variant)
     return dst
 
@@ -208,8 +214,9 @@ def transpose(a, out=None):
     Notes
     -----
     Unlike ``a.T``, which is a view, this moves the data: the kernel (kernels/transpose.cu)
-    goes through 64 x 64 shared-memory tiles (32 x 32 for small matrices) so that reads and
-    writes are both coalesced.  It is bandwidth-bound:
+    goes through 64 x 64 shared-memory tiles with 8-byte accesses (32 x 32 tiles with 4-byte
+    accesses for small matrices and for row pitches that are not multiples of 256 bytes) so
+    that reads and writes are both coalesced.  It is bandwidth-bound:
     ``8*m*n`` bytes are read and written.  A column-major `a` transposes to a C-ordered result
     by a plain strided copy.
     """

@@ -7,88 +7,62 @@
 // caller: transposing between a column-major and a row-major view is a plain strided copy
 // (copy2d below), and two column-major views are the row-major transpose of their .T views.
 //
-// transpose_tiled<TILE, BY, DIAG, TC>:
-//   * one block of 32 x BY threads moves one TILE x TC tile of A (TILE rows, TC columns, both
-//     multiples of 32; TC = TILE unless named): thread (tx, ty) reads A rows r0+ty+BY*q,
-//     columns c0+tx+32*p (q < TILE/BY, p < TC/32) into shared memory, row-wise, so each warp
-//     reads 128 contiguous bytes per load (a tile row: TC*4 contiguous bytes);
-//   * after one barrier the same thread writes B rows c0+ty+BY*q, columns r0+tx+32*p
-//     (q < TC/BY, p < TILE/32), i.e. the tile read column-wise from shared memory: each warp
-//     again writes 128 contiguous bytes (a B tile row: TILE*4 contiguous bytes);
-//   * the tile is padded to [TILE][TC+1] so the column-wise shared reads hit 32 different
-//     banks (row stride TC+1 = 1 mod 32);
-//   * every thread moves TILE*TC/(32*BY) elements (4 for 32/8, 16 for 64/8, 32 for 64/4 and
-//     the 64 x 128 / 128 x 64 tiles on 8 warps), all loads issued before the first shared
-//     store, so that many bytes per thread are in flight;
-//   * the grid is 1-D over the ceil(rows/TILE) x ceil(cols/TC) tiles; DIAG walks it in the
-//     diagonal order of Ruetsch & Micikevicius ("Optimizing matrix transpose in CUDA", 2009),
-//     a bijection for any grid shape, so concurrently running blocks write B rows spread over
-//     the memory partitions instead of camping on one (measured: no gain on the H100);
-//   * partial edge tiles are handled here (bounds-checked path, taken only by edge blocks).
+// Both transposes go through a TILE x TILE shared-memory tile per block, tiles in row-major
+// order over A (1-D grid of ceil(rows/TILE) * ceil(cols/TILE) blocks), and handle partial
+// edge tiles themselves (a bounds-checked path taken only by edge blocks).  Every load of a
+// thread is issued before the first shared store.
+//
+// transpose_tiled<TILE, BY>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
+//   reads A rows r0+ty+BY*q, columns c0+tx+32*p into tile[row][col] (each warp load: 128
+//   contiguous bytes), then after one barrier writes B rows c0+ty+BY*q, columns r0+tx+32*p
+//   from the tile read column-wise (each warp store: 128 contiguous bytes).  The tile is padded
+//   to [TILE][TILE+1] so the column-wise reads hit 32 banks.  32 x 8 (the seed kernel, kept as
+//   the baseline, 4 elements per thread) and 64 x 4 (32 per thread, the fallback of
+//   transpose_pair<4> for odd strides).
+// transpose_pair<BY>: 64 x 64 tile, 8-byte (float2) global accesses: thread (tx, ty) reads A
+//   columns c0+2tx, c0+2tx+1 of rows r0+ty+BY*q (each warp load: 256 contiguous bytes) and
+//   writes B columns r0+2tx, r0+2tx+1 of rows c0+ty+BY*q; the tile is stored with rows and
+//   columns permuted (P(i) = (i & 1) * 32 + i / 2) so both shared phases are conflict-free.
+//   Needs even leading dimensions and 8-byte aligned pointers (the caller checks).
 //   Knobs (template parameters; gpulinalg/_transpose.py VARIANTS is the source of truth, the
-//   static_asserts check them): TILE = 32, 64 or 128, TC = TILE, 64 or 128, BY = 4, 8 or 16
-//   (threads per block = 32*BY, which is __launch_bounds__), DIAG, and STREAM: loads and
-//   stores with the evict-first ("streaming", .cs) cache hint, since every element is read
-//   once and written once and neither needs to stay in L2.  Static shared memory
-//   TILE*(TC+1)*4 bytes per block (16.6 KiB for 64 x 64: 8 resident blocks of 256 threads
-//   per SM; 33 KiB for 64 x 128: 6 blocks, 192 KiB of tile data per SM).
+//   static_asserts check them): TILE = 32 or 64, BY = 4 or 8 (threads per block = 32*BY,
+//   which is __launch_bounds__).  Static shared memory TILE*(TILE+1)*4 bytes (16.6 KiB at
+//   64: 13 blocks of 128 threads per SM).
 //   Bound: bandwidth-bound; bytes moved = 2 * rows * cols * 4 (each element read and written
-//   once), judged against a device-to-device copy of the same size (~3.0 TB/s on an H100).
-//   transpose_tiled<32,8,false> is the seed kernel, kept as the baseline variant.
-//   (A persistent 64 x 64 kernel with 16-byte cp.async reads, a double buffer and float4
-//   writes, transpose_vec, was measured slower at every size on the H100 -- 2423 vs 2814 GB/s
-//   at 16384^2, 1891 vs 2209 at 4096^2 -- and removed; it is in the history, commit abad904.)
+//   once), judged against a device-to-device copy of the same size (~2.9-3.0 TB/s, H100).
+//   H100 (burst timing, % of copy): the 64-wide tiles need row pitches that are multiples of
+//   256 bytes: 64x4 at 10000^2 ran 86.9% contiguous, 95.7% with both leading dimensions
+//   padded to multiples of 64 (same partial tiles), 85.8% on the 64-aligned interior at the
+//   original pitch (no partial tiles): the pitch costs, the edge tiles do not.  The 32 x 32
+//   tile is insensitive to the pitch (93.1 / 93.2 / 91.9%) but stays near 93.5% at large
+//   sizes.  Tried and removed (numbers in gpulinalg/_transpose.py): diagonal block order,
+//   streaming (.cs) cache hints, column-major order in bands of 32 tile rows, rectangular
+//   32 x 64 / 64 x 32 / 64 x 128 / 128 x 64 tiles, 32 x 32 on 128 threads, 64 x 64 on 256 or
+//   512 threads, and a persistent 64 x 64 kernel with 16-byte cp.async reads and float4
+//   writes (2423 vs 2814 GB/s at 16384^2; commit abad904).
 //
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
 //   transposes that are strided copies; bandwidth-bound like the above.
 
-// Global load / store, optionally with the streaming (evict-first) cache hint.
-template <bool STREAM>
-__device__ __forceinline__ float load_elem(const float* p)
-{
-    return STREAM ? __ldcs(p) : *p;
-}
-
-template <bool STREAM>
-__device__ __forceinline__ void store_elem(float* p, float v)
-{
-    if (STREAM)
-        __stcs(p, v);
-    else
-        *p = v;
-}
-
-template <int TILE, int BY, bool DIAG, int TC = TILE, bool STREAM = false>
+template <int TILE, int BY>
 __global__ void __launch_bounds__(32 * BY)
 transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds,
                 float* __restrict__ dst, long long ldd)
 {
-    static_assert(TILE % 32 == 0 && TC % 32 == 0, "tile rows are read and written by whole warps");
-    static_assert(TILE % BY == 0 && TC % BY == 0, "the BY thread rows must divide the tile");
+    static_assert(TILE % 32 == 0, "tile rows are read and written by whole warps");
+    static_assert(TILE % BY == 0, "the BY thread rows must divide the tile");
     static_assert(32 * BY <= 1024, "too many threads per block");
-    static_assert(TILE * (TC + 1) * 4 <= 48 * 1024, "static shared memory limit");
-    constexpr int CX = TC / 32;     // A tile columns per thread (read)
-    constexpr int RY = TILE / BY;   // A tile rows per thread (read)
-    constexpr int WX = TILE / 32;   // B tile columns per thread (write)
-    constexpr int WY = TC / BY;     // B tile rows per thread (write)
-    __shared__ float tile[TILE][TC + 1];
+    static_assert(TILE * (TILE + 1) * 4 <= 48 * 1024, "static shared memory limit");
+    constexpr int CX = TILE / 32;   // tile columns per thread (read and write)
+    constexpr int RY = TILE / BY;   // tile rows per thread (read and write)
+    __shared__ float tile[TILE][TILE + 1];
 
-    const unsigned gx = (static_cast<unsigned>(cols) + TC - 1) / TC;      // tiles along cols
-    const unsigned gy = (static_cast<unsigned>(rows) + TILE - 1) / TILE;  // tiles along rows
-    const unsigned bid = blockIdx.x;
-    unsigned bx, by;
-    if (DIAG) {            // diagonal order: (bid / gy + bid % gy) % gx, a bijection
-        by = bid % gy;
-        bx = (bid / gy + by) % gx;
-    } else {               // row-major order over the tiles of A
-        bx = bid % gx;
-        by = bid / gx;
-    }
-    const long long r0 = static_cast<long long>(by) * TILE;   // first A row of the tile
-    const long long c0 = static_cast<long long>(bx) * TC;     // first A column of the tile
+    const unsigned gx = (static_cast<unsigned>(cols) + TILE - 1) / TILE;   // tiles along cols
+    const long long r0 = static_cast<long long>(blockIdx.x / gx) * TILE;   // first A row
+    const long long c0 = static_cast<long long>(blockIdx.x % gx) * TILE;   // first A column
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const bool full = r0 + TILE <= rows && c0 + TC <= cols;
+    const bool full = r0 + TILE <= rows && c0 + TILE <= cols;
 
     const float* s = src + r0 * lds + c0;
     float v[RY][CX];   // all loads in flight before the first shared store
@@ -97,7 +71,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
         for (int q = 0; q < RY; ++q)
 #pragma unroll
             for (int p = 0; p < CX; ++p)
-                v[q][p] = load_elem<STREAM>(s + (ty + BY * q) * lds + tx + 32 * p);
+                v[q][p] = s[(ty + BY * q) * lds + tx + 32 * p];
     } else {
         const long long rl = rows - r0, cl = cols - c0;   // rows / columns left in this tile
 #pragma unroll
@@ -105,7 +79,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
 #pragma unroll
             for (int p = 0; p < CX; ++p)
                 v[q][p] = (ty + BY * q < rl && tx + 32 * p < cl)
-                          ? load_elem<STREAM>(s + (ty + BY * q) * lds + tx + 32 * p) : 0.0f;
+                          ? s[(ty + BY * q) * lds + tx + 32 * p] : 0.0f;
     }
 #pragma unroll
     for (int q = 0; q < RY; ++q)
@@ -118,20 +92,86 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
     float* d = dst + c0 * ldd + r0;
     if (full) {
 #pragma unroll
-        for (int q = 0; q < WY; ++q)
+        for (int q = 0; q < RY; ++q)
 #pragma unroll
-            for (int p = 0; p < WX; ++p)
-                store_elem<STREAM>(d + (ty + BY * q) * ldd + tx + 32 * p,
-                                   tile[tx + 32 * p][ty + BY * q]);
+            for (int p = 0; p < CX; ++p)
+                d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
     } else {
         const long long rl = rows - r0, cl = cols - c0;
 #pragma unroll
-        for (int q = 0; q < WY; ++q)
+        for (int q = 0; q < RY; ++q)
 #pragma unroll
-            for (int p = 0; p < WX; ++p)
+            for (int p = 0; p < CX; ++p)
                 if (ty + BY * q < cl && tx + 32 * p < rl)
-                    store_elem<STREAM>(d + (ty + BY * q) * ldd + tx + 32 * p,
-                                       tile[tx + 32 * p][ty + BY * q]);
+                    d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
+    }
+}
+
+template <int BY>
+__global__ void __launch_bounds__(32 * BY)
+transpose_pair(int rows, int cols, const float* __restrict__ src, long long lds,
+               float* __restrict__ dst, long long ldd)
+{
+    constexpr int T = 64, RY = T / BY;   // 64 x 64 tile; A rows (and B rows) per thread
+    static_assert(T % BY == 0 && 32 * BY <= 1024, "the BY thread rows must divide the tile");
+    // Element (r, c) of the tile lives at tile[P(r)][P(c)], P(i) = (i & 1) * 32 + i / 2: the
+    // pair stores (columns 2tx, 2tx+1 -> tx, 32+tx) and the pair reads (rows 2tx, 2tx+1 ->
+    // tx, 32+tx) each touch 32 consecutive words or a column of stride T+1: no bank conflict.
+    __shared__ float tile[T][T + 1];
+    const unsigned gx = (static_cast<unsigned>(cols) + T - 1) / T;
+    const long long r0 = static_cast<long long>(blockIdx.x / gx) * T;
+    const long long c0 = static_cast<long long>(blockIdx.x % gx) * T;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const bool full = r0 + T <= rows && c0 + T <= cols;
+
+    const float* s = src + r0 * lds + c0 + 2 * tx;
+    float2 v[RY];   // all loads in flight before the first shared store
+    if (full) {
+#pragma unroll
+        for (int q = 0; q < RY; ++q)
+            v[q] = *reinterpret_cast<const float2*>(s + (ty + BY * q) * lds);
+    } else {
+        const long long rl = rows - r0, cl = cols - c0;
+#pragma unroll
+        for (int q = 0; q < RY; ++q) {
+            const float* p = s + (ty + BY * q) * lds;
+            const bool in = ty + BY * q < rl;
+            if (in && 2 * tx + 1 < cl)
+                v[q] = *reinterpret_cast<const float2*>(p);
+            else
+                v[q] = make_float2(in && 2 * tx < cl ? *p : 0.0f, 0.0f);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < RY; ++q) {
+        const int r = ty + BY * q, pr = (r & 1) * 32 + r / 2;
+        tile[pr][tx] = v[q].x;
+        tile[pr][32 + tx] = v[q].y;
+    }
+    __syncthreads();
+
+    // B row c0+c, columns r0+2tx, r0+2tx+1 = A(r0+2tx, c0+c), A(r0+2tx+1, c0+c).
+    float* d = dst + c0 * ldd + r0 + 2 * tx;
+    if (full) {
+#pragma unroll
+        for (int q = 0; q < RY; ++q) {
+            const int c = ty + BY * q, pc = (c & 1) * 32 + c / 2;
+            // __stwb: one 8-byte store, default (.wb) policy; a plain float2 assignment
+            // was split into two 4-byte stores by nvcc 13.0
+            __stwb(reinterpret_cast<float2*>(d + c * ldd),
+                   make_float2(tile[tx][pc], tile[32 + tx][pc]));
+        }
+    } else {
+        const long long rl = rows - r0, cl = cols - c0;
+#pragma unroll
+        for (int q = 0; q < RY; ++q) {
+            const int c = ty + BY * q, pc = (c & 1) * 32 + c / 2;
+            float* p = d + c * ldd;
+            if (c < cl && 2 * tx + 1 < rl)
+                __stwb(reinterpret_cast<float2*>(p), make_float2(tile[tx][pc], tile[32 + tx][pc]));
+            else if (c < cl && 2 * tx < rl)
+                *p = tile[tx][pc];
+        }
     }
 }
 

@@ -40,31 +40,16 @@ def test_argument_errors():
         gpulinalg.transpose(a, out=np.empty((4, 3), np.float64))
 
 
-@pytest.mark.parametrize("gx,gy", [(1, 1), (1, 7), (7, 1), (5, 5), (4, 6), (6, 4), (13, 3),
-                                   (128, 128), (157, 313)])
-@pytest.mark.parametrize("diag", [False, True])
-def test_block_order_is_a_bijection(gx, gy, diag):
-    bx, by = _transpose.block_order(gx, gy, diag)
-    assert bx.min() >= 0 and bx.max() < gx and by.min() >= 0 and by.max() < gy
-    assert len(set(zip(bx.tolist(), by.tolist()))) == gx * gy
-
-
-def test_diagonal_order_spreads_concurrent_writes():
-    # The first gx blocks of a square grid write gx different B tile rows (A tile columns)
-    # from gx different A tile rows: no two touch the same tile row or column.
-    bx, by = _transpose.block_order(16, 16, True)
-    assert len(set(bx[:16].tolist())) == 16 and len(set(by[:16].tolist())) == 16
-
-
 def emulate_tiled(a, variant):
-    """NumPy model of transpose_tiled: per-block tile reads/writes with the kernel's bounds."""
+    """NumPy model of transpose_tiled: per-block tile reads/writes with the kernel's bounds
+    (transpose_pair moves the same tiles, two columns per thread)."""
     t = _transpose.VARIANTS[variant]
-    tr, tcols = t.TILE, _transpose.tile_cols(t)
+    tr = tcols = t.TILE
     rows, cols = a.shape
     out = np.full((cols, rows), np.nan, np.float32)
     gx, gy = -(-cols // tcols), -(-rows // tr)
-    for bx, by in zip(*_transpose.block_order(gx, gy, t.DIAG)):
-        r0, c0 = by * tr, bx * tcols
+    for bid in range(gx * gy):
+        r0, c0 = bid // gx * tr, bid % gx * tcols
         tile = np.zeros((tr, tcols + 1), np.float32)
         ty, q, tx, p = np.meshgrid(np.arange(t.BY), np.arange(tr // t.BY), np.arange(32),
                                    np.arange(tcols // 32), indexing="ij")
@@ -89,23 +74,29 @@ def test_tile_model_covers_every_element(variant, shape):
 
 def test_kernel_table():
     for name, t in _transpose.VARIANTS.items():
-        tc = _transpose.tile_cols(t)
-        assert t.TILE % 32 == 0 and tc % 32 == 0, name
-        assert t.TILE % t.BY == 0 and tc % t.BY == 0 and 32 * t.BY <= 1024, name
-        assert t.TILE * (tc + 1) * 4 <= 48 * 1024, name   # static shared memory
+        assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
+        assert t.TILE * (t.TILE + 1) * 4 <= 48 * 1024, name   # static shared memory
+        assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
+    assert _transpose.OFF_GRID in _transpose.VARIANTS
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
-    assert "transpose_tiled<64,8,false>" in _transpose.KERNEL_NAMES
-    assert "transpose_tiled<64,8,false,128>" in _transpose.KERNEL_NAMES
-    assert _transpose.OFF_GRID in _transpose.VARIANTS
+    assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
+    assert "transpose_tiled<64,4>" in _transpose.KERNEL_NAMES   # transpose_pair<4>'s fallback
+    assert _transpose.num_tiles(130, 129, "64x4") == 3 * 3
+
+
+def test_pick_variant_follows_the_row_pitches():
     assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
+    assert _transpose.pick_variant(4096, 4096) == _transpose.DEFAULT
     assert _transpose.pick_variant(6000, 10000) == _transpose.OFF_GRID
     assert _transpose.pick_variant(4000, 4096) == _transpose.OFF_GRID
     assert _transpose.pick_variant(100, 100) == _transpose.SMALL
-    assert _transpose.num_tiles(130, 129, "64x128-by8") == 3 * 2
-    assert _transpose.num_tiles(130, 129, "128x64-by8") == 2 * 3
+    # off-grid extents in buffers whose leading dimensions are multiples of 64
+    assert _transpose.pick_variant(10000, 10000, 10048, 10048) == _transpose.DEFAULT
+    assert _transpose.pick_variant(8192, 8192, 8192, 8200) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(8192, 8192, aligned=False) == _transpose.OFF_GRID
 
 
 # ---------------------------------------------------------------- GPU
@@ -257,3 +248,15 @@ def test_public_torch(rng):
     res = gpulinalg.transpose(torch.from_numpy(big))
     assert isinstance(res, torch.Tensor) and not res.is_cuda
     np.testing.assert_array_equal(res.numpy(), big.T)
+
+
+@pytest.mark.gpu
+def test_transpose_padded_pitch_views(cp):
+    # off-grid extents in buffers whose leading dimensions are on the 64 grid: the float2 tile
+    big = cp.random.default_rng(3).standard_normal((2100, 2176), dtype=cp.float32)
+    src = big[:2049, :2111]
+    out = cp.full((2111, 2112), cp.nan, dtype=cp.float32)
+    dst = out[:, :2049]
+    assert _transpose.pick_variant(2049, 2111, 2176, 2112) == _transpose.DEFAULT
+    _transpose.transpose_into(src, dst)
+    assert bool(cp.array_equal(dst, src.T)) and bool(cp.isnan(out[:, 2049:]).all())

@@ -93,6 +93,42 @@ def measure(m, n, variants, repeat, seed=0, calls=10):
     return row
 
 
+def measure_layouts(m, n, variants, repeat, seed=0, calls=10):
+    """Where an off-grid size loses: each variant's burst % of copy on four layouts of the m x n
+    transpose.  contig: as given; pitch64: the same m x n in buffers whose leading dimensions
+    are rounded up to multiples of 64 (same partial tiles, row pitches multiples of 256
+    bytes); interior: the 64-aligned mi x ni interior, the original pitches (no partial 64
+    tiles); interior64: a contiguous mi x ni (neither).  The copy moves as many bytes."""
+    import cupy as cp
+    from .. import _transpose
+    up, down = (lambda x: -(-x // 64) * 64), (lambda x: x // 64 * 64)
+    mi, ni = down(m), down(n)
+    a = common.random_matrix((m, n), seed)
+    ap = common.random_matrix((m, up(n)), seed + 1)
+    cases = {"contig": (a, cp.empty((n, m), cp.float32)),
+             "pitch64": (ap[:, :n], cp.empty((n, up(m)), cp.float32)[:, :m]),
+             "interior": (a[:mi, :ni], cp.empty((n, m), cp.float32)[:ni, :mi]),
+             "interior64": (common.random_matrix((mi, ni), seed + 2),
+                            cp.empty((ni, mi), cp.float32))}
+    rows = []
+    for layout, (src, dst) in cases.items():
+        k = src.size
+        csrc, cbuf = a.ravel()[:k], cp.empty(k, cp.float32)
+        fns = {"copy": lambda: cp.copyto(cbuf, csrc)}
+        for v in variants:
+            fns[v] = lambda v=v: _transpose.transpose_into(src, dst, variant=v)
+        t = common.time_burst(fns, repeat=repeat, calls=calls)
+        row = {"m": m, "n": n, "layout": layout, "rows": src.shape[0], "cols": src.shape[1],
+               "copy_burst_gbs": 8.0 * k / t["copy"] / 1e6, "ok": True}
+        for v in variants:
+            row[f"{v}_burst_pct_copy"] = 100.0 * t["copy"] / t[v]
+            dst.fill(cp.nan)
+            _transpose.transpose_into(src, dst, variant=v)
+            row["ok"] = row["ok"] and bool(cp.array_equal(dst, src.T))
+        rows.append(row)
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="gpulinalg-bench transpose", description=__doc__)
     p.add_argument("--sizes", default=DEFAULT_SIZES,
@@ -101,6 +137,9 @@ def main(argv=None):
                    help="square sizes every 512 up to 16384 (and a few off-grid) instead")
     p.add_argument("--variants", default="",
                    help="extra kernel variants to time ('all' for every tile shape)")
+    p.add_argument("--layouts", default="",
+                   help="sizes (as --sizes) to also time on padded-pitch and 64-aligned "
+                        "interior layouts, to tell row pitch from partial tiles")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--graph-calls", type=int, default=10,
                    help="calls captured per CUDA graph for the kernel-only timing")
@@ -152,5 +191,21 @@ def main(argv=None):
         common.print_table(vcols, rows, title="variants, % of copy (graph = kernel-only)")
     if any(r["graph_how"] != "graph" for r in rows):
         print("NOTE: graph capture failed for some rows; their graph columns are event timings")
-    common.write_json(args.json, "transpose", rows, {"variants": variants})
-    return 0 if all(r["ok"] for r in rows) else 1
+    layout_rows = []
+    lvariants = variants or [_transpose.BASELINE, _transpose.DEFAULT]
+    for m, n in parse_shapes(args.layouts):
+        layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
+    if layout_rows:
+        print()
+        lcols = [("m", "m", "{}"), ("n", "n", "{}"), ("layout", "layout", "{}"),
+                 ("rows", "rows", "{}"), ("cols", "cols", "{}"),
+                 ("copy_burst_gbs", "copy burst", "{:.0f}")]
+        lcols += [(f"{v}_burst_pct_copy", f"{v} burst%", "{:.1f}") for v in lvariants]
+        common.print_table(lcols + [("ok", "ok", "{}")], layout_rows,
+                           title="layouts (pitch64: leading dimensions rounded up to 64; "
+                                 "interior: the 64-aligned part, original pitch)")
+    extra = {"variants": variants}
+    if layout_rows:
+        extra["layouts"] = layout_rows
+    common.write_json(args.json, "transpose", rows, extra)
+    return 0 if all(r["ok"] for r in rows + layout_rows) else 1
