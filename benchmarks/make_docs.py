@@ -174,7 +174,7 @@ def lu_large_section(doc, img):
     cols = [("n", "n", ""), ("devices", "GPUs", ""), ("matrix_gib", "matrix GiB", ".1f"),
             ("one_gpu_gib", "one GPU's memory GiB", ".1f"), ("factor_s", "factor s", ".1f"),
             ("tflops", "TF/s", ".1f"), ("scatter_ms", "scatter ms", ".0f"),
-            ("gather_ms", "gather ms", ".0f"), ("hpl_residual", "HPL residual", ".3f"),
+            ("gather_ms", "gather ms", ".0f"), ("hpl_residual", "HPL residual", ".1e"),
             ("passed", "< 16", "")]
     return "\n".join([
         f"## A matrix larger than one GPU\n\n{env_line(doc)}\n",
@@ -293,6 +293,12 @@ def summary(docs):
                 lines.append(f"| LU n={r['n']} on {r['devices']} GPUs | {r['tflops']:.1f} TF/s | "
                              f"1 GPU (ours) {r['tflops'] / r['scaling']:.1f} | "
                              f"{r['scaling']:.2f}× |")
+    if "lu_large" in docs:
+        for r in docs["lu_large"]["rows"]:
+            lines.append(f"| LU n={r['n']} ({r['matrix_gib']:.0f} GiB, one GPU has "
+                         f"{r['one_gpu_gib']:.0f}) on {r['devices']} GPUs, host in and out | "
+                         f"{r['tflops']:.1f} TF/s | HPL residual {r['hpl_residual']:.1e} | "
+                         f"{'passed' if r['passed'] else 'FAILED'} |")
     if not lines:
         return ""
     return "\n".join(["| what | gpulinalg | vendor | ratio |", "|---|---:|---:|---:|"] + lines)
