@@ -112,7 +112,7 @@ def panel_schedule(k, nb, dist, lookahead=1):
     steps, each a list of (device, operation, global column range).
 
     operation is one of "factor" (the owner's panel), "receive" (a copy of the factored panel
-    on every other device), "swap_right", "update_next" (the next panel's columns, on the next
+    on every other device, the next panel's owner first), "swap_right", "update_next" (the next panel's columns, on the next
     panel's owner, before anything else it updates), "update_rest", "update" (no look-ahead,
     or a device that does not own the next panel), "swap_left".  Ranges are global and empty
     ranges are left out.  The GPU driver (gpulinalg/_lu_multi.py) follows this list; the CPU
@@ -124,7 +124,8 @@ def panel_schedule(k, nb, dist, lookahead=1):
     for s, (j0, j1) in enumerate(blocks):
         o = dist.owner(j0)
         ops = [(o, "factor", (j0, j1))]
-        ops += [(d, "receive", (j0, j1)) for d in range(dist.ndev) if d != o]
+        # Receivers in the order they own the coming panels: the next panel's owner first.
+        ops += [((o + i) % dist.ndev, "receive", (j0, j1)) for i in range(1, dist.ndev)]
         nxt = blocks[s + 1] if s + 1 < len(blocks) else None
         nxt_owner = dist.owner(nxt[0]) if nxt is not None else None
         for d in range(dist.ndev):

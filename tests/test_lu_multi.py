@@ -73,7 +73,7 @@ def test_schedule(m, n, nb, p, lookahead):
         j0, j1 = s * nb, min(s * nb + nb, k)
         owner = dist.owner(j0)
         assert [(d, op) for d, op, _ in ops[:p]] == (
-            [(owner, "factor")] + [(d, "receive") for d in range(p) if d != owner])
+            [(owner, "factor")] + [((owner + i) % p, "receive") for i in range(1, p)])
         nxt_owner = dist.owner(j1) if j1 < k else None
         for d in range(p):
             mine = [(op, rng_) for dd, op, rng_ in ops[p:] if dd == d]
