@@ -2,7 +2,7 @@
 times for a few settings, against one GPU in the same run.
 
     python3 benchmarks/lu_multi_ab.py 32768 --devices 2,4 --nb 256,384 \
-        --vary RECEIVE_IN_TURN=1,0
+        --vary SCATTER_STREAMS=1,2
 
 --vary NAME=v1,v2 sets the integer constant NAME of gpulinalg/_lu_multi.py to each value in
 turn (e.g. SCATTER_STREAMS=1,2, PANEL_FIRST=1,0).

@@ -48,10 +48,6 @@ _H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
 # other devices wait for it; alone it takes its own time.  (A CPU panel blocks the host, so
 # it is factored at the start of its step, after everything before it is enqueued.)
 PANEL_FIRST = True
-# The receivers of a panel copy it one after the other, in the schedule's order (the next
-# panel's owner first): the copies all read the owner's memory over its links, and the first
-# one is on the critical path (the next panel waits for it), so it gets the links alone.
-RECEIVE_IN_TURN = True
 
 
 def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
@@ -96,7 +92,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         j0, j1 = blocks[s]
         nxt = blocks[s + 1] if s + 1 < len(blocks) else None
         shipped = nxt is None
-        starts, previous = {}, None
+        starts = {}
         for d, op, (c0, c1) in ops:
             dev = devs[d]
             if op == "factor":
@@ -109,9 +105,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                     home.wait("update", got)
                     home.swap(s, j0, j1, 0, j0, "swap_left")
             elif op == "receive":
-                if RECEIVE_IN_TURN and previous is not None:
-                    dev.wait("comm", previous)
-                got = previous = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
+                got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
                 unguarded[o].append(got)
             elif op == "swap_right":
