@@ -272,13 +272,15 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     copy or an array it may overwrite) or a C-contiguous float32 CuPy matrix (factored in
     place).  Returns (piv, info).
 
-    The columns go to the devices chunk by chunk (`_scatter`) and the factorization starts
-    with the first chunk.  A CuPy src is the home (`getrf_multi`): each block comes back as
-    soon as its panel is factored and the left swaps are applied there, so little is left
-    to copy after the last step.  A NumPy src is filled from the devices at the end.
-    `timeline`, if a list, receives getrf_multi's record plus scatter_ms (upload, first to
-    last chunk, the slowest device), factor_ms (until every device is done) and gather_ms
-    (what is left after that: the home's last blocks and swaps, or the host copies).
+    A CuPy src: the columns go to the devices chunk by chunk (`_scatter`) and the
+    factorization starts with the first chunk; src is the home (`getrf_multi`): each block
+    comes back as soon as its panel is factored and the left swaps are applied there, so
+    little is left to copy after the last step.  A NumPy src goes to the devices before the
+    factorization and comes back after it (`_host_transfers`: pinned staging, all devices at
+    once).  `timeline`, if a list, receives getrf_multi's record plus scatter_ms (upload:
+    first to last chunk on the slowest device, or the host transfer), factor_ms (from the
+    start until every device is done) and gather_ms (what is left after that: the home's last
+    blocks and swaps, or the host transfer).
     """
     from ._backend import cupy
     from ._lu_ops import CupyOps
@@ -289,7 +291,11 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     check_memory(cp, m, n, nb, dist, device_ids, home=None if on_host else src.device.id)
     _enable_peer_access(cp, device_ids)
     t0 = time.perf_counter()
-    shares, arrivals, first = _scatter(cp, src, dist, device_ids)
+    if on_host:   # complete on return: every column is in place
+        shares, arrivals = _host_transfers(cp, src, dist, device_ids), None
+        scatter = (time.perf_counter() - t0) * 1e3
+    else:
+        shares, arrivals, first = _scatter(cp, src, dist, device_ids)
     devs = []
     for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
         with cp.cuda.Device(dev_id):
@@ -305,14 +311,15 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     if home is not None:
         home.finish()
     else:
-        _gather(cp, src, dist, shares)
+        _host_transfers(cp, src, dist, device_ids, shares)
     t2 = time.perf_counter()
-    if timeline is not None:
+    if timeline is not None and not on_host:
         scatter = 0.0
         for dev_id, ev0, got in zip(device_ids, first, arrivals):
             with cp.cuda.Device(dev_id):
                 for _, _, ev in got:
                     scatter = max(scatter, cp.cuda.get_elapsed_time(ev0, ev))
+    if timeline is not None:
         timeline[-1].update(m=m, n=n, nb=nb, ndev=len(device_ids), scatter_ms=scatter,
                             factor_ms=(t1 - t0) * 1e3, gather_ms=(t2 - t1) * 1e3)
     return piv, info
@@ -333,24 +340,15 @@ def _enable_peer_access(cp, device_ids):
                             raise
 
 
-def _copy_blocks(cp, dist, d, blocks, matrix, share, to_share, stream):
-    """Copy the column blocks `blocks` (global ranges, device d's) between the whole
-    row-major matrix and d's share, one 2-D copy per block (all rows of the block's width;
-    the copy engines, no kernel): to_share=True scatters, False gathers.  `matrix` and
-    `share` are CuPy arrays or C-contiguous NumPy arrays (then host<->device copies);
-    enqueued on `stream`."""
-    rt = cp.cuda.runtime
-
-    def ptr(x):
-        return x.ctypes.data if isinstance(x, np.ndarray) else x.data.ptr
-
+def _copy_blocks(cp, dist, d, blocks, matrix, share, stream):
+    """Copy the column blocks `blocks` (global ranges, device d's) of the whole row-major
+    matrix into d's share, one 2-D copy per block (all rows of the block's width; the copy
+    engines, no kernel; both CuPy arrays, on any devices); enqueued on `stream`."""
     m, n, nd = matrix.shape[0], dist.n, share.shape[1]
-    host = isinstance(matrix, np.ndarray)
-    kind = (_H2D if to_share else _D2H) if host else _DEFAULT
     for c0, c1 in blocks:
-        a, b = ptr(matrix) + 4 * c0, ptr(share) + 4 * dist.count_before(d, c0)
-        dst, dpitch, src, spitch = (b, 4 * nd, a, 4 * n) if to_share else (a, 4 * n, b, 4 * nd)
-        rt.memcpy2DAsync(dst, dpitch, src, spitch, 4 * (c1 - c0), m, kind, stream.ptr)
+        src, dst = matrix.data.ptr + 4 * c0, share.data.ptr + 4 * dist.count_before(d, c0)
+        cp.cuda.runtime.memcpy2DAsync(dst, 4 * nd, src, 4 * n, 4 * (c1 - c0), m, _DEFAULT,
+                                      stream.ptr)
 
 
 # Side streams per device for the scatter from a GPU: consecutive chunks alternate between
@@ -359,23 +357,20 @@ SCATTER_STREAMS = 2
 
 
 def _scatter(cp, src, dist, device_ids, streams=None):
-    """Each device's columns of src (NumPy, or CuPy on any device), C-contiguous on that
-    device, copied chunk by chunk (`ColumnCyclic.chunks`) on side streams of the device (one
-    for a host src: those copies are staged by the host anyway), after the source's pending
-    work.  Returns (shares, arrivals, starts): arrivals[d] the (c0, c1, event) of each chunk,
-    as getrf_multi takes them; starts[d] an event before the first copy (timeline)."""
-    m, host = src.shape[0], isinstance(src, np.ndarray)
-    streams = 1 if host else (streams or SCATTER_STREAMS)
-    if not host:
-        with cp.cuda.Device(src.device.id):    # an event of the source device
-            ready = cp.cuda.get_current_stream().record()
+    """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
+    copied chunk by chunk (`ColumnCyclic.chunks`) on side streams of the device, after the
+    source's pending work.  Returns (shares, arrivals, starts): arrivals[d] the (c0, c1,
+    event) of each chunk, as getrf_multi takes them; starts[d] an event before the first copy
+    (timeline)."""
+    m, streams = src.shape[0], streams or SCATTER_STREAMS
+    with cp.cuda.Device(src.device.id):    # an event of the source device
+        ready = cp.cuda.get_current_stream().record()
     shares, arrivals, starts = [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
             x = cp.empty((m, dist.local_width(d)), np.float32)
             sides = [cp.cuda.Stream(non_blocking=True) for _ in range(streams)]
-            if not host:
-                sides[0].wait_event(ready)
+            sides[0].wait_event(ready)
             start = sides[0].record()
             for side in sides[1:]:
                 side.wait_event(start)
@@ -383,18 +378,93 @@ def _scatter(cp, src, dist, device_ids, streams=None):
             got = []
             for i, chunk in enumerate(dist.chunks(d)):
                 side = sides[i % streams]
-                _copy_blocks(cp, dist, d, chunk, src, x, True, side)
+                _copy_blocks(cp, dist, d, chunk, src, x, side)
                 got.append((chunk[0][0], chunk[-1][1], side.record()))
             shares.append(x)
             arrivals.append(got)
     return shares, arrivals, starts
 
 
-def _gather(cp, dst, dist, shares):
-    """Host dst[:, columns of device d] = shares[d] for every d (the inverse of _scatter);
-    complete on return."""
-    for d, x in enumerate(shares):
-        with cp.cuda.Device(x.device.id):
-            stream = cp.cuda.get_current_stream()
-            _copy_blocks(cp, dist, d, dist.blocks(d), dst, x, False, stream)
-            stream.synchronize()
+# Pinned staging for host matrices: two buffers of about this size per GPU.
+HOST_STAGING_BYTES = 1 << 28
+
+
+def _column_views(rows, buf, dist, d):
+    """(host view, staging view) pairs that cover device d's columns of `rows` (a block of
+    rows of the whole host matrix) and the same rows of its share in `buf`: one strided view
+    for all the whole groups of P blocks, then the blocks of the last, partial group."""
+    p, nb, n = dist.ndev, dist.nb, dist.n
+    g, r = n // (p * nb), rows.shape[0]
+    pairs = []
+    if g:   # a view: the row splits into (group, device, column) without a copy
+        pairs.append((rows[:, :g * p * nb].reshape(r, g, p, nb)[:, :, d, :],
+                      buf[:, :g * nb].reshape(r, g, nb)))
+    for c0, c1 in dist.blocks(d):
+        if c0 >= g * p * nb:
+            l0 = dist.count_before(d, c0)
+            pairs.append((rows[:, c0:c1], buf[:, l0:l0 + c1 - c0]))
+    return pairs
+
+
+def _host_transfers(cp, host, dist, device_ids, shares=None):
+    """Between a host matrix and the devices' shares, all devices at once (a thread each):
+    shares=None allocates the shares and uploads host's columns into them (returns the
+    shares); else downloads the shares into host.  Complete on return."""
+    from concurrent.futures import ThreadPoolExecutor
+    m = host.shape[0]
+    if shares is None:
+        shares = []
+        for d, dev_id in enumerate(device_ids):
+            with cp.cuda.Device(dev_id):
+                shares.append(cp.empty((m, dist.local_width(d)), np.float32))
+        up = True
+    else:
+        up = False
+    with ThreadPoolExecutor(len(device_ids)) as pool:
+        jobs = [pool.submit(_host_copy, cp, host, dist, d, x, up) for d, x in enumerate(shares)]
+        for job in jobs:
+            job.result()
+    return shares
+
+
+def _host_copy(cp, host, dist, d, share, up):
+    """Device d's columns between the host matrix and its share (up: to the device), in
+    blocks of rows through two pinned staging buffers: NumPy packs or unpacks one (it
+    releases the GIL) while the copy engine moves the other, whole contiguous rows of the
+    share at full PCIe speed.  Complete on return."""
+    import cupyx
+    m, nd = share.shape
+    if m == 0 or nd == 0:
+        return
+    rows = max(1, min(m, HOST_STAGING_BYTES // (4 * nd)))
+    chunks = [(r0, min(r0 + rows, m)) for r0 in range(0, m, rows)]
+    rt = cp.cuda.runtime
+    with cp.cuda.Device(share.device.id):
+        stream = cp.cuda.Stream(non_blocking=True)
+        bufs = [cupyx.empty_pinned((rows, nd), np.float32) for _ in range(min(2, len(chunks)))]
+        moved = [None] * len(bufs)   # the copy that last used each buffer
+
+        def copy(i):
+            (r0, r1), buf = chunks[i], bufs[i % len(bufs)]
+            dev, nbytes = share.data.ptr + 4 * r0 * nd, 4 * (r1 - r0) * nd
+            dst, src = (dev, buf.ctypes.data) if up else (buf.ctypes.data, dev)
+            rt.memcpyAsync(dst, src, nbytes, _H2D if up else _D2H, stream.ptr)
+            moved[i % len(bufs)] = stream.record()
+
+        if not up:
+            copy(0)
+        for i, (r0, r1) in enumerate(chunks):
+            slot = i % len(bufs)
+            if up:
+                if moved[slot] is not None:   # its previous upload has left the buffer
+                    moved[slot].synchronize()
+                for h, b in _column_views(host[r0:r1], bufs[slot][:r1 - r0], dist, d):
+                    b[...] = h
+                copy(i)
+            else:
+                if i + 1 < len(chunks):       # the other buffer was unpacked last time
+                    copy(i + 1)
+                moved[slot].synchronize()
+                for h, b in _column_views(host[r0:r1], bufs[slot][:r1 - r0], dist, d):
+                    h[...] = b
+        stream.synchronize()

@@ -153,6 +153,25 @@ def test_virtual_devices_upload_and_home(rng, shape, collect, p, panel):
     assert_matches_lapack(a, work, piv)
 
 
+@pytest.mark.parametrize("n,nb,p", [(100, 4, 2), (96, 8, 3), (7, 4, 3), (64, 8, 4), (5, 8, 2)])
+def test_host_column_views(rng, n, nb, p):
+    """The host transfers' views: every column of a device's share, in local order, written
+    through into the host matrix (views, not copies), for whole and partial block groups."""
+    from gpulinalg._lu_multi import _column_views
+    dist = ColumnCyclic(n, nb, p)
+    a = rng.standard_normal((9, n)).astype(np.float32)
+    out = np.full_like(a, np.nan)
+    for d in range(p):
+        share = a[:, dist.global_columns(d)]
+        packed = np.full((6, dist.local_width(d)), np.nan, np.float32)
+        for h, b in _column_views(a[2:8], packed, dist, d):
+            b[...] = h
+        assert np.array_equal(packed, share[2:8])
+        for h, b in _column_views(out[2:8], packed, dist, d):
+            h[...] = b
+    assert np.array_equal(out[2:8], a[2:8]) and np.isnan(out[[0, 1, 8]]).all()
+
+
 def test_upload_chunks():
     dist = ColumnCyclic(100, 4, 2)
     chunks = dist.chunks(1)
