@@ -3,8 +3,9 @@
     python3 benchmarks/lu_large.py --devices 4 [--n N] [--json FILE]
 
 n defaults to the smallest multiple of 4096 whose matrix alone exceeds the memory of one of
-the GPUs.  The matrix lives in host memory (NumPy, float32, C order): it is generated on GPU 0
-in row blocks of a seeded generator and copied down, b = A x (float64) is formed on the way.
+the GPUs.  The matrix lives in host memory (NumPy, float32, C order): it is generated on the
+GPUs in row blocks of a seeded generator (block b on GPU b mod P, every time) and copied
+down, b = A x (float64) is formed on the way.
 `lu_factor(A, overwrite_a=True, check_finite=False, devices=P)` factors it in place: every
 GPU receives only its own columns from the host, and the factors come back into A.  The
 check needs no second copy of A: x^ = U^{-1} L^{-1} P b with LAPACK's triangular solves on
@@ -29,25 +30,39 @@ ROWS = 2048   # rows per generated block
 
 def _block(cp, i0, i1, n, seed):
     """Rows i0:i1 of the test matrix, N(0, 1) float32, on the current GPU; the same numbers
-    every time (one generator per block of ROWS rows)."""
+    every time (one generator per block of ROWS rows, always on the same GPU)."""
     rng = cp.random.default_rng(seed + i0 // ROWS)
     return rng.standard_normal((i1 - i0, n), dtype=cp.float32)
 
 
-def generate(cp, n, seed, x):
+def _on_gpus(cp, n, ngpu, work):
+    """work(i0, i1) for every block of ROWS rows, block b on GPU b % ngpu, the GPUs at once
+    (a thread each); returns the results in block order."""
+    from concurrent.futures import ThreadPoolExecutor
+    starts = list(range(0, n, ROWS))
+
+    def run(g):
+        with cp.cuda.Device(g):
+            return [(i0, work(i0, min(i0 + ROWS, n))) for i0 in starts[g::ngpu]]
+
+    with ThreadPoolExecutor(ngpu) as pool:
+        done = [r for rs in pool.map(run, range(ngpu)) for r in rs]
+    return [r for _, r in sorted(done, key=lambda t: t[0])]
+
+
+def generate(cp, n, seed, x, ngpu):
     """(A on the host, b = A x in float64, ||A||_inf)."""
     a = np.empty((n, n), np.float32)
-    b = np.empty(n)
-    xd = cp.asarray(x)
-    anorm = 0.0
-    for i0 in range(0, n, ROWS):
-        i1 = min(i0 + ROWS, n)
-        blk = _block(cp, i0, i1, n, seed)
-        b[i0:i1] = (blk.astype(cp.float64) @ xd).get()
-        anorm = max(anorm, float(cp.abs(blk).sum(axis=1, dtype=cp.float64).max()))
-        blk.get(out=a[i0:i1])
-    return a, b, anorm
 
+    def work(i0, i1):
+        blk = _block(cp, i0, i1, n, seed)
+        bx = (blk.astype(cp.float64) @ cp.asarray(x)).get()
+        rownorm = float(cp.abs(blk).sum(axis=1, dtype=cp.float64).max())
+        blk.get(out=a[i0:i1])
+        return bx, rownorm
+
+    parts = _on_gpus(cp, n, ngpu, work)
+    return a, np.concatenate([bx for bx, _ in parts]), max(r for _, r in parts)
 
 def solve_host(lu, piv, b):
     """x = A^{-1} b from getrf's factors, on the host, without copying the C-ordered lu:
@@ -64,15 +79,14 @@ def solve_host(lu, piv, b):
     return x
 
 
-def residual(cp, n, seed, x, b):
+def residual(cp, n, seed, x, b, ngpu):
     """||A x - b||_inf with A regenerated block by block (float64 products)."""
-    xd = cp.asarray(x, dtype=cp.float64)
-    worst = 0.0
-    for i0 in range(0, n, ROWS):
-        i1 = min(i0 + ROWS, n)
-        r = _block(cp, i0, i1, n, seed).astype(cp.float64) @ xd - cp.asarray(b[i0:i1])
-        worst = max(worst, float(cp.abs(r).max()))
-    return worst
+    def work(i0, i1):
+        r = (_block(cp, i0, i1, n, seed).astype(cp.float64) @ cp.asarray(x, dtype=cp.float64)
+             - cp.asarray(b[i0:i1]))
+        return float(cp.abs(r).max())
+
+    return max(_on_gpus(cp, n, ngpu, work))
 
 
 def main(argv=None):
@@ -96,9 +110,11 @@ def main(argv=None):
           flush=True)
     x = np.random.default_rng(args.seed).standard_normal(n)
     t = time.perf_counter()
-    a, b, anorm = generate(cp, n, args.seed, x)
+    a, b, anorm = generate(cp, n, args.seed, x, args.devices)
     row["generate_s"] = time.perf_counter() - t
-    cp.get_default_memory_pool().free_all_blocks()
+    for g in range(args.devices):
+        with cp.cuda.Device(g):
+            cp.get_default_memory_pool().free_all_blocks()
     tl = []
     t = time.perf_counter()
     lu, piv = gpulinalg.lu_factor(a, overwrite_a=True, check_finite=False,
@@ -111,7 +127,7 @@ def main(argv=None):
     t = time.perf_counter()
     xs = solve_host(lu, piv, b)
     row["solve_s"] = time.perf_counter() - t
-    r = residual(cp, n, args.seed, xs, b)
+    r = residual(cp, n, args.seed, xs, b, args.devices)
     xnorm, bnorm = float(np.abs(xs).max()), float(np.abs(b).max())
     row["hpl_residual"] = r / (EPS32 * (anorm * xnorm + bnorm) * n)
     row["passed"] = bool(row["hpl_residual"] < 16)
