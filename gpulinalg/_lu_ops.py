@@ -8,9 +8,11 @@ between them, pinned host staging buffers and asynchronous copies.  Our kernels 
 
 `NumpyOps` is a test/debug backend: the same steps on the host with NumPy, with the same
 buffers, queued per stream and executed lazily (only when the host waits on an event, or at
-`finish`), in stream order, honouring the recorded waits.  A missing wait in the driver
-therefore shows up as a wrong result, and `log` lists (stream, operation, step) in execution
-order, so tests can check the look-ahead order.  It is never a measure of GPU speed.
+`finish`), in stream order, honouring the recorded waits; with ``eager=True`` every stream
+instead runs as far as its waits allow after each call (a device that never idles).  A
+missing wait in the driver therefore shows up as a wrong result, and `log` lists (stream,
+operation, step) in execution order, so tests can check the look-ahead order.  It is never a
+measure of GPU speed.
 
 Shared conventions (both backends):
 - the matrix ``a`` is m x n, C-contiguous float32, factored in place;
@@ -199,86 +201,6 @@ class CupyOps(_Columns):
                 self._copy(self.linv[step % 2].data.ptr, self.host_linv.ctypes.data,
                            4 * self.host_linv.size, h2d)
 
-    # -- the CPU panel's pipelined chain (gpulinalg/_lu.py, CpuPanel.chain), one device
-    def chain_setup(self):
-        """Once per factorization: a second staging pair (transposed panel, pinned panel), so
-        that step s stages in pair s % 2 and panel s+1 ships while panel s comes back; the
-        send stream (device-to-host copies beside the panel stream's host-to-device ones);
-        the host flag.  Returns whether streams can wait on the host flag (wait_host)."""
-        if getattr(self, "_stage", None) is None:
-            import cupyx
-            cp = self._cp
-            with self.device:
-                self._stage = ((self.T, self.host_panel),
-                               (cp.empty_like(self.T), cupyx.empty_pinned(self.T.shape, F32)))
-                # Runs only after waits on update-stream events, so no start event.
-                self.streams["send"] = cp.cuda.Stream(non_blocking=True)
-                self._gate = _HostGate.make(self.device.id)
-        return self._gate is not None
-
-    def _staged(self, step, j0, j1):
-        """Staging pair of `step` as jb x (m - j0) row-major views (the panel column-major)."""
-        mp, jb = self.shape[0] - j0, j1 - j0
-        return tuple(x[:jb * mp].reshape(jb, mp) for x in self._stage[step % 2])
-
-    def staged_panel(self, step, j0, j1):
-        """Panel `step` as an F-ordered (m - j0) x jb view of its pinned staging (no copy)."""
-        return self._staged(step, j0, j1)[1].T
-
-    def wait_host(self, stream, value):
-        """`stream` waits until the host flag is >= value (cuStreamWaitValue32)."""
-        with self.device:
-            self._gate.wait(self.streams[stream], value)
-
-    def signal_host(self, value):
-        """Set the host flag (releases the streams waiting for <= value)."""
-        self._gate.signal(value)
-
-    def pivots_to_device(self, step, j0, j1):
-        """Panel `step`'s pivots (0-based, relative to row j0) to the device (panel stream)."""
-        with self.device:
-            self._copy(self.piv.data.ptr + 4 * j0, self.host_piv.ctypes.data + 4 * j0,
-                       4 * (j1 - j0), _H2D)
-
-    def linv_to_device(self, step):
-        """L11^{-1} and L11 of panel `step` to linv[step % 2] (panel stream)."""
-        with self.device:
-            self._copy(self.linv[step % 2].data.ptr, self.host_linv.ctypes.data,
-                       4 * self.host_linv.size, _H2D)
-
-    def rows_to_device(self, step, j0, j1, r0, r1):
-        """Rows r0:r1 of the factored panel `step` from its pinned staging to its transposed
-        staging (panel stream): one 2-D copy of jb column segments of r1 - r0 floats."""
-        t, h = self._staged(step, j0, j1)
-        off = 4 * (r0 - j0)
-        with self.device:
-            self._cp.cuda.runtime.memcpy2DAsync(
-                t.data.ptr + off, t.strides[0], h.ctypes.data + off, h.strides[0],
-                4 * (r1 - r0), j1 - j0, _H2D, self.streams["panel"].ptr)
-
-    def place_rows(self, step, j0, j1, r0, r1):
-        """Transpose rows r0:r1 of panel `step` from its staging into the matrix (update
-        stream).  Layout: the column-major panel's rows become row-major rows of a."""
-        t = self._staged(step, j0, j1)[0][:, r0 - j0:r1 - j0]
-        with self.device, self.streams["update"]:
-            self._transpose(t, self.a[r0:r1, self._local(j0, j1)])
-
-    def stage_rows(self, step, j0, j1, r0, r1):
-        """Transpose rows r0:r1 of panel `step` (columns j0:j1 of the matrix) into its
-        staging, column-major as LAPACK wants it (update stream)."""
-        t = self._staged(step, j0, j1)[0][:, r0 - j0:r1 - j0]
-        with self.device, self.streams["update"]:
-            self._transpose(self.a[r0:r1, self._local(j0, j1)], t)
-
-    def rows_to_host(self, step, j0, j1, r0, r1):
-        """Rows r0:r1 of staged panel `step` to its pinned staging (send stream): 2-D copy."""
-        t, h = self._staged(step, j0, j1)
-        off = 4 * (r0 - j0)
-        with self.device:
-            self._cp.cuda.runtime.memcpy2DAsync(
-                h.ctypes.data + off, h.strides[0], t.data.ptr + off, t.strides[0],
-                4 * (r1 - r0), j1 - j0, _D2H, self.streams["send"].ptr)
-
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
         """Apply the panel's row interchanges to rows j0: of (global) columns c0:c1."""
@@ -290,16 +212,13 @@ class CupyOps(_Columns):
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
         """U12 = L11^{-1} A12 on (global) columns c0:c1 (c0 >= j1), then A22 -= L21 U12."""
-        self.solve_u12(step, j0, j1, c0, c1, use_inverse)
-        self.update_rows(step, j0, j1, c0, c1, j1, self.shape[0])
-
-    def solve_u12(self, step, j0, j1, c0, c1, use_inverse):
-        """U12 = L11^{-1} A12 in place on (global) columns c0:c1 (c0 >= j1)."""
         lc = self._local(c0, c1)
         if lc.stop <= lc.start:
             return
-        jb = j1 - j0
-        u12 = self.a[j0:j1, lc]
+        m = self.shape[0]
+        jb, a = j1 - j0, self.a
+        u12 = a[j0:j1, lc]
+        l11, l21 = self.factors(step, j0, j1)
         with self.device, self.streams["update"]:
             if use_inverse:
                 w = self.W[:jb, lc]
@@ -311,17 +230,9 @@ class CupyOps(_Columns):
             else:
                 # Triangular solve with the unit lower L11 (the GPU panel's path, and the
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
-                self._trsm(self.factors(step, j0, j1)[0], u12)
-
-    def update_rows(self, step, j0, j1, c0, c1, r0, r1):
-        """A[r0:r1] -= L21[r0:r1] U12 on (global) columns c0:c1 (j1 <= r0), in the arithmetic
-        `precision` names."""
-        lc = self._local(c0, c1)
-        if lc.stop <= lc.start or r1 <= r0:
-            return
-        l21 = self.factors(step, j0, j1)[1][r0 - j1:r1 - j1]
-        with self.device, self.streams["update"]:
-            self._product(-1.0, l21, self.a[j0:j1, lc], 1.0, self.a[r0:r1, lc], self.precision)
+                self._trsm(l11, u12)
+            if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
+                self._product(-1.0, l21, u12, 1.0, a[j1:, lc], self.precision)
 
     # -- several devices (gpulinalg/_lu_multi.py)
     def end_step(self, step):
@@ -384,86 +295,6 @@ class CupyOps(_Columns):
             return self._cp.asnumpy(self.piv[:self.npiv]).astype(I32)
 
 
-class _HostGate:
-    """A pinned uint32 the host writes and streams wait on (cuStreamWaitValue32, >=): work
-    enqueued ahead of the host's result starts the moment the host has it, with no launch in
-    between.  `make` returns None where the driver lacks stream memory operations or a probe
-    shows the wait not holding or not releasing."""
-
-    _fn = None
-    _probed = {}
-
-    def __init__(self, fn):
-        import cupyx
-        self._fn = fn
-        self.flag = cupyx.empty_pinned((1,), dtype=np.uint32)
-        self.flag[0] = 0
-        # Unified addressing: pinned host memory has the same address on the device.
-        self.ptr = self.flag.ctypes.data
-
-    @classmethod
-    def _function(cls):
-        if cls._fn is None:
-            import ctypes
-            cls._fn = False
-            try:
-                lib = ctypes.CDLL("libcuda.so.1")
-            except OSError:
-                return None
-            for name in ("cuStreamWaitValue32_v2", "cuStreamWaitValue32"):
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32,
-                                   ctypes.c_uint]
-                    fn.restype = ctypes.c_int
-                    cls._fn = fn
-                    break
-        return cls._fn or None
-
-    @classmethod
-    def make(cls, device_id):
-        import os
-        if os.environ.get("GPULINALG_HOST_GATE", "1") == "0":
-            return None
-        fn = cls._function()
-        if fn is None:
-            return None
-        if device_id not in cls._probed:
-            cls._probed[device_id] = cls._probe(fn)
-        return cls(fn) if cls._probed[device_id] else None
-
-    @classmethod
-    def _probe(cls, fn):
-        """A stream waits for 1: it must hold while the flag is 0 and pass once it is 1."""
-        cp = cupy()
-        gate = cls(fn)
-        st = cp.cuda.Stream(non_blocking=True)
-        try:
-            gate.wait(st, 1)
-        except RuntimeError:
-            return False
-        ev = cp.cuda.Event(disable_timing=True)
-        ev.record(st)
-        time.sleep(0.002)
-        held = not ev.done
-        gate.signal(1)
-        t0 = time.perf_counter()
-        while not ev.done:
-            if time.perf_counter() - t0 > 1.0:
-                gate.signal(0xFFFFFFFF)
-                cls._stuck = (gate, st)     # keep them alive: the stream may still read it
-                return False
-        return held
-
-    def wait(self, stream, value):
-        rc = self._fn(stream.ptr, self.ptr, int(value), 0)   # CU_STREAM_WAIT_VALUE_GEQ
-        if rc:
-            raise RuntimeError(f"cuStreamWaitValue32 failed with CUresult {rc}")
-
-    def signal(self, value):
-        self.flag[0] = value
-
-
 # ------------------------------------------------------------------------------------ host
 
 class _Token:
@@ -481,21 +312,18 @@ class _Token:
 
 
 class NumpyOps(_Columns):
-    """The same device steps with NumPy on the host, lazily in stream order (test backend).
+    """The same device steps with NumPy on the host, lazily (or eagerly) in stream order
+    (test backend).
 
     Several NumpyOps act as several devices (the CPU tests of gpulinalg/_lu_multi.py): an
     event carries its ops, so a stream of one waits on a stream of another.
     """
 
-    emulated = True
-
     def __init__(self, a, nb, cols=None, receive=False, npiv=None, eager=False):
-        """eager: run every stream as far as its waits allow after each call (a device that
-        never idles), not only when the host waits; the CPU panel's chain tests use it so
-        that work enqueued ahead of the host's result runs too early unless it is gated."""
+        """eager: run every stream as far as its waits allow after each call, not only when
+        the host waits, so that work runs as early as a device could run it."""
         m, n = a.shape
-        self.a, self.shape, self.nb = a, (m, n), nb
-        self.eager, self._flag = eager, 0
+        self.a, self.shape, self.nb, self.eager = a, (m, n), nb, eager
         self.cols = cols if cols is not None else Identity()
         self.npiv = k = min(m, n) if npiv is None else npiv
         self.log = []
@@ -529,15 +357,6 @@ class NumpyOps(_Columns):
         self._queues[stream].append(("wait", tok, None, None))
         self._pump()
 
-    def wait_host(self, stream, value):
-        """As CupyOps.wait_host: `stream` holds here until the host flag is >= value."""
-        self._queues[stream].append(("hostwait", value, None, None))
-        self._pump()
-
-    def signal_host(self, value):
-        self._flag = value
-        self._pump()
-
     def _pump(self):
         """Eager mode: run each stream until its head must wait; repeat while any moves."""
         if not self.eager or self._running:
@@ -548,8 +367,7 @@ class NumpyOps(_Columns):
             for stream, q in list(self._queues.items()):
                 while q:
                     kind, obj, label, step = q[0]
-                    if (kind == "wait" and not obj.done) or (kind == "hostwait"
-                                                             and self._flag < obj):
+                    if kind == "wait" and not obj.done:
                         break
                     q.popleft()
                     moved = True
@@ -573,10 +391,6 @@ class NumpyOps(_Columns):
                 kind, obj, label, step = q.popleft()
                 if kind == "wait":
                     obj.wait()
-                elif kind == "hostwait":
-                    if self._flag < obj:
-                        raise RuntimeError(f"stream {stream!r} waits for host flag {obj}, "
-                                           f"which the host never set: deadlock")
                 elif kind == "record":
                     obj.done, obj.time = True, time.perf_counter()
                 else:
@@ -628,54 +442,6 @@ class NumpyOps(_Columns):
         self._enqueue("panel", "h2d", step, h2d)
         self._enqueue("panel", "transpose_back", step, transpose)
 
-    # -- the CPU panel's chain (as CupyOps; streams panel, update and send)
-    def chain_setup(self):
-        if getattr(self, "_stage", None) is None:
-            self._stage = ((self.T, self.host_panel),
-                           (np.full_like(self.T, np.nan), np.full_like(self.host_panel, np.nan)))
-        return True
-
-    def _staged(self, step, j0, j1):
-        mp, jb = self.shape[0] - j0, j1 - j0
-        return tuple(x[:jb * mp].reshape(jb, mp) for x in self._stage[step % 2])
-
-    def staged_panel(self, step, j0, j1):
-        return self._staged(step, j0, j1)[1].T
-
-    def pivots_to_device(self, step, j0, j1):
-        def h2d():
-            self.piv[j0:j1] = self.host_piv[j0:j1]
-        self._enqueue("panel", "piv_h2d", step, h2d)
-
-    def linv_to_device(self, step):
-        def h2d():
-            self.linv[step % 2] = self.host_linv
-        self._enqueue("panel", "linv_h2d", step, h2d)
-
-    def rows_to_device(self, step, j0, j1, r0, r1):
-        def h2d():
-            t, h = self._staged(step, j0, j1)
-            t[:, r0 - j0:r1 - j0] = h[:, r0 - j0:r1 - j0]
-        self._enqueue("panel", "h2d_rows", step, h2d)
-
-    def place_rows(self, step, j0, j1, r0, r1):
-        def place():
-            t = self._staged(step, j0, j1)[0]
-            self.a[r0:r1, self._local(j0, j1)] = t[:, r0 - j0:r1 - j0].T
-        self._enqueue("update", "place_rows", step, place)
-
-    def stage_rows(self, step, j0, j1, r0, r1):
-        def stage():
-            t = self._staged(step, j0, j1)[0]
-            t[:, r0 - j0:r1 - j0] = self.a[r0:r1, self._local(j0, j1)].T
-        self._enqueue("update", "stage_rows", step, stage)
-
-    def rows_to_host(self, step, j0, j1, r0, r1):
-        def d2h():
-            t, h = self._staged(step, j0, j1)
-            h[:, r0 - j0:r1 - j0] = t[:, r0 - j0:r1 - j0]
-        self._enqueue("send", "d2h_rows", step, d2h)
-
     # -- swaps and updates
     def swap(self, step, j0, j1, c0, c1, label="swap"):
         lc = self._local(c0, c1)
@@ -688,43 +454,27 @@ class NumpyOps(_Columns):
         lc = self._local(c0, c1)
         if lc.stop <= lc.start:
             return
+        import scipy.linalg
+        m = self.shape[0]
+        jb, a = j1 - j0, self.a
+        l11, l21 = self.factors(step, j0, j1)
 
         def run():
-            self._u12_now(step, j0, j1, lc, use_inverse)
-            self._rows_now(step, j0, j1, lc, j1, self.shape[0])
+            u12 = a[j0:j1, lc]
+            if use_inverse:
+                w = self.W[:jb, lc]
+                w[...] = u12
+                linv, l11u = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
+                np.matmul(linv, w, out=u12)
+                w -= l11u @ u12
+                u12 += linv @ w
+            else:
+                u12[...] = scipy.linalg.solve_triangular(l11, u12, lower=True,
+                                                         unit_diagonal=True)
+            if j1 < m:
+                a[j1:, lc] -= l21 @ u12
 
         self._enqueue("update", label, step, run)
-
-    def solve_u12(self, step, j0, j1, c0, c1, use_inverse):
-        lc = self._local(c0, c1)
-        if lc.stop > lc.start:
-            self._enqueue("update", "u12", step,
-                          lambda: self._u12_now(step, j0, j1, lc, use_inverse))
-
-    def update_rows(self, step, j0, j1, c0, c1, r0, r1):
-        lc = self._local(c0, c1)
-        if lc.stop > lc.start and r1 > r0:
-            self._enqueue("update", "update_rows", step,
-                          lambda: self._rows_now(step, j0, j1, lc, r0, r1))
-
-    def _u12_now(self, step, j0, j1, lc, use_inverse):
-        import scipy.linalg
-        jb, u12 = j1 - j0, self.a[j0:j1, lc]
-        if use_inverse:
-            w = self.W[:jb, lc]
-            w[...] = u12
-            linv, l11u = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
-            np.matmul(linv, w, out=u12)
-            w -= l11u @ u12
-            u12 += linv @ w
-        else:
-            u12[...] = scipy.linalg.solve_triangular(self.factors(step, j0, j1)[0], u12,
-                                                     lower=True, unit_diagonal=True)
-
-    def _rows_now(self, step, j0, j1, lc, r0, r1):
-        if r1 > r0:
-            l21 = self.factors(step, j0, j1)[1][r0 - j1:r1 - j1]
-            self.a[r0:r1, lc] -= l21 @ self.a[j0:j1, lc]
 
     # -- several devices
     def end_step(self, step):

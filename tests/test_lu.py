@@ -9,22 +9,21 @@ from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward
                         wilkinson, with_cond)
 import gpulinalg
 from gpulinalg import _decomp_lu
-from gpulinalg._lu import CpuPanel, chain_rows, getrf, unit_lower_inverse
+from gpulinalg._lu import CpuPanel, getrf, unit_lower_inverse
 from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
 
-def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, panel=None, eager=False):
+def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False):
     A = np.array(a, dtype=np.float32, order="C")
     ops = NumpyOps(A, nb, eager=eager)
-    piv, info = getrf(ops, panel or CpuPanel(), nb, lookahead, inv_threshold, timeline)
+    piv, info = getrf(ops, CpuPanel(), nb, lookahead, inv_threshold, timeline)
     return A, piv, info, ops
 
 
-def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, panel=None,
-                        eager=False):
+def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False):
     a = np.asarray(a, dtype=np.float32)
-    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, panel=panel, eager=eager)
+    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager)
     assert_matches_lapack(a, lu, piv, same_pivots)
     return lu, piv, info
 
@@ -35,9 +34,13 @@ def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True,
                                    (53, 53), (97, 97), (61, 23), (23, 61), (100, 8), (8, 100),
                                    (2, 1), (1, 3)])
 @pytest.mark.parametrize("lookahead", [0, 1])
-def test_driver_matches_sgetrf(rng, shape, lookahead):
+@pytest.mark.parametrize("eager", [False, True])
+def test_driver_matches_sgetrf(rng, shape, lookahead, eager):
+    """Emulated lazily (streams run when the host waits: a missing stream wait gives wrong
+    factors) and eagerly (as early as their waits allow: so does an upload enqueued before
+    the host has written its staging)."""
     a = rng.standard_normal(shape).astype(np.float32)
-    check_against_scipy(a, nb=8, lookahead=lookahead)
+    check_against_scipy(a, nb=8, lookahead=lookahead, eager=eager)
 
 
 @pytest.mark.parametrize("nb", [1, 3, 16, 128])
@@ -47,13 +50,14 @@ def test_driver_block_sizes(rng, nb):
 
 @pytest.mark.parametrize("threshold", [0.0, np.inf])
 @pytest.mark.parametrize("shape", [(64, 64), (70, 45), (45, 70)])
-def test_inverse_and_solve_paths(rng, threshold, shape):
+@pytest.mark.parametrize("eager", [False, True])
+def test_inverse_and_solve_paths(rng, threshold, shape, eager):
     a = rng.standard_normal(shape).astype(np.float32)
     tl = []
-    lu, piv, info, _ = run_driver(a, 8, inv_threshold=threshold, timeline=tl)
+    lu, piv, info, _ = run_driver(a, 8, inv_threshold=threshold, timeline=tl, eager=eager)
     used = {r["use_inverse"] for r in tl[0]["steps"]}
     assert used == {threshold == np.inf}
-    check_against_scipy(a, nb=8, inv_threshold=threshold)
+    assert_matches_lapack(a, lu, piv)
 
 
 def test_inverse_threshold_is_per_panel(rng):
@@ -105,116 +109,14 @@ def test_exactly_singular_reports_first_zero():
 
 def test_lookahead_order_in_log(rng):
     """Panel s+1 reaches the host before the rest of step s's trailing update runs."""
-    a = rng.standard_normal((48, 48))
-    _, _, _, ops = run_driver(a, 8, lookahead=1, panel=CpuPanel(chunks=0))
+    _, _, _, ops = run_driver(rng.standard_normal((48, 48)), 8, lookahead=1)
     log = ops.log
     for s in range(4):
         assert log.index(("host", "getrf", s + 1)) < log.index(("update", "update_rest", s))
         assert log.index(("update", "update_next", s)) < log.index(("panel", "d2h", s + 1))
-    _, _, _, ops = run_driver(a, 8, lookahead=0)
+    _, _, _, ops = run_driver(rng.standard_normal((48, 48)), 8, lookahead=0)
     for s in range(5):
         assert ops.log.index(("update", "update", s)) < ops.log.index(("host", "getrf", s + 1))
-
-
-@pytest.mark.parametrize("pre_enqueue", [False, True])
-@pytest.mark.parametrize("eager", [False, True])
-def test_chain_order_in_log(rng, pre_enqueue, eager):
-    """The chain: panel s+1 ships chunk by chunk before the rest of step s's update runs,
-    and each chunk's rows land before they are used."""
-    _, _, _, ops = run_driver(rng.standard_normal((96, 96)), 8, eager=eager,
-                              panel=CpuPanel(chunks=3, pre_enqueue=pre_enqueue))
-    log = ops.log
-    for s in range(10):
-        sends = [i for i, e in enumerate(log) if e == ("send", "d2h_rows", s + 1)]
-        lands = [i for i, e in enumerate(log) if e == ("panel", "h2d_rows", s)]
-        places = [i for i, e in enumerate(log) if e == ("update", "place_rows", s)]
-        chunks = len(chain_rows(8 * s, 8 * s + 8, 96, 3))
-        assert len(sends) == len(lands) == len(places) == chunks >= (2 if s < 3 else 1)
-        assert all(h < p for h, p in zip(lands, places))
-        assert sends[-1] < log.index(("host", "getrf", s + 1))
-        if not eager:   # lazily, the host never waits for the rest of the update
-            assert log.index(("host", "getrf", s + 1)) < log.index(("update", "update_rest", s))
-        assert log.index(("update", "swap_next", s)) < log.index(("update", "u12", s))
-
-
-def test_chain_rows():
-    """Chunks cover the panel rows once, in multiples of 32 rows (but the last), the first
-    holds L11's rows, and there are at most as many as asked for."""
-    for j0, jb, m, chunks in [(0, 8, 96, 3), (8, 32, 130, 7), (0, 128, 8192, 4),
-                              (256, 256, 32768, 8), (5, 3, 6, 4), (0, 64, 1031, 2)]:
-        rows = chain_rows(j0, j0 + jb, m, chunks)
-        assert rows[0][0] == j0 and rows[-1][1] == m and len(rows) <= max(chunks, 1)
-        assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
-        assert rows[0][1] >= min(j0 + jb, m)
-        assert all((r1 - r0) % 32 == 0 for r0, r1 in rows[:-1])
-
-
-@pytest.mark.parametrize("threshold", [0.0, np.inf])
-@pytest.mark.parametrize("pre_enqueue", [False, True])
-@pytest.mark.parametrize("eager", [False, True])
-@pytest.mark.parametrize("chunks", [1, 2, 3, 7])
-@pytest.mark.parametrize("shape, nb", [((64, 64), 8), ((97, 97), 8), ((130, 130), 32),
-                                       ((130, 61), 8), ((61, 130), 8), ((200, 40), 16),
-                                       ((40, 200), 16), ((33, 33), 3)])
-def test_chain_matches_sgetrf(rng, shape, nb, chunks, eager, pre_enqueue, threshold):
-    """The pipelined chain: chunk edges inside and at the panel (130 x 130, nb 32, 7 chunks:
-    chunk 0 is exactly L11), m not a multiple of the chunk, tall and wide, the inverse and
-    the solve paths, gated (pre-enqueued) or not, lazily or eagerly emulated."""
-    a = rng.standard_normal(shape).astype(np.float32)
-    tl = []
-    lu, piv, info, _ = run_driver(a, nb, inv_threshold=threshold, timeline=tl, eager=eager,
-                                  panel=CpuPanel(chunks=chunks, pre_enqueue=pre_enqueue))
-    assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
-    assert_matches_lapack(a, lu, piv)
-
-
-@pytest.mark.parametrize("pre_enqueue", [False, True])
-def test_chain_singular_and_wilkinson(rng, pre_enqueue):
-    panel = CpuPanel(chunks=3, pre_enqueue=pre_enqueue)
-    lu, piv, info = check_against_scipy(wilkinson(40), nb=8, panel=panel, eager=True)
-    assert abs(lu[-1, -1]) == 2.0 ** 39
-    a = rng.standard_normal((50, 50)).astype(np.float32)
-    a[:, 17] = 0
-    assert run_driver(a, 8, panel=panel)[2] == sl.lapack.sgetrf(a)[2] == 18
-
-
-def test_chain_threaded_host(rng):
-    """The device path's threading (LAPACK in the worker while the main thread enqueues),
-    on the lazy emulation; the GIL switch interval is restored."""
-    import sys
-
-    class ThreadedOps(NumpyOps):
-        emulated = False
-    switch = sys.getswitchinterval()
-    for shape in [(150, 150), (150, 70), (70, 150)]:
-        a = rng.standard_normal(shape).astype(np.float32)
-        A = a.copy()
-        piv, info = getrf(ThreadedOps(A, 16), CpuPanel(chunks=3, pre_enqueue=True), 16, 1)
-        assert_matches_lapack(a, A, piv)
-    assert sys.getswitchinterval() == switch
-
-
-def test_chain_needs_its_gate(rng, monkeypatch):
-    """Emulated eagerly, pre-enqueued work without the host-flag wait runs before the host
-    has factored the panel: the emulation must then give wrong factors."""
-    a = rng.standard_normal((64, 64)).astype(np.float32)
-    panel = CpuPanel(chunks=2, pre_enqueue=True)
-    monkeypatch.setattr(NumpyOps, "wait_host", lambda self, stream, value: None)
-    try:
-        lu, piv, info, _ = run_driver(a, 8, panel=panel, eager=True)
-    except ValueError:   # NaN staging reached LAPACK
-        return
-    assert not np.allclose(lu, sl.lu_factor(a)[0], atol=1e-3)
-
-
-def test_chain_timeline(rng):
-    tl = []
-    run_driver(rng.standard_normal((64, 64)), 8, timeline=tl, panel=CpuPanel(chunks=2))
-    t = tl[0]
-    assert len(t["steps"]) == 8 and t["gap_ms"] >= 0
-    for r in t["steps"]:
-        assert r["send_ms"] >= 0 and r["recv_ms"] >= 0 and r["sync_end"] >= r["sync_start"]
-        assert r["enqueued"] >= r["host_end"]
 
 
 def test_timeline_fields(rng):
@@ -222,8 +124,20 @@ def test_timeline_fields(rng):
     run_driver(rng.standard_normal((40, 40)), 8, timeline=tl)
     t = tl[0]
     assert len(t["steps"]) == 5 and t["backend"] == "NumpyOps"
-    for key in ("wall_ms", "host_panel_ms", "gpu_ms", "update_ms", "transfer_ms"):
+    for key in ("wall_ms", "host_panel_ms", "gpu_ms", "update_ms", "transfer_ms", "gap_ms"):
         assert t[key] >= 0
+    steps = t["steps"]
+    for r, nxt in zip(steps, steps[1:] + [None]):
+        assert r["send_ms"] >= 0 and r["recv_ms"] >= 0
+        # Host clock: wait for the panel, factor it, finish the step's enqueue.
+        assert r["sync_start"] <= r["sync_end"] <= r["host_start"] <= r["host_end"]
+        assert r["host_end"] <= r["enqueued"]
+        if nxt is not None:
+            assert r["enqueued"] <= nxt["sync_start"]
+            assert r["gap_ms"] == pytest.approx(nxt["host_start"] - r["host_end"])
+        else:
+            assert r["gap_ms"] == 0.0
+    assert t["gap_ms"] == pytest.approx(sum(r["gap_ms"] for r in steps))
 
 
 def test_stream_emulation_order():
@@ -393,27 +307,6 @@ def test_gpu_paths(rng, threshold, lookahead):
     tl = []
     lu, piv = gpulinalg.lu_factor(a, panel="cpu", block_size=64, lookahead=lookahead,
                                   _inv_threshold=threshold, _timeline=tl)
-    assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
-    ref_lu, ref_piv = sl.lu_factor(a)
-    assert_same_pivots(piv, ref_lu, ref_piv)
-    assert backward_error(a, lu, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("threshold", [0.0, np.inf])
-@pytest.mark.parametrize("chunks, pre_enqueue", [(0, False), (1, False), (3, False), (1, True),
-                                                 (3, True), (8, True)])
-@pytest.mark.parametrize("shape", [(1031, 1031), (1500, 700), (700, 1500)])
-def test_gpu_cpu_panel_chain(rng, monkeypatch, shape, chunks, pre_enqueue, threshold):
-    """The CPU panel's chain on the device: unpipelined (0), chunked, pre-enqueued behind
-    the host flag; tall, wide; inverse and solve paths."""
-    from gpulinalg import _lu
-    monkeypatch.setattr(_lu, "CHAIN_CHUNKS", chunks)
-    monkeypatch.setattr(_lu, "PRE_ENQUEUE", pre_enqueue)
-    a = rng.standard_normal(shape).astype(np.float32)
-    tl = []
-    lu, piv = gpulinalg.lu_factor(a, panel="cpu", block_size=64, _inv_threshold=threshold,
-                                  _timeline=tl)
     assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
