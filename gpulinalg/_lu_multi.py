@@ -107,7 +107,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
-                unguarded[o].append(got)
+                if home is None:   # the owner swaps left of later panels in these rows
+                    unguarded[o].append(got)
             elif op == "swap_right":
                 continue   # done with the update of the same columns, piece by piece (below)
             elif op == "swap_left":
