@@ -1,7 +1,6 @@
 """Multi-GPU LU: the column-cyclic distribution and the driver on virtual devices (CPU); the
 real thing on several GPUs (multi_gpu)."""
 
-import warnings
 
 import numpy as np
 import pytest
