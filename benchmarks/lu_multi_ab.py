@@ -59,7 +59,8 @@ def main():
                 per = " ".join(f"[{d['update_ms']:.0f}/{d['panel_ms']:.0f}]" for d in t["devices"])
                 print(f"  {ndev} GPUs {name}={value}: {ms:.1f} ms, x{one / ms:.2f}; "
                       f"scatter {t['scatter_ms']:.1f} factor {t['factor_ms']:.1f} gather "
-                      f"{t['gather_ms']:.1f} (host enqueue {t['enqueue_ms']:.1f}); per device [update/panel ms] {per}", flush=True)
+                      f"{t['gather_ms']:.1f} (host enqueue {t['enqueue_ms']:.1f}); "
+                      f"per device [update/panel ms] {per}", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,8 @@
 
 RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
 transpose.json, laswp.json, lu.json, lu_multi.json, lu_large.json (any subset; the last two
-come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to docs/img/ when matplotlib is
-installed (`pip install .[plot]`).
+come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to docs/img/
+when matplotlib is installed (`pip install .[plot]`).
 """
 
 import json

@@ -112,9 +112,10 @@ def panel_schedule(k, nb, dist, lookahead=1):
     steps, each a list of (device, operation, global column range).
 
     operation is one of "factor" (the owner's panel), "receive" (a copy of the factored panel
-    on every other device, the next panel's owner first), "swap_right", "update_next" (the next panel's columns, on the next
-    panel's owner, before anything else it updates), "update_rest", "update" (no look-ahead,
-    or a device that does not own the next panel), "swap_left".  Ranges are global and empty
+    on every other device, the next panel's owner first), "swap_right", "update_next" (the
+    next panel's columns, on the next panel's owner, before anything else it updates),
+    "update_rest", "update" (no look-ahead, or a device that does not own the next panel),
+    "swap_left".  Ranges are global and empty
     ranges are left out.  The GPU driver (gpulinalg/_lu_multi.py) follows this list; the CPU
     tests check its invariants.
     """
