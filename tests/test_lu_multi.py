@@ -156,18 +156,19 @@ def test_virtual_devices_upload_and_home(rng, shape, collect, p, panel):
 def test_host_column_views(rng, n, nb, p):
     """The host transfers' views: every column of a device's share, in local order, written
     through into the host matrix (views, not copies), for whole and partial block groups."""
-    from gpulinalg._lu_multi import _column_views
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpulinalg._lu_multi import _pack
     dist = ColumnCyclic(n, nb, p)
     a = rng.standard_normal((9, n)).astype(np.float32)
     out = np.full_like(a, np.nan)
-    for d in range(p):
-        share = a[:, dist.global_columns(d)]
-        packed = np.full((6, dist.local_width(d)), np.nan, np.float32)
-        for h, b in _column_views(a[2:8], packed, dist, d):
-            b[...] = h
-        assert np.array_equal(packed, share[2:8])
-        for h, b in _column_views(out[2:8], packed, dist, d):
-            h[...] = b
+    with ThreadPoolExecutor(3) as pool:
+        for d in range(p):
+            share = a[:, dist.global_columns(d)]
+            packed = np.full((6, dist.local_width(d)), np.nan, np.float32)
+            _pack(a[2:8], packed, dist, d, True, pool)
+            assert np.array_equal(packed, share[2:8])
+            _pack(out[2:8], packed, dist, d, False, pool)
     assert np.array_equal(out[2:8], a[2:8]) and np.isnan(out[[0, 1, 8]]).all()
 
 
