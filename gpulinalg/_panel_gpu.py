@@ -155,8 +155,9 @@ class PanelWorkspace:
     """Device state of the leaf kernels, one per factorization (and per stream: the counter's
     arrivals and the row leaf's column tags are tracked on the host, in stream order).
 
-    tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, |v|, tag,
-    pos}, zeroed once: tags start at 1), `rows` (the candidates' rows).  Both: info.  Also the
+    tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, key, tag,
+    pos}) and `rows` (the candidates' rows, tagged words {tag, value}), zeroed once: tags start
+    at 1.  Both: info.  Also the
     laswp workspace of the recursion and the per-shape launch parameters (cached).
     """
 
@@ -168,7 +169,8 @@ class PanelWorkspace:
         self.info = cp.zeros(1, dtype=np.int32)
         self.arrivals = 0                       # counter value after all enqueued launches
         self.keys = cp.zeros(2 * GMAX_ROW * 2, dtype=np.uint64)   # ulonglong2 [2][GMAX_ROW]
-        self.rows = cp.empty(2 * GMAX_ROW * max(ROW_WIDTHS), dtype=np.float32)
+        # Tagged words {tag, value} [2][GMAX_ROW][LW]; zeroed like the keys (no tag is 0).
+        self.rows = cp.zeros(2 * GMAX_ROW * max(ROW_WIDTHS), dtype=np.uint64)
         self.epoch = 1                          # tag of the next row-leaf column
         self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
         dev = cp.cuda.Device()
@@ -212,10 +214,11 @@ class PanelWorkspace:
         return st
 
     def next_tags(self, kk):
-        """First tag of a row-leaf launch of kk columns; zeroes the keys (stream-ordered)
+        """First tag of a row-leaf launch of kk columns; zeroes keys and rows (stream-ordered)
         before the uint32 tags would wrap."""
         if self.epoch + kk >= TAG_LIMIT:
             self.keys.fill(0)
+            self.rows.fill(0)
             self.epoch = 1
         tag = self.epoch
         self.epoch += kk

@@ -56,25 +56,26 @@
 //     (pos == p -> j, pos == j -> p), the search runs over pos >= j (ties to the smaller pos,
 //     as isamax), the update over pos > j, and the final store writes the row to A(pos, :).
 //     So neither row j nor the swapped rows are published or copied;
-//   - a flag barrier instead of a counter: the thread owning its block's candidate (or thread
-//     0 when the block has none) stores the candidate's row in rows[j & 1][b], __threadfence,
-//     then the 16-byte record keys[j & 1][b] = {tag, |v| bits, tag, pos} (two 64-bit words,
-//     each single-copy atomic; tag = epoch + j, a number the host never reuses: the keys start
-//     at 0 and epochs at 1).  Warp 0 polls the G records (ld.relaxed.gpu.v2.u64) until all
-//     carry this column's tag -- that IS the grid barrier, and it already holds every block's
-//     candidate -- reduces them, fences, and loads the winner's row (one float4 per lane) into
-//     shared memory.  After the barrier: one L2 round trip (the row), not two.  The slots are
-//     double-buffered by the parity of j: block b rewrites [j & 1][b] at column j+2 only after
-//     seeing every block's column-(j+1) record, which each block wrote after its last read
-//     of the column-j slots.
+//   - a flag barrier instead of a counter, and no fence: the thread owning its block's
+//     candidate (or thread 0 when the block has none) stores the candidate's row in
+//     rows[j & 1][b] as tagged 64-bit words {tag, value bits}, then the 16-byte record
+//     keys[j & 1][b] = {tag, key, tag, pos} (key = |v| bits + 1, 0 for none; every 64-bit
+//     word is single-copy atomic; tag = epoch + j, a number the host never reuses: keys and
+//     rows start zeroed and epochs at 1).  Warp 0 polls the G records (ld.relaxed.gpu.v2.u64)
+//     until all carry this column's tag -- that IS the grid barrier, and it already holds
+//     every block's candidate -- reduces them (redux.sync), and loads the winner's row (two
+//     16-byte loads per lane), again until every word carries the tag: the tags, not a
+//     release/acquire fence pair, tell a fresh word from an old one.  The slots are
+//     double-buffered by the parity of j: block b rewrites [j & 1][b] at column j+2 only
+//     after seeing every block's column-(j+1) record, which each block wrote after its last
+//     read of the column-j slots (its update used the values read).
 //   - the column loop is NOT unrolled: the barrier code exists once (it stays in the
 //     instruction cache); only the register-indexed work (multiplier, rank-1 update, the next
 //     column's value) is per column, reached through a switch on j (a jump table):
 //     leaf_row_step<J>.  (Fully unrolled, LW = 128 came to 76,000 instructions.)
-// Per column: 2 __syncthreads, one fence per block, the poll, one row fetch; ~(LW - j) FMAs
-// per thread.  Expect ~1.5 us per column (~3 L2 round trips + two block barriers + the
-// update), i.e. ~0.2 ms for a 128-wide panel at any mp, with no recursion launches.
-// (Measured: ~2.7-3 us per column on the H100, ~0.35 ms per 128-wide panel.)
+// Per column: 2 __syncthreads, the poll, one row fetch (two dependent L2 round trips), ~(LW - j)
+// FMAs per thread, no fence.  (Measured with a fenced publication and shuffle reductions:
+// ~2.7-3 us per column on the H100, ~0.35 ms per 128-wide panel.)
 //
 // getrf_leaf_cluster<LW, RPT, CS> ((LW, RPT) = (128, 1), (64, 2), (32, 4); CS = 16 or 8): the
 // same contract and arithmetic as getrf_leaf_row (lazy swaps by positions, the same pivot
@@ -165,6 +166,18 @@ __device__ __forceinline__ void warp_best(float& bv, int& bi, int& bb) {
     }
 }
 
+// The warp's first max in two redux.sync steps (instead of a 5-round shuffle butterfly): the
+// largest key, then the smallest position among the lanes holding it.  key = |v| bits + 1 for
+// a candidate (|v| >= 0 and not NaN: its bits order as the value), 0 for none; positions are
+// distinct, so the winner is unique.  Returns the position, INT_MAX when no lane has one.
+__device__ __forceinline__ int warp_first_max(unsigned key, int pos, unsigned& best_key) {
+    best_key = __reduce_max_sync(0xffffffffu, key);
+    const unsigned p = __reduce_min_sync(0xffffffffu, key == best_key && key != 0u
+                                                          ? static_cast<unsigned>(pos)
+                                                          : 0x7fffffffu);
+    return static_cast<int>(p);
+}
+
 // The block's best (|v|, row) over all its warps: warp_best within each warp, then every
 // thread reduces the NW warp winners from shared memory (one barrier, marked (1) at the call).
 template <int NW>
@@ -184,6 +197,34 @@ __device__ __forceinline__ void block_best(float& bv, int& bi, int& bb, int lane
             bv = s_wv[w];
             bi = s_wi[w];
         }
+}
+
+// The block's first max over all its warps, from keys as warp_first_max takes them: the
+// warps' winners through shared memory (one barrier, marked (1) at the call), then every
+// thread reduces the NW of them.  Returns the position (INT_MAX: none) and its key.
+template <int NW>
+__device__ __forceinline__ int block_first_max(unsigned key, int pos, int warp, int lane,
+                                               unsigned* s_wk, int* s_wi, unsigned& best_key) {
+    unsigned wk;
+    const int wi = warp_first_max(key, pos, wk);
+    if (lane == 0) {
+        s_wk[warp] = wk;
+        s_wi[warp] = wi;
+    }
+    __syncthreads();
+    unsigned bk = s_wk[0];
+    int bi = s_wi[0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) {
+        const unsigned k = s_wk[w];
+        const int i = s_wi[w];
+        if (k > bk || (k == bk && i < bi)) {
+            bk = k;
+            bi = i;
+        }
+    }
+    best_key = bk;
+    return bi;
 }
 
 }  // namespace
@@ -370,7 +411,7 @@ __device__ __forceinline__ void leaf_row_step(float (&x)[LW], bool upd, float l,
 template <int LW>
 __global__ void __launch_bounds__(GETRF_THREADS, 1)
 getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
-               ulonglong2* keys, float* rows, unsigned epoch)
+               ulonglong2* keys, ulonglong2* rows, unsigned epoch)
 {
     constexpr int T = GETRF_THREADS;
     constexpr int NW = T / 32;
@@ -379,7 +420,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
     static_assert(LW <= 128, "the column switch has 128 cases");
     static_assert(SPL <= 32, "pending-slot bit mask");
 
-    __shared__ float s_wv[NW];
+    __shared__ unsigned s_wk[NW];
     __shared__ int s_wi[NW];
     __shared__ __align__(16) float s_prow[LW];  // the pivot row of this column
     __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
@@ -423,36 +464,33 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         const unsigned tag = epoch + static_cast<unsigned>(j);
 
         // 1. The block's candidate: first max |A(pos, j)| over its positions pos >= j.
-        const float a = fabsf(xj);
-        float bv = -1.f;
-        int bi = 0x7fffffff, bb = 0;
-        if (mine && pos >= j && a > bv) {       // NaN never wins
-            bv = a;
-            bi = pos;
-        }
-        block_best<NW>(bv, bi, bb, lane, warp, s_wv, s_wi);                 // (1)
+        const bool cand = mine && pos >= j && !isnan(xj);    // NaN never wins
+        unsigned bkey;
+        const int bi = block_first_max<NW>(cand ? __float_as_uint(fabsf(xj)) + 1u : 0u,
+                                           cand ? pos : 0x7fffffff, warp, lane, s_wk, s_wi,
+                                           bkey);                           // (1)
 
-        // 2. Publish: the candidate's owner stores its row, fences, stores the record (thread
-        //    0 stores the record of a block without candidate).
+        // 2. Publish, without fences: the candidate's owner stores its row as tagged words
+        //    {tag, value} (LW/2 16-byte stores), then the record (thread 0 stores the record of
+        //    a block without candidate: key 0, position INT_MAX).
+        const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
         const bool owner = mine && pos == bi;   // bi = INT_MAX (no candidate) matches no pos
-        if (owner || (tid == 0 && bi == 0x7fffffff)) {
-            if (owner) {
-                float4* dst = reinterpret_cast<float4*>(rows + (par * G + b) * LW);
+        if (owner) {
+            ulonglong2* dst = rows + (par * G + b) * (LW / 2);
 #pragma unroll
-                for (int c = 0; c < LW; c += 4)
-                    __stcg(dst + c / 4, make_float4(x[c], x[c + 1], x[c + 2], x[c + 3]));
-            }
-            __threadfence();
-            const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
-            st_relaxed_gpu_v2(keys + par * G + b, t | __float_as_uint(bv),
-                              t | static_cast<unsigned>(bi));
+            for (int c = 0; c < LW; c += 2)
+                st_relaxed_gpu_v2(dst + c / 2, t | __float_as_uint(x[c]),
+                                  t | __float_as_uint(x[c + 1]));
         }
+        if (owner || (tid == 0 && bi == 0x7fffffff))
+            st_relaxed_gpu_v2(keys + par * G + b, t | bkey, t | static_cast<unsigned>(bi));
 
         // 3. Grid barrier and pivot choice (warp 0): poll the G records of this column until
-        //    all carry its tag, reduce them, fetch the winner's row.
+        //    all carry its tag, reduce them, fetch the winner's row (again until every word
+        //    carries the tag: no fence orders it after the record).
         if (warp == 0) {
             const ulonglong2* slot = keys + par * G;
-            float cv = -1.f;
+            unsigned ckey = 0u;                 // this lane's first max of its records
             int ci = 0x7fffffff, cb = 0;
             unsigned pending = 0;
 #pragma unroll
@@ -470,31 +508,43 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
                     if ((pending & (1u << s)) && static_cast<unsigned>(k[s].x >> 32) == tag &&
                         static_cast<unsigned>(k[s].y >> 32) == tag) {
                         pending &= ~(1u << s);
-                        const float v = __uint_as_float(static_cast<unsigned>(k[s].x));
+                        const unsigned kk_ = static_cast<unsigned>(k[s].x);
                         const int i = static_cast<int>(static_cast<unsigned>(k[s].y));
-                        if (beats(v, i, cv, ci)) {
-                            cv = v;
+                        if (kk_ > ckey || (kk_ == ckey && kk_ != 0u && i < ci)) {
+                            ckey = kk_;
                             ci = i;
                             cb = lane + 32 * s;
                         }
                     }
             }
-            // Acquire: each lane fences after its own observations, and __syncwarp orders them
-            // before every lane's row load (the pattern of cooperative groups' grid.sync).
-            __threadfence();
-            __syncwarp();
-            warp_best(cv, ci, cb);
-            const bool valid = ci != 0x7fffffff;
+            unsigned wkey;
+            const int wi = warp_first_max(ckey, ci, wkey);
+            const bool valid = wi != 0x7fffffff;
+            const unsigned from = __ballot_sync(0xffffffffu, valid && ci == wi);
+            cb = __shfl_sync(0xffffffffu, cb, from ? __ffs(from) - 1 : 0);
             float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (valid && lane < LW / 4)
-                v = __ldcg(reinterpret_cast<const float4*>(rows + (par * G + cb) * LW) + lane);
+            if (valid && lane < LW / 4) {
+                const ulonglong2* src = rows + (par * G + cb) * (LW / 2) + 2 * lane;
+                ulonglong2 w0, w1;
+                do {
+                    w0 = ld_relaxed_gpu_v2(src);
+                    w1 = ld_relaxed_gpu_v2(src + 1);
+                } while (static_cast<unsigned>(w0.x >> 32) != tag ||
+                         static_cast<unsigned>(w0.y >> 32) != tag ||
+                         static_cast<unsigned>(w1.x >> 32) != tag ||
+                         static_cast<unsigned>(w1.y >> 32) != tag);
+                v = make_float4(__uint_as_float(static_cast<unsigned>(w0.x)),
+                                __uint_as_float(static_cast<unsigned>(w0.y)),
+                                __uint_as_float(static_cast<unsigned>(w1.x)),
+                                __uint_as_float(static_cast<unsigned>(w1.y)));
+            }
             if (lane < LW / 4)
                 reinterpret_cast<float4*>(s_prow)[lane] = v;
             __syncwarp();
             if (lane == 0) {
-                s_p = valid ? ci : -1;
+                s_p = valid ? wi : -1;
                 if (b == 0) {
-                    piv[j] = valid ? ci : j;
+                    piv[j] = valid ? wi : j;
                     if (valid && s_prow[j] == 0.f && *info == 0)
                         *info = col_base + j + 1;
                 }
@@ -586,17 +636,6 @@ __device__ __forceinline__ void cluster_wait() {
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// The warp's first max in two redux.sync steps (instead of a 5-round shuffle butterfly): the
-// largest key, then the smallest position among the lanes holding it.  key = |v| bits + 1 for
-// a candidate (|v| >= 0 and not NaN: its bits order as the value), 0 for none; positions are
-// distinct, so the winner is unique.  Returns the position, INT_MAX when no lane has one.
-__device__ __forceinline__ int warp_first_max(unsigned key, int pos, unsigned& best_key) {
-    best_key = __reduce_max_sync(0xffffffffu, key);
-    const unsigned p = __reduce_min_sync(0xffffffffu, key == best_key && key != 0u
-                                                          ? static_cast<unsigned>(pos)
-                                                          : 0x7fffffffu);
-    return static_cast<int>(p);
-}
 
 }  // namespace
 

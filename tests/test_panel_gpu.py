@@ -213,19 +213,22 @@ def test_recursion_with_row_leaves(rng, m, w):
 
 
 def test_tag_reset_before_wrap():
-    """next_tags: consecutive tags per launch; the keys are zeroed before uint32 wraps."""
-    class Keys:
-        zeroed = 0
+    """next_tags: consecutive tags per launch; keys and rows are zeroed before uint32 wraps."""
+    class Buffer:
+        def __init__(self):
+            self.zeroed = 0
 
         def fill(self, v):
-            Keys.zeroed += 1
+            assert v == 0
+            self.zeroed += 1
 
     ws = object.__new__(_panel_gpu.PanelWorkspace)
-    ws.keys, ws.epoch = Keys(), 1
+    ws.keys, ws.rows, ws.epoch = Buffer(), Buffer(), 1
     assert ws.next_tags(128) == 1 and ws.next_tags(5) == 129 and ws.epoch == 134
     ws.epoch = _panel_gpu.TAG_LIMIT - 100
-    assert ws.next_tags(100) == 1 and Keys.zeroed == 1 and ws.epoch == 101
-    assert ws.next_tags(128) == 101 and Keys.zeroed == 1
+    assert ws.next_tags(100) == 1 and ws.epoch == 101
+    assert ws.keys.zeroed == ws.rows.zeroed == 1
+    assert ws.next_tags(128) == 101 and ws.keys.zeroed == ws.rows.zeroed == 1
 
 
 def test_driver_gpu_panel_model_info_and_timeline():
