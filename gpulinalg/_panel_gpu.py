@@ -20,12 +20,13 @@ Three leaves (`leaf_plan`, first that fits):
   (128, 1), (64, 2), (32, 4): the widest whose CS*256*RPT rows hold the panel (CS = 16: 4096,
   8192, 16384 rows); a panel wider than LW recurses down to LW-wide leaves.  The default plan
   takes only LW >= CLUSTER_MIN_LW = 128 (mp <= 4096 with CS = 16; see the measurements there).
-- "row" (getrf_leaf_row<128>): one row per thread, LW = ROW_LW = 128 columns in registers,
-  when the mp rows fit one co-resident grid (mp <= 256 x co-resident blocks: 33,792 rows on an
-  H100).  A panel of nb <= 128 columns is then ONE launch; nb = 256 recurses once (two
+- "row" (getrf_leaf_row<LW, RPT>): RPT rows per thread, LW columns in registers, (LW, RPT) =
+  (128, 1), (64, 2), (32, 4): the widest whose grid of ceil(mp / (256 RPT)) blocks is
+  co-resident and at most ROW_BLOCK_CAP blocks (one row per thread: 33,792 rows on an H100).
+  With (128, 1) a panel of nb <= 128 columns is ONE launch; nb = 256 recurses once (two
   128-wide leaves, one laswp / trsm / SGEMM between them).
-- "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels, 4-16 rows per
-  thread, with the recursion above down to 32-wide leaves.
+- "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels still, 4-16 rows
+  per thread, with the recursion above down to 32-wide leaves.
 
 Everything is enqueued on the caller's current stream (the driver's panel stream): no host
 synchronisation; the first exactly zero pivot (LAPACK's info) stays in a device int32.
@@ -47,11 +48,15 @@ REC = LWMAX + 2         # GETRF_REC: floats per block record (row | |v| | row in
 # (leaf width LW, rows per thread RPT), widest first: LW*RPT = 128 floats in registers.
 LEAF_SHAPES = ((32, 4), (16, 8), (8, 16))
 WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LWMAX]
-# getrf_leaf_row<LW>: one row per thread.  ROW_WIDTHS: the instantiations (64: a smaller-code
-# variant for comparison); ROW_LW: the leaf width the panel uses.
+# getrf_leaf_row<LW, RPT>: ROW_SHAPES (LW, RPT), widest first, LW*RPT = 128 floats in
+# registers; ROW_LW: the widest.  ROW_BLOCK_CAP: the most blocks (= SMs: one block per SM) the
+# plan gives a row leaf before it takes more rows per thread (the leaf is latency-bound, so the
+# SMs it holds mostly wait while a concurrent SGEMM could use them).
 GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; warp 0 polls 5 per lane)
-ROW_WIDTHS = (128, 64)
-ROW_LW = 128
+ROW_SHAPES = ((128, 1), (64, 2), (32, 4))
+ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
+ROW_LW = ROW_SHAPES[0][0]
+ROW_BLOCK_CAP = GMAX_ROW
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -67,10 +72,10 @@ CLUSTER_SIZE = CLUSTER_SIZES[0]
 CLUSTER_MIN_LW = 128
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction_attribute
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
-                + tuple(f"getrf_leaf_row<{lw}>" for lw in ROW_WIDTHS)
+                + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES))
-TAG_LIMIT = 2**32 - 2 * max(ROW_WIDTHS)          # column tags are uint32; reset before a wrap
+TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
 # up to min(m, n) = GPU_NB_SWITCH, 256 above (one recursion level per panel; the trailing
@@ -104,18 +109,23 @@ def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
     return None
 
 
-def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=ROW_LW, cluster_size=CLUSTER_SIZE,
-              cluster_min_lw=CLUSTER_MIN_LW):
+def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
+              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None):
     """("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size CTAs (0: no
-    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, G) when they fit row_blocks
-    co-resident blocks of one row per thread, else ("tile", LW, RPT, G) of leaf_shape (the
-    recursion with narrow leaves)."""
+    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) for the widest of
+    ROW_SHAPES (only LW = row_lw when given) whose G blocks are at most row_blocks (the
+    co-resident ones), GMAX_ROW and row_cap (default ROW_BLOCK_CAP; not applied to a given
+    row_lw), else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
     shape = cluster_shape(mp, cluster_size, cluster_min_lw)
     if shape is not None:
         return ("cluster",) + shape + (cluster_size,)
-    g = max(1, -(-mp // THREADS))
-    if g <= min(row_blocks, GMAX_ROW):
-        return ("row", row_lw, g)
+    cap = min(row_blocks, GMAX_ROW)
+    if row_lw is None:
+        cap = min(cap, ROW_BLOCK_CAP if row_cap is None else row_cap)
+    for lw, rpt in ROW_SHAPES:
+        g = max(1, -(-mp // (THREADS * rpt)))
+        if (row_lw is None or lw == row_lw) and g <= cap:
+            return ("row", lw, rpt, g)
     return ("tile",) + leaf_shape(mp, tile_blocks)
 
 
@@ -170,7 +180,7 @@ class PanelWorkspace:
         self.arrivals = 0                       # counter value after all enqueued launches
         self.keys = cp.zeros(2 * GMAX_ROW * 2, dtype=np.uint64)   # ulonglong2 [2][GMAX_ROW]
         # Tagged words {tag, value} [2][GMAX_ROW][LW]; zeroed like the keys (no tag is 0).
-        self.rows = cp.zeros(2 * GMAX_ROW * max(ROW_WIDTHS), dtype=np.uint64)
+        self.rows = cp.zeros(2 * GMAX_ROW * ROW_LW, dtype=np.uint64)
         self.epoch = 1                          # tag of the next row-leaf column
         self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
         dev = cp.cuda.Device()
@@ -192,13 +202,13 @@ class PanelWorkspace:
             self._max_blocks[key] = self.sms * per_sm
         return min(cap, self._max_blocks[key])
 
-    def plan(self, mp, row_lw=ROW_LW, cluster=True):
+    def plan(self, mp, row_lw=None, cluster=True):
         """leaf_plan for mp rows on this device (cached per (mp, row_lw, cluster)); cluster=False
         leaves the cluster leaf out, and so does a device where no cluster size launches."""
         key = (mp, row_lw, cluster)
         plan = self._plans.get(key)
-        if plan is None:
-            row = get_kernel(FAMILY, f"getrf_leaf_row<{row_lw}>", cooperative=True)
+        if plan is None:   # every row leaf is __launch_bounds__(256, 1): one block per SM
+            row = get_kernel(FAMILY, KERNEL_NAMES[len(LEAF_SHAPES)], cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW), self.max_blocks(tile, GCAP),
                              row_lw, cluster_size() if cluster else 0)
@@ -207,7 +217,7 @@ class PanelWorkspace:
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = {"tile": plan[:3], "row": plan[:2], "cluster": plan[:4]}[plan[0]]
+        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4]}[plan[0]]
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)
@@ -235,8 +245,9 @@ class _DeviceSteps:
         self.ws = ws
         self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
         if leaf[0] == "row":
-            self.lw, self.rpt = leaf[1], 1
-            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw}>", cooperative=True)
+            self.lw, self.rpt = leaf[1], leaf[2]
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw},{self.rpt}>",
+                                     cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
@@ -251,7 +262,7 @@ class _DeviceSteps:
     def _leaf_row(self, a, piv, col_base):
         mp, w = a.shape
         ws = self.ws
-        g = -(-mp // THREADS)
+        g = -(-mp // (THREADS * self.rpt))
         # The rows' positions are 0-based relative to a's first row: the pivots' base.
         self.kernel((g,), (THREADS,),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,

@@ -46,13 +46,15 @@
 // Expect ~2-3 us per column whatever mp (G <= 128): 32 columns in ~70-100 us per leaf; the
 // panel of nb columns costs ~nb * 2.5 us plus the recursion's small SGEMM/laswp/trsm launches.
 //
-// getrf_leaf_row<LW> (LW = 128 or 64): the whole panel of a tall block in ONE launch, one row per
-// thread.  G = ceil(mp / 256) blocks of 256 threads (G <= GETRF_GMAX_ROW and co-resident: an
-// H100 holds 132 such blocks, so mp <= 33792); thread t of block b owns row r = b*256 + t and
-// keeps its LW floats in registers (x[LW], __launch_bounds__(256, 1)).  Differences from
-// getrf_leaf:
-//   - lazy swaps: no data moves between threads.  Each thread carries its row's current
-//     position pos (initially r); pivoting at column j exchanges the positions j and p
+// getrf_leaf_row<LW, RPT> ((LW, RPT) = (128, 1), (64, 2), (32, 4)): an LW-wide leaf of a tall
+// block in ONE launch, RPT rows per thread.  G = ceil(mp / (256*RPT)) blocks of 256 threads
+// (G <= GETRF_GMAX_ROW and co-resident: an H100 holds 132 such blocks, so mp <= 33792 * RPT);
+// thread t of block b owns the rows r(q) = (q*G + b)*256 + t, q < RPT, and keeps their LW
+// floats in registers (x[RPT][LW], __launch_bounds__(256, 1)).  More rows per thread leave
+// SMs to a concurrent SGEMM (the grid is latency-bound: the SMs it holds mostly wait).
+// Differences from getrf_leaf:
+//   - lazy swaps: no data moves between threads.  Each thread carries its rows' current
+//     positions pos[q] (initially r(q)); pivoting at column j exchanges the positions j and p
 //     (pos == p -> j, pos == j -> p), the search runs over pos >= j (ties to the smaller pos,
 //     as isamax), the update over pos > j, and the final store writes the row to A(pos, :).
 //     So neither row j nor the swapped rows are published or copied;
@@ -72,7 +74,7 @@
 //   - the column loop is NOT unrolled: the barrier code exists once (it stays in the
 //     instruction cache); only the register-indexed work (multiplier, rank-1 update, the next
 //     column's value) is per column, reached through a switch on j (a jump table):
-//     leaf_row_step<J>.  (Fully unrolled, LW = 128 came to 76,000 instructions.)
+//     leaf_step<J>.  (Fully unrolled, LW = 128 came to 76,000 instructions.)
 // Per column: 2 __syncthreads, the poll, one row fetch (two dependent L2 round trips), ~(LW - j)
 // FMAs per thread, no fence.  (Measured with a fenced publication and shuffle reductions:
 // ~2.7-3 us per column on the H100, ~0.35 ms per 128-wide panel.)
@@ -101,7 +103,7 @@
 //      from its owner's slot (one float4 per lane) into its own s_prow, lane 0 sets s_p and
 //      (CTA 0) piv[j] / info; __syncthreads;
 //   5. every thread exchanges positions j and p and scales / updates its rows with pos > j:
-//      the register-indexed work sits in leaf_cluster_step<J> behind a switch on j, as in
+//      the register-indexed work sits in leaf_step<J> behind a switch on j, as in
 //      getrf_leaf_row (rolled column loop).
 //   At the end: arrive, each thread stores its rows to A(pos, :), wait (a CTA must not exit
 //   while another may still read its shared memory), piv[j] written by CTA 0's thread 0.
@@ -382,33 +384,45 @@ getrf_leaf(int mp, int ncols, float* A, long long lda, int* piv, int* info, int 
 }
 
 
-// Column J's register work of getrf_leaf_row (J a constant, so x[] stays in registers): store
-// the multiplier l and apply the rank-1 update to this row when `upd`, then hand out x[J+1],
-// the next column's value (the division and the search stay outside, in the rolled loop).
-template <int J, int LW>
-__device__ __forceinline__ void leaf_row_step(float (&x)[LW], bool upd, float l,
-                                              const float* s_prow, float& x_next)
+// Column J's register work of getrf_leaf_row and getrf_leaf_cluster for the RPT rows of this
+// thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with upd[q], then the
+// next column's values.  Pivot-row element outer, rows inner: one shared load per element.
+template <int J, int LW, int RPT>
+__device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
+                                                  const float (&l)[RPT], const float* s_prow,
+                                                  float (&x_next)[RPT])
 {
-    if (upd) {
-        x[J] = l;
 #pragma unroll
-        for (int c = J + 1; c < LW; ++c)
-            x[c] = fmaf(-l, s_prow[c], x[c]);
+    for (int q = 0; q < RPT; ++q)
+        if (upd[q])
+            x[q][J] = l[q];
+#pragma unroll
+    for (int c = J + 1; c < LW; ++c) {
+        const float pc = s_prow[c];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            if (upd[q])
+                x[q][c] = fmaf(-l[q], pc, x[q][c]);
     }
-    if constexpr (J + 1 < LW)
-        x_next = x[J + 1];
+    if constexpr (J + 1 < LW) {
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            x_next[q] = x[q][J + 1];
+    }
 }
 
-#define GETRF_STEP(J)                                                                      \
+#define GETRF_STEP(J)                                                                     \
     case J:                                                                                \
         if constexpr ((J) < LW)                                                            \
-            leaf_row_step<(J), LW>(x, upd, l, s_prow, xj);                                  \
+            leaf_step<(J), LW, RPT>(x, upd, l, s_prow, xj);                         \
         break;
 #define GETRF_STEP4(J) GETRF_STEP(J) GETRF_STEP(J + 1) GETRF_STEP(J + 2) GETRF_STEP(J + 3)
-#define GETRF_STEP16(J) GETRF_STEP4(J) GETRF_STEP4(J + 4) GETRF_STEP4(J + 8) GETRF_STEP4(J + 12)
-#define GETRF_STEP64(J) GETRF_STEP16(J) GETRF_STEP16(J + 16) GETRF_STEP16(J + 32) GETRF_STEP16(J + 48)
+#define GETRF_STEP16(J) \
+    GETRF_STEP4(J) GETRF_STEP4(J + 4) GETRF_STEP4(J + 8) GETRF_STEP4(J + 12)
+#define GETRF_STEP64(J) \
+    GETRF_STEP16(J) GETRF_STEP16(J + 16) GETRF_STEP16(J + 32) GETRF_STEP16(J + 48)
 
-template <int LW>
+template <int LW, int RPT>
 __global__ void __launch_bounds__(GETRF_THREADS, 1)
 getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
                ulonglong2* keys, ulonglong2* rows, unsigned epoch)
@@ -418,6 +432,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
     constexpr int SPL = (GETRF_GMAX_ROW + 31) / 32;   // record slots polled per lane of warp 0
     static_assert(LW % 4 == 0 && LW / 4 <= 32, "warp 0 fetches a row as one float4 per lane");
     static_assert(LW <= 128, "the column switch has 128 cases");
+    static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
     static_assert(SPL <= 32, "pending-slot bit mask");
 
     __shared__ unsigned s_wk[NW];
@@ -428,60 +443,80 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int G = gridDim.x, b = blockIdx.x;
     const int kk = min(mp, ncols);
-    const int r = b * T + tid;                  // this thread's row (its initial position)
-    const bool mine = r < mp;
-    int pos = r;
+    // Rows interleaved over the blocks: r(q) = (q*G + b)*T + tid, also the initial positions.
+    int pos[RPT];
+    bool mine[RPT];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        pos[q] = (q * G + b) * T + tid;
+        mine[q] = pos[q] < mp;
+    }
 
     // Rows in 16-byte pieces when the whole row is aligned (the LU's panels: n % 4 == 0).
     const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
                      (lda & 3) == 0;
-    float x[LW];
-    {
-        const float* src = A + static_cast<long long>(mine ? r : 0) * lda;
+    float x[RPT][LW];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
         if (vec) {
 #pragma unroll
             for (int c = 0; c < LW; c += 4) {
-                const float4 v = mine ? *reinterpret_cast<const float4*>(src + c)
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
-                x[c] = v.x;
-                x[c + 1] = v.y;
-                x[c + 2] = v.z;
-                x[c + 3] = v.w;
+                const float4 v = mine[q] ? *reinterpret_cast<const float4*>(src + c)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+                x[q][c] = v.x;
+                x[q][c + 1] = v.y;
+                x[q][c + 2] = v.z;
+                x[q][c + 3] = v.w;
             }
         } else {
 #pragma unroll
             for (int c = 0; c < LW; ++c)
-                x[c] = (mine && c < ncols) ? src[c] : 0.f;
+                x[q][c] = (mine[q] && c < ncols) ? src[c] : 0.f;
         }
     }
 
     // The column loop stays rolled: only the register-indexed step is per column (the switch),
     // so the barrier code exists once and stays in the instruction cache.
-    float xj = x[0];                            // A(pos, j) of the current column j
+    float xj[RPT];                              // A(pos[q], j) of the current column j
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        xj[q] = x[q][0];
 #pragma unroll 1
     for (int j = 0; j < kk; ++j) {
         const int par = j & 1;
         const unsigned tag = epoch + static_cast<unsigned>(j);
 
         // 1. The block's candidate: first max |A(pos, j)| over its positions pos >= j.
-        const bool cand = mine && pos >= j && !isnan(xj);    // NaN never wins
+        float tv = -1.f;
+        int ti = 0x7fffffff;
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            const float a = fabsf(xj[q]);
+            if (mine[q] && pos[q] >= j && beats(a, pos[q], tv, ti)) {   // NaN never wins
+                tv = a;
+                ti = pos[q];
+            }
+        }
         unsigned bkey;
-        const int bi = block_first_max<NW>(cand ? __float_as_uint(fabsf(xj)) + 1u : 0u,
-                                           cand ? pos : 0x7fffffff, warp, lane, s_wk, s_wi,
-                                           bkey);                           // (1)
+        const int bi = block_first_max<NW>(ti != 0x7fffffff ? __float_as_uint(tv) + 1u : 0u,
+                                           ti, warp, lane, s_wk, s_wi, bkey);   // (1)
 
         // 2. Publish, without fences: the candidate's owner stores its row as tagged words
         //    {tag, value} (LW/2 16-byte stores), then the record (thread 0 stores the record of
         //    a block without candidate: key 0, position INT_MAX).
         const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
-        const bool owner = mine && pos == bi;   // bi = INT_MAX (no candidate) matches no pos
-        if (owner) {
-            ulonglong2* dst = rows + (par * G + b) * (LW / 2);
+        bool owner = false;                     // bi = INT_MAX (no candidate) matches no pos
 #pragma unroll
-            for (int c = 0; c < LW; c += 2)
-                st_relaxed_gpu_v2(dst + c / 2, t | __float_as_uint(x[c]),
-                                  t | __float_as_uint(x[c + 1]));
-        }
+        for (int q = 0; q < RPT; ++q)
+            if (mine[q] && pos[q] == bi) {
+                owner = true;
+                ulonglong2* dst = rows + (par * G + b) * (LW / 2);
+#pragma unroll
+                for (int c = 0; c < LW; c += 2)
+                    st_relaxed_gpu_v2(dst + c / 2, t | __float_as_uint(x[q][c]),
+                                      t | __float_as_uint(x[q][c + 1]));
+            }
         if (owner || (tid == 0 && bi == 0x7fffffff))
             st_relaxed_gpu_v2(keys + par * G + b, t | bkey, t | static_cast<unsigned>(bi));
 
@@ -560,39 +595,42 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         const bool nonzero = valid && pv != 0.f;
         const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
         const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
-        const int old = pos;
-        if (old == p)
-            pos = j;
-        else if (old == j)
-            pos = p;
-        const bool upd = nonzero && mine && pos > j;
-        const float l = upd ? (by_recip ? xj * rinv : xj / pv) : 0.f;
+        bool upd[RPT];
+        float l[RPT];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            if (pos[q] == p)
+                pos[q] = j;
+            else if (pos[q] == j)
+                pos[q] = p;
+            upd[q] = nonzero && mine[q] && pos[q] > j;
+            l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
+        }
         switch (j) {
             GETRF_STEP64(0)
             GETRF_STEP64(64)
         }
     }
 
-    if (mine) {
-        float* dst = A + static_cast<long long>(pos) * lda;
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        if (!mine[q])
+            continue;
+        float* dst = A + static_cast<long long>(pos[q]) * lda;
         if (vec) {
 #pragma unroll
             for (int c = 0; c < LW; c += 4)
-                *reinterpret_cast<float4*>(dst + c) = make_float4(x[c], x[c + 1], x[c + 2],
-                                                                  x[c + 3]);
+                *reinterpret_cast<float4*>(dst + c) = make_float4(x[q][c], x[q][c + 1],
+                                                                  x[q][c + 2], x[q][c + 3]);
         } else {
 #pragma unroll
             for (int c = 0; c < LW; ++c)
                 if (c < ncols)
-                    dst[c] = x[c];
+                    dst[c] = x[q][c];
         }
     }
 }
 
-#undef GETRF_STEP64
-#undef GETRF_STEP16
-#undef GETRF_STEP4
-#undef GETRF_STEP
 
 
 // ------------------------------------------------------------------ getrf_leaf_cluster
@@ -638,44 +676,6 @@ __device__ __forceinline__ void cluster_wait() {
 
 
 }  // namespace
-
-// Column J's register work of getrf_leaf_cluster for the RPT rows of this thread (J constant:
-// x[][] stays in registers): multiplier and rank-1 update of the rows with upd[q], then the
-// next column's values.  Pivot-row element outer, rows inner: one shared load per element.
-template <int J, int LW, int RPT>
-__device__ __forceinline__ void leaf_cluster_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
-                                                  const float (&l)[RPT], const float* s_prow,
-                                                  float (&x_next)[RPT])
-{
-#pragma unroll
-    for (int q = 0; q < RPT; ++q)
-        if (upd[q])
-            x[q][J] = l[q];
-#pragma unroll
-    for (int c = J + 1; c < LW; ++c) {
-        const float pc = s_prow[c];
-#pragma unroll
-        for (int q = 0; q < RPT; ++q)
-            if (upd[q])
-                x[q][c] = fmaf(-l[q], pc, x[q][c]);
-    }
-    if constexpr (J + 1 < LW) {
-#pragma unroll
-        for (int q = 0; q < RPT; ++q)
-            x_next[q] = x[q][J + 1];
-    }
-}
-
-#define GETRF_CSTEP(J)                                                                     \
-    case J:                                                                                \
-        if constexpr ((J) < LW)                                                            \
-            leaf_cluster_step<(J), LW, RPT>(x, upd, l, s_prow, xj);                         \
-        break;
-#define GETRF_CSTEP4(J) GETRF_CSTEP(J) GETRF_CSTEP(J + 1) GETRF_CSTEP(J + 2) GETRF_CSTEP(J + 3)
-#define GETRF_CSTEP16(J) \
-    GETRF_CSTEP4(J) GETRF_CSTEP4(J + 4) GETRF_CSTEP4(J + 8) GETRF_CSTEP4(J + 12)
-#define GETRF_CSTEP64(J) \
-    GETRF_CSTEP16(J) GETRF_CSTEP16(J + 16) GETRF_CSTEP16(J + 32) GETRF_CSTEP16(J + 48)
 
 template <int LW, int RPT, int CS>
 __global__ void __cluster_dims__(CS, 1, 1) __launch_bounds__(GETRF_THREADS, 1)
@@ -849,8 +849,8 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
             l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
         }
         switch (j) {
-            GETRF_CSTEP64(0)
-            GETRF_CSTEP64(64)
+            GETRF_STEP64(0)
+            GETRF_STEP64(64)
         }
     }
 
@@ -877,7 +877,7 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
     cluster_wait();
 }
 
-#undef GETRF_CSTEP64
-#undef GETRF_CSTEP16
-#undef GETRF_CSTEP4
-#undef GETRF_CSTEP
+#undef GETRF_STEP64
+#undef GETRF_STEP16
+#undef GETRF_STEP4
+#undef GETRF_STEP

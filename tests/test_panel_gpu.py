@@ -13,8 +13,8 @@ from gpulinalg._lu import getrf
 from gpulinalg._lu_ops import NumpyOps
 from gpulinalg import _panel_gpu
 from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, GCAP, GMAX_ROW,
-                                  KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_WIDTHS, THREADS,
-                                  GpuPanel, cluster_shape, factor_panel, getf2_host,
+                                  KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS,
+                                  THREADS, GpuPanel, cluster_shape, factor_panel, getf2_host,
                                   getf2_rows_host, getrf_panel_host, leaf_plan, leaf_shape, split)
 
 
@@ -60,17 +60,28 @@ def test_leaf_shapes_and_split():
 
 def test_leaf_plan_and_block_size():
     nc = dict(cluster_size=0)                                   # without the cluster leaf
-    assert leaf_plan(1, 132, **nc) == ("row", ROW_LW, 1)
-    assert leaf_plan(THREADS * 132, 132, **nc) == ("row", ROW_LW, 132)
-    assert leaf_plan(33000, 132) == ("row", ROW_LW, 129)        # too tall for one cluster
-    assert leaf_plan(THREADS * 132 + 1, 132) == ("tile",) + leaf_shape(THREADS * 132 + 1)
-    assert leaf_plan(THREADS * 132 + 1, 132, GCAP)[0] == "tile"
-    assert leaf_plan(THREADS * GMAX_ROW, 1000)[0] == "row"      # the record slots bound G
-    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000)[0] == "tile"
-    assert leaf_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 20)
+    assert ROW_SHAPES[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW_SHAPES)
+    assert _panel_gpu.ROW_BLOCK_CAP == GMAX_ROW                 # one row per thread first
+    assert leaf_plan(1, 132, **nc) == ("row", ROW_LW, 1, 1)
+    assert leaf_plan(THREADS * 132, 132, **nc) == ("row", ROW_LW, 1, 132)
+    assert leaf_plan(33000, 132) == ("row", ROW_LW, 1, 129)     # too tall for one cluster
+    # Taller: more rows per thread (fewer columns per leaf), then the tile leaf.
+    assert leaf_plan(THREADS * 132 + 1, 132) == ("row", 64, 2, 67)
+    assert leaf_plan(49152, 132) == ("row", 64, 2, 96)
+    assert leaf_plan(THREADS * 264 + 1, 132) == ("row", 32, 4, 67)
+    assert leaf_plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
+    assert leaf_plan(THREADS * 132 + 1, 132, GCAP, row_lw=128)[0] == "tile"
+    assert leaf_plan(THREADS * GMAX_ROW, 1000)[:3] == ("row", ROW_LW, 1)   # G <= record slots
+    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000)[:3] == ("row", 64, 2)
+    # A cap on the blocks (SMs) moves to more rows per thread sooner; a given width ignores it.
+    assert leaf_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
+    assert leaf_plan(32768, 132, row_cap=32) == ("row", 32, 4, 32)
+    assert leaf_plan(16384, 132, row_cap=64) == ("row", ROW_LW, 1, 64)
+    assert leaf_plan(32768, 132, row_lw=128, row_cap=64) == ("row", ROW_LW, 1, 128)
+    assert leaf_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
-    assert all(f"getrf_leaf_row<{lw}>" in KERNEL_NAMES for lw in ROW_WIDTHS)
+    assert all(f"getrf_leaf_row<{lw},{rpt}>" in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
 
@@ -87,18 +98,18 @@ def test_leaf_plan_prefers_the_cluster_leaf():
     assert leaf_plan(1, 132) == ("cluster", 128, 1, 16)
     assert leaf_plan(2048, 132) == ("cluster", 128, 1, 16)
     assert leaf_plan(4096, 132) == ("cluster", 128, 1, 16)
-    assert leaf_plan(4097, 132) == ("row", ROW_LW, 17)
-    assert leaf_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 9)
+    assert leaf_plan(4097, 132) == ("row", ROW_LW, 1, 17)
+    assert leaf_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 1, 9)
     any_lw = dict(cluster_min_lw=32)                            # every cluster shape
     assert leaf_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
     assert leaf_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
     assert leaf_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
     assert leaf_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert leaf_plan(16385, 132, **any_lw) == ("row", ROW_LW, 65)
+    assert leaf_plan(16385, 132, **any_lw) == ("row", ROW_LW, 1, 65)
     assert leaf_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
     assert leaf_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
-    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", ROW_LW, 33)
-    assert leaf_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 16)
+    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", ROW_LW, 1, 33)
+    assert leaf_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 1, 16)
     assert cluster_shape(16384, 16, 32) == (32, 4) and cluster_shape(16385, 16, 32) is None
     assert cluster_shape(8192, 16) is None and cluster_shape(1, 0) is None
 
@@ -324,6 +335,37 @@ def test_panel_row_leaf_largest_grid(cp, rng):
     ws = PanelWorkspace()
     m = THREADS * min(GMAX_ROW, ws.sms)
     assert ws.plan(m)[0] == "row"
+    a = rng.standard_normal((m, 128)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, ws=ws)
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cap,shape", [(132, (128, 1)), (20, (64, 2)), (10, (32, 4))])
+@pytest.mark.parametrize("m,w", [(9000, 256), (9001, 100), (8500, 3)])
+def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
+    """The default plan under a block cap takes more rows per thread (interleaved over the
+    blocks); ties across blocks and rows of one thread still go to the first row."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", cap)
+    ws = PanelWorkspace()
+    assert ws.plan(m)[1:3] == shape
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[[300, 300 + THREADS * 9, m - 1], 0] = [2.0, -2.0, 2.0]   # ties: the first row wins
+    # (with (32, 4), 9 blocks: rows 300 and 300 + 9 * 256 are the same thread's)
+    lu, piv, info = _device_panel(cp, a, ws=ws)
+    assert piv[0] == 300
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng):
+    """Above 256 rows per co-resident block the default plan takes two rows per thread."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    ws = PanelWorkspace()
+    m = THREADS * min(GMAX_ROW, ws.sms) + 1
+    assert ws.plan(m)[:3] == ("row", 64, 2)
     a = rng.standard_normal((m, 128)).astype(np.float32)
     lu, piv, info = _device_panel(cp, a, ws=ws)
     check_panel(a, lu, piv, info)

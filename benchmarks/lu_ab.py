@@ -1,0 +1,61 @@
+"""LU on one GPU: A/B of a module constant of gpulinalg, against cuSOLVER in the same run.
+
+    python3 benchmarks/lu_ab.py 8192,16384,32768 --vary _panel_gpu.ROW_BLOCK_CAP=160,64
+
+--vary MODULE.NAME=v1,v2,... sets the integer constant NAME of gpulinalg/MODULE.py to each
+value in turn.  Per size: cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then
+`rounds` rounds that time every value once each (alternating, so that clock drift hits all
+values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
+cuSOLVER; the constant is restored at the end.
+"""
+
+import argparse
+import importlib
+import statistics
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("sizes", help="n, comma-separated (square random matrices)")
+    p.add_argument("--vary", required=True, help="MODULE.NAME=v1,v2: constant and its values")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--repeat", type=int, default=3, help="timed calls per value and round")
+    args = p.parse_args()
+    import cupy as cp
+    from cupyx.scipy import linalg as cpx_linalg
+
+    import gpulinalg
+    from gpulinalg.bench.common import random_matrix, time_gpu
+
+    target, values = args.vary.split("=")
+    mod_name, name = target.rsplit(".", 1)
+    mod = importlib.import_module(f"gpulinalg.{mod_name}")
+    original = getattr(mod, name)
+    values = [type(original)(v) for v in values.split(",")]
+    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+    print(f"{dev}; varying gpulinalg.{mod_name}.{name} (default {original})")
+    try:
+        for n in (int(x) for x in args.sizes.split(",")):
+            a = random_matrix((n, n), n)
+            flop = 2.0 / 3.0 * n ** 3
+            ref = time_gpu(lambda: cpx_linalg.lu_factor(a), warmup=1, repeat=args.repeat)
+            times = {v: [] for v in values}
+            for _ in range(args.rounds):
+                for v in values:
+                    setattr(mod, name, v)
+                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=1,
+                                             repeat=args.repeat))
+            print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
+            for v in values:
+                ms = statistics.median(times[v])
+                print(f"  {name}={v}: {ms:.2f} ms ({flop / ms / 1e9:.2f} TF/s), "
+                      f"x{ref / ms:.3f} cuSOLVER; rounds " +
+                      " ".join(f"{t:.2f}" for t in times[v]), flush=True)
+            a = None
+            cp.get_default_memory_pool().free_all_blocks()
+    finally:
+        setattr(mod, name, original)
+
+
+if __name__ == "__main__":
+    main()
