@@ -31,7 +31,7 @@ def main():
     mod_name, name = target.rsplit(".", 1)
     mod = importlib.import_module(f"gpulinalg.{mod_name}")
     original = getattr(mod, name)
-    values = [type(original)(v) for v in values.split(",")]
+    values = [type(original)(int(v)) for v in values.split(",")]
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
     print(f"{dev}; varying gpulinalg.{mod_name}.{name} (default {original})")
     try:

@@ -2,17 +2,21 @@
 times for a few settings, against one GPU in the same run.
 
     python3 benchmarks/lu_multi_ab.py 32768 --devices 2,4 --nb 256,384 \
-        --vary SCATTER_STREAMS=1,2
+        --vary SCATTER_STREAMS=1,2 --vary _panel_gpu.ROW_BLOCK_CAP=160,32
 
---vary NAME=v1,v2 sets the integer constant NAME of gpulinalg/_lu_multi.py to each value in
-turn (e.g. SCATTER_STREAMS=1,2, PANEL_FIRST=1,0).
+--vary NAME=v1,v2 sets the integer constant NAME of gpulinalg/_lu_multi.py (MODULE.NAME: of
+gpulinalg/MODULE.py) to each value in turn (e.g. SCATTER_STREAMS=1,2, PANEL_FIRST=1,0);
+several --vary run every combination, each against the one-GPU time with the same settings.
 
-Prints one line per setting: median wall ms of lu_factor(cupy array, devices=P) (3 calls
-after a warm-up), the one-GPU time, their ratio, and from one synchronised call the phase
-times and, per device, the update stream's busy time and its own panels' time.
+Prints per setting the one-GPU time, then per device count the median wall ms of
+lu_factor(cupy array, devices=P) (3 calls after a warm-up), its ratio to the one-GPU time,
+and from one synchronised call the phase times and, per device, the update stream's busy
+time and its own panels' time.
 """
 
 import argparse
+import importlib
+import itertools
 import statistics
 import time
 
@@ -22,15 +26,23 @@ def main():
     p.add_argument("n", type=int)
     p.add_argument("--devices", default="2")
     p.add_argument("--nb", default="256")
-    p.add_argument("--vary", default="SCATTER_STREAMS=2",
-                   help="NAME=v1,v2: a constant of gpulinalg/_lu_multi.py and its values")
+    p.add_argument("--vary", action="append",
+                   help="[MODULE.]NAME=v1,v2: a constant of gpulinalg (default module "
+                        "_lu_multi) and its values; repeatable")
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
     import cupy as cp
 
     import gpulinalg
-    from gpulinalg import _lu_multi
     from gpulinalg.bench.common import random_matrix
+
+    knobs = []   # (module, name, values)
+    for spec in args.vary or ["SCATTER_STREAMS=2"]:
+        target, values = spec.split("=")
+        mod_name, name = target.rsplit(".", 1) if "." in target else ("_lu_multi", target)
+        mod = importlib.import_module(f"gpulinalg.{mod_name}")
+        knobs.append((mod, name, [type(getattr(mod, name))(int(v)) for v in values.split(",")]))
+    defaults = [getattr(mod, name) for mod, name, _ in knobs]
 
     a = random_matrix((args.n, args.n), 1, cp)
 
@@ -46,22 +58,24 @@ def main():
         return statistics.median(times)
 
     for nb in (int(x) for x in args.nb.split(",")):
-        one = wall(block_size=nb)
-        print(f"n={args.n} nb={nb} 1 GPU: {one:.1f} ms", flush=True)
-        for ndev in (int(x) for x in args.devices.split(",")):
-            name, values = args.vary.split("=")
-            for value in (int(x) for x in values.split(",")):
-                setattr(_lu_multi, name, type(getattr(_lu_multi, name))(value))
+        for combo in itertools.product(*(values for _, _, values in knobs)):
+            for (mod, name, _), value in zip(knobs, combo):
+                setattr(mod, name, value)
+            label = " ".join(f"{name}={value}" for (_, name, _), value in zip(knobs, combo))
+            one = wall(block_size=nb)
+            print(f"n={args.n} nb={nb} {label}: 1 GPU {one:.1f} ms", flush=True)
+            for ndev in (int(x) for x in args.devices.split(",")):
                 ms = wall(block_size=nb, devices=ndev)
                 tl = []
                 gpulinalg.lu_factor(a, block_size=nb, devices=ndev, _timeline=tl)
                 t = tl[-1]
                 per = " ".join(f"[{d['update_ms']:.0f}/{d['panel_ms']:.0f}]" for d in t["devices"])
-                print(f"  {ndev} GPUs {name}={value}: {ms:.1f} ms, x{one / ms:.2f}; "
+                print(f"  {ndev} GPUs: {ms:.1f} ms, x{one / ms:.2f}; "
                       f"scatter {t['scatter_ms']:.1f} factor {t['factor_ms']:.1f} gather "
                       f"{t['gather_ms']:.1f} (host enqueue {t['enqueue_ms']:.1f}); "
                       f"per device [update/panel ms] {per}", flush=True)
-
+        for (mod, name, _), value in zip(knobs, defaults):
+            setattr(mod, name, value)
 
 if __name__ == "__main__":
     main()

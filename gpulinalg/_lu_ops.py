@@ -80,14 +80,20 @@ class _Columns:
 
 # ------------------------------------------------------------------------------------ GPU
 
+# The panel stream's priority: 1 = the device's greatest (the panel is the critical path: its
+# blocks go to SMs before those of an SGEMM already running), 0 = the default (A/B runs).
+PANEL_PRIORITY = 1
+_GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the greatest priority
+
+
 def _priority_stream(cp):
-    """A non-blocking stream of the device's highest priority (the panel is the critical
-    path); a plain one where this CuPy has no stream priorities."""
-    try:
-        _, highest = cp.cuda.runtime.deviceGetStreamPriorityRange()
-        return cp.cuda.Stream(non_blocking=True, priority=highest)
-    except (AttributeError, TypeError):
+    """A non-blocking stream of the device's greatest priority (PANEL_PRIORITY = 1) or of the
+    default one.  CuPy 14 has no query for the range (cudaDeviceGetStreamPriorityRange), so the
+    stream asks for a priority beyond it, which cudaStreamCreateWithPriority clamps."""
+    if not PANEL_PRIORITY:
         return cp.cuda.Stream(non_blocking=True)
+    query = getattr(cp.cuda.runtime, "deviceGetStreamPriorityRange", None)
+    return cp.cuda.Stream(non_blocking=True, priority=query()[1] if query else _GREATEST)
 
 
 class CupyOps(_Columns):

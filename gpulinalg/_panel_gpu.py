@@ -22,7 +22,8 @@ Three leaves (`leaf_plan`, first that fits):
   takes only LW >= CLUSTER_MIN_LW = 128 (mp <= 4096 with CS = 16; see the measurements there).
 - "row" (getrf_leaf_row<LW, RPT>): RPT rows per thread, LW columns in registers, (LW, RPT) =
   (128, 1), (64, 2), (32, 4): the widest whose grid of ceil(mp / (256 RPT)) blocks is
-  co-resident and at most ROW_BLOCK_CAP blocks (one row per thread: 33,792 rows on an H100).
+  co-resident and at most ROW_BLOCK_CAP blocks (else the fewest co-resident blocks: up to
+  135,168 rows on an H100).
   With (128, 1) a panel of nb <= 128 columns is ONE launch; nb = 256 recurses once (two
   128-wide leaves, one laswp / trsm / SGEMM between them).
 - "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels still, 4-16 rows
@@ -50,13 +51,19 @@ LEAF_SHAPES = ((32, 4), (16, 8), (8, 16))
 WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LWMAX]
 # getrf_leaf_row<LW, RPT>: ROW_SHAPES (LW, RPT), widest first, LW*RPT = 128 floats in
 # registers; ROW_LW: the widest.  ROW_BLOCK_CAP: the most blocks (= SMs: one block per SM) the
-# plan gives a row leaf before it takes more rows per thread (the leaf is latency-bound, so the
-# SMs it holds mostly wait while a concurrent SGEMM could use them).
+# plan gives a row leaf before it takes more rows per thread.  The leaf is latency-bound: the
+# SMs it holds mostly wait, while the trailing SGEMM beside it (the panel stream has the
+# greater priority, so the leaf's blocks start first) could use them.  Narrower leaves cost
+# more per column (H100, us per column at 32768 x 128: 3.3 / 3.4 / 6.0 for RPT 1 / 2 / 4), so
+# the cap trades the panel's latency for the SGEMM's SMs; tall panels, where the update is
+# largest, take the most rows per thread.  H100 LU, one run (benchmarks/lu_ab.py): caps
+# 160 / 64 / 32 gave 111.1 / 111.2 / 108.1 ms at 16384, 662.3 / 647.4 / 643.0 ms at 32768
+# (8192: 29.6 ms each: its panels fit 32 blocks anyway).
 GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; warp 0 polls 5 per lane)
 ROW_SHAPES = ((128, 1), (64, 2), (32, 4))
 ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
 ROW_LW = ROW_SHAPES[0][0]
-ROW_BLOCK_CAP = GMAX_ROW
+ROW_BLOCK_CAP = 32
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -112,20 +119,20 @@ def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
               cluster_min_lw=CLUSTER_MIN_LW, row_cap=None):
     """("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size CTAs (0: no
-    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) for the widest of
-    ROW_SHAPES (only LW = row_lw when given) whose G blocks are at most row_blocks (the
-    co-resident ones), GMAX_ROW and row_cap (default ROW_BLOCK_CAP; not applied to a given
-    row_lw), else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
+    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) when some shape of
+    ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at most row_blocks (the
+    co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at most row_cap (default
+    ROW_BLOCK_CAP; not applied to a given row_lw), else the one of fewest blocks.  Else
+    ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
     shape = cluster_shape(mp, cluster_size, cluster_min_lw)
     if shape is not None:
         return ("cluster",) + shape + (cluster_size,)
-    cap = min(row_blocks, GMAX_ROW)
-    if row_lw is None:
-        cap = min(cap, ROW_BLOCK_CAP if row_cap is None else row_cap)
-    for lw, rpt in ROW_SHAPES:
-        g = max(1, -(-mp // (THREADS * rpt)))
-        if (row_lw is None or lw == row_lw) and g <= cap:
-            return ("row", lw, rpt, g)
+    cap = ROW_BLOCK_CAP if row_cap is None else row_cap
+    fits = [("row", lw, rpt, max(1, -(-mp // (THREADS * rpt)))) for lw, rpt in ROW_SHAPES
+            if row_lw is None or lw == row_lw]
+    fits = [plan for plan in fits if plan[3] <= min(row_blocks, GMAX_ROW)]
+    if fits:
+        return next((plan for plan in fits if row_lw is not None or plan[3] <= cap), fits[-1])
     return ("tile",) + leaf_shape(mp, tile_blocks)
 
 

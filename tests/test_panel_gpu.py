@@ -60,24 +60,29 @@ def test_leaf_shapes_and_split():
 
 def test_leaf_plan_and_block_size():
     nc = dict(cluster_size=0)                                   # without the cluster leaf
+    one = dict(row_cap=GMAX_ROW)                                # one row per thread first
     assert ROW_SHAPES[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW_SHAPES)
-    assert _panel_gpu.ROW_BLOCK_CAP == GMAX_ROW                 # one row per thread first
     assert leaf_plan(1, 132, **nc) == ("row", ROW_LW, 1, 1)
-    assert leaf_plan(THREADS * 132, 132, **nc) == ("row", ROW_LW, 1, 132)
-    assert leaf_plan(33000, 132) == ("row", ROW_LW, 1, 129)     # too tall for one cluster
+    assert leaf_plan(THREADS * 132, 132, **nc, **one) == ("row", ROW_LW, 1, 132)
+    assert leaf_plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)   # too tall for one cluster
     # Taller: more rows per thread (fewer columns per leaf), then the tile leaf.
-    assert leaf_plan(THREADS * 132 + 1, 132) == ("row", 64, 2, 67)
-    assert leaf_plan(49152, 132) == ("row", 64, 2, 96)
-    assert leaf_plan(THREADS * 264 + 1, 132) == ("row", 32, 4, 67)
+    assert leaf_plan(THREADS * 132 + 1, 132, **one) == ("row", 64, 2, 67)
+    assert leaf_plan(49152, 132, **one) == ("row", 64, 2, 96)
+    assert leaf_plan(THREADS * 264 + 1, 132, **one) == ("row", 32, 4, 67)
     assert leaf_plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
     assert leaf_plan(THREADS * 132 + 1, 132, GCAP, row_lw=128)[0] == "tile"
-    assert leaf_plan(THREADS * GMAX_ROW, 1000)[:3] == ("row", ROW_LW, 1)   # G <= record slots
-    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000)[:3] == ("row", 64, 2)
-    # A cap on the blocks (SMs) moves to more rows per thread sooner; a given width ignores it.
+    assert leaf_plan(THREADS * GMAX_ROW, 1000, **one)[:3] == ("row", ROW_LW, 1)   # G <= slots
+    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000, **one)[:3] == ("row", 64, 2)
+    # The default cap: the widest leaf within ROW_BLOCK_CAP blocks, else the fewest blocks.
+    cap = _panel_gpu.ROW_BLOCK_CAP
+    assert cap == 32
+    assert leaf_plan(THREADS * cap, 132, **nc) == ("row", ROW_LW, 1, cap)
+    assert leaf_plan(THREADS * cap + 1, 132, **nc) == ("row", 64, 2, cap // 2 + 1)
+    assert leaf_plan(16384, 132) == ("row", 64, 2, 32)
+    assert leaf_plan(32768, 132) == ("row", 32, 4, 32)
+    assert leaf_plan(49152, 132) == ("row", 32, 4, 48)            # over the cap: fewest blocks
     assert leaf_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
-    assert leaf_plan(32768, 132, row_cap=32) == ("row", 32, 4, 32)
-    assert leaf_plan(16384, 132, row_cap=64) == ("row", ROW_LW, 1, 64)
-    assert leaf_plan(32768, 132, row_lw=128, row_cap=64) == ("row", ROW_LW, 1, 128)
+    assert leaf_plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
     assert leaf_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
@@ -105,10 +110,10 @@ def test_leaf_plan_prefers_the_cluster_leaf():
     assert leaf_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
     assert leaf_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
     assert leaf_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert leaf_plan(16385, 132, **any_lw) == ("row", ROW_LW, 1, 65)
+    assert leaf_plan(16385, 132, **any_lw) == ("row", 32, 4, 17)        # ROW_BLOCK_CAP
     assert leaf_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
     assert leaf_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
-    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", ROW_LW, 1, 33)
+    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", 64, 2, 17)
     assert leaf_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 1, 16)
     assert cluster_shape(16384, 16, 32) == (32, 4) and cluster_shape(16385, 16, 32) is None
     assert cluster_shape(8192, 16) is None and cluster_shape(1, 0) is None
@@ -242,6 +247,26 @@ def test_tag_reset_before_wrap():
     assert ws.next_tags(128) == 101 and ws.keys.zeroed == ws.rows.zeroed == 1
 
 
+def test_panel_stream_asks_for_the_greatest_priority(monkeypatch):
+    """The panel stream's blocks must go first: without CuPy's range query (CuPy 14) the
+    stream asks for a priority beyond any range (CUDA clamps it); PANEL_PRIORITY = 0: none."""
+    from types import SimpleNamespace
+    from gpulinalg import _lu_ops
+    made = []
+    runtime = SimpleNamespace()
+    fake = SimpleNamespace(cuda=SimpleNamespace(runtime=runtime,
+                                                Stream=lambda **kw: made.append(kw)))
+    _lu_ops._priority_stream(fake)
+    assert made[-1] == {"non_blocking": True, "priority": _lu_ops._GREATEST}
+    assert _lu_ops._GREATEST < -1000
+    runtime.deviceGetStreamPriorityRange = lambda: (0, -5)
+    _lu_ops._priority_stream(fake)
+    assert made[-1] == {"non_blocking": True, "priority": -5}
+    monkeypatch.setattr(_lu_ops, "PANEL_PRIORITY", 0)
+    _lu_ops._priority_stream(fake)
+    assert made[-1] == {"non_blocking": True}
+
+
 def test_driver_gpu_panel_model_info_and_timeline():
     a = np.random.default_rng(1).standard_normal((40, 40)).astype(np.float32)
     a[:, 17] = 0
@@ -329,12 +354,20 @@ def test_panel_row_leaf(cp, rng, lw, m, w):
 
 
 @pytest.mark.gpu
-def test_panel_row_leaf_largest_grid(cp, rng):
+def test_panel_stream_has_a_greater_priority(cp):
+    """The LU's panel stream really outranks the default (its leaf starts beside an SGEMM)."""
+    from gpulinalg._lu_ops import _priority_stream
+    assert _priority_stream(cp).priority < cp.cuda.Stream(non_blocking=True).priority
+
+
+@pytest.mark.gpu
+def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
     """As many blocks as the device holds at once (132 on an H100): the widest flag barrier."""
     from gpulinalg._panel_gpu import PanelWorkspace
+    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
     ws = PanelWorkspace()
     m = THREADS * min(GMAX_ROW, ws.sms)
-    assert ws.plan(m)[0] == "row"
+    assert ws.plan(m) == ("row", ROW_LW, 1, m // THREADS)
     a = rng.standard_normal((m, 128)).astype(np.float32)
     lu, piv, info = _device_panel(cp, a, ws=ws)
     check_panel(a, lu, piv, info)
@@ -344,8 +377,8 @@ def test_panel_row_leaf_largest_grid(cp, rng):
 @pytest.mark.parametrize("cap,shape", [(132, (128, 1)), (20, (64, 2)), (10, (32, 4))])
 @pytest.mark.parametrize("m,w", [(9000, 256), (9001, 100), (8500, 3)])
 def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
-    """The default plan under a block cap takes more rows per thread (interleaved over the
-    blocks); ties across blocks and rows of one thread still go to the first row."""
+    """The plan under a block cap takes more rows per thread (interleaved over the blocks);
+    ties across blocks and rows of one thread still go to the first row."""
     from gpulinalg._panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", cap)
     ws = PanelWorkspace()
@@ -360,9 +393,10 @@ def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
 
 
 @pytest.mark.gpu
-def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng):
-    """Above 256 rows per co-resident block the default plan takes two rows per thread."""
+def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng, monkeypatch):
+    """Above 256 rows per co-resident block two rows per thread (without the block cap)."""
     from gpulinalg._panel_gpu import PanelWorkspace
+    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
     ws = PanelWorkspace()
     m = THREADS * min(GMAX_ROW, ws.sms) + 1
     assert ws.plan(m)[:3] == ("row", 64, 2)
@@ -580,7 +614,7 @@ def test_panel_default_plan_takes_the_cluster_leaf(cp, rng):
     ws = PanelWorkspace()
     for m, w in [(cs * THREADS, 128), (1000, 256), (cs * THREADS + 1, 128), (9000, 64)]:
         plan = ws.plan(m)
-        assert plan[:2] == (("cluster", 128) if m <= cs * THREADS else ("row", ROW_LW)), plan
+        assert plan[:2] == ("cluster", 128) if m <= cs * THREADS else plan[0] == "row", plan
         a = rng.standard_normal((m, w)).astype(np.float32)
         ws.info.fill(0)
         lu, piv, info = _device_panel(cp, a, ws=ws)
