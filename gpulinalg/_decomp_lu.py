@@ -1,6 +1,7 @@
 """LU decomposition on the GPU, SciPy-compatible: lu_factor, lu, lu_solve."""
 
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -77,10 +78,10 @@ def _check_options(panel, block_size, lookahead, precision="fp32", devices=None)
     return "cpu" if panel == "cpu" else "gpu"
 
 
-def _panel_object(name):
+def _panel_object(name, multi=False):
     if name == "gpu":
         from ._panel_gpu import GpuPanel
-        return GpuPanel()
+        return GpuPanel(multi=multi)
     return CpuPanel()
 
 
@@ -167,8 +168,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
         if ndev > 1:   # the multi-GPU driver on `ndev` virtual devices
             from ._lu_multi import factor_host
-            piv, info = factor_host(A, nb, ndev, lambda: _panel_object(panel_name), lookahead,
-                                    inv_threshold)
+            piv, info = factor_host(A, nb, ndev, partial(_panel_object, panel_name, multi=True),
+                                    lookahead, inv_threshold)
         else:
             piv, info = getrf(NumpyOps(A, nb), _panel_object(panel_name), nb, lookahead,
                               inv_threshold, timeline)
@@ -183,8 +184,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # whole matrix never sits on one GPU), and the factors come back into a host copy.
         from ._lu_multi import factor_devices
         A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
-        piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
-                                   inv_threshold, precision, timeline)
+        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, multi=True),
+                                   lookahead, inv_threshold, precision, timeline)
         return kind, np, A, piv, info
     if host is not None:
         _check_memory(cp, m, n, nb, copy_matrix=True)
@@ -214,8 +215,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ids is not None:
         # Several GPUs, device input: A's columns go to the devices and come back into A.
         from ._lu_multi import factor_devices
-        piv, info = factor_devices(A, ids, nb, lambda: _panel_object(panel_name), lookahead,
-                                   inv_threshold, precision, timeline)
+        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, multi=True),
+                                   lookahead, inv_threshold, precision, timeline)
         return kind, cp, A, piv, info
     piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
                       inv_threshold, timeline)

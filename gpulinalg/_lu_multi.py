@@ -43,12 +43,15 @@ F32 = np.float32
 _H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
 
 
-# A GPU panel (no host wait) is enqueued as soon as its columns are up to date, and its owner
-# updates the rest of its columns only after it (the panel first): a panel that shares the GPU
-# with a running SGEMM takes about as long as the SGEMM (its blocks wait for SMs), and the
-# other devices wait for it; alone it takes its own time.  (A CPU panel blocks the host, so
-# it is factored at the start of its step, after everything before it is enqueued.)
-PANEL_FIRST = True
+# PANEL_FIRST: a GPU panel (no host wait) is enqueued as soon as its columns are up to date,
+# and its owner updates the rest of its columns only after it.  Off by default: the panel
+# stream has the device's greatest priority, so the leaf's blocks get SMs before the SGEMM's
+# that runs beside it, and the SGEMM keeps the rest (H200 x4, benchmarks/lu_multi_ab.py, same
+# run: 32768 on 2 / 4 GPUs 373.4 / 227.5 ms with it, 361.8 / 230.0 without; 49152:
+# 1109.9 / 616.6 against 1090.2 / 613.7).  It won (1.57x -> 1.74x on 2 GPUs) while the panel
+# stream had no priority: the panel then waited for the SGEMM beside it.  (A CPU panel blocks
+# the host, so it is factored at the start of its step, after everything before it.)
+PANEL_FIRST = False
 
 
 def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,

@@ -64,6 +64,11 @@ ROW_SHAPES = ((128, 1), (64, 2), (32, 4))
 ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
 ROW_LW = ROW_SHAPES[0][0]
 ROW_BLOCK_CAP = 32
+# The cap on several GPUs: there the panels are the chain every GPU waits on, so the fastest
+# leaf (one row per thread) pays more than the SMs it takes (H200 x4, same run: 32768 on 4
+# GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
+# 633.9 ms, on 2 1090.2 / 1088.7).
+ROW_BLOCK_CAP_MULTI = GMAX_ROW
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -178,9 +183,10 @@ class PanelWorkspace:
     laswp workspace of the recursion and the per-shape launch parameters (cached).
     """
 
-    def __init__(self):
+    def __init__(self, multi=False):
         cp = cupy()
         from ._laswp import WORKSPACE_INTS
+        self.multi = multi                      # one of several GPUs: ROW_BLOCK_CAP_MULTI
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
         self.info = cp.zeros(1, dtype=np.int32)
@@ -218,7 +224,8 @@ class PanelWorkspace:
             row = get_kernel(FAMILY, KERNEL_NAMES[len(LEAF_SHAPES)], cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW), self.max_blocks(tile, GCAP),
-                             row_lw, cluster_size() if cluster else 0)
+                             row_lw, cluster_size() if cluster else 0,
+                             row_cap=ROW_BLOCK_CAP_MULTI if self.multi else ROW_BLOCK_CAP)
             self._plans[key] = plan
         return plan
 
@@ -512,13 +519,16 @@ class GpuPanel:
     read once by `final_info` after the driver's `ops.finish()`.  With NumpyOps the same
     recursion runs on the host (getf2_host leaves), queued on the emulated panel stream.
     `leaf_width` overrides the leaf width (host emulation only: the device uses leaf_plan).
+    `multi`: the panels of one GPU among several (the row leaf's block cap: see
+    ROW_BLOCK_CAP_MULTI).
     """
 
     name = "gpu"
     host_wait = False   # factor() only enqueues
 
-    def __init__(self, leaf_width=None):
+    def __init__(self, leaf_width=None, multi=False):
         self.leaf_width = leaf_width
+        self.multi = multi
         self._ws = None
         self._host = None
 
@@ -546,7 +556,7 @@ class GpuPanel:
         else:
             with ops.device, ops.streams["panel"]:
                 if self._ws is None:
-                    self._ws = PanelWorkspace()
+                    self._ws = PanelWorkspace(self.multi)
                 # Pivots: written on the device, 0-based relative to row j0 (CupyOps.piv).
                 getrf_panel_device(panel, piv, self._ws, col_base=j0)
         done = ops.record("panel")

@@ -361,6 +361,18 @@ def test_panel_stream_has_a_greater_priority(cp):
 
 
 @pytest.mark.gpu
+def test_panel_plan_on_several_gpus(cp):
+    """One GPU of several takes the fastest row leaf (ROW_BLOCK_CAP_MULTI), one alone caps
+    its blocks at ROW_BLOCK_CAP; lu_factor(devices=...) builds its panels that way."""
+    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg._panel_gpu import PanelWorkspace
+    m = THREADS * min(GMAX_ROW, PanelWorkspace().sms)
+    assert PanelWorkspace(multi=True).plan(m) == ("row", ROW_LW, 1, m // THREADS)
+    assert PanelWorkspace().plan(m)[3] <= max(_panel_gpu.ROW_BLOCK_CAP, m // (THREADS * 4))
+    assert _panel_object("gpu", multi=True).multi and not _panel_object("gpu").multi
+
+
+@pytest.mark.gpu
 def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
     """As many blocks as the device holds at once (132 on an H100): the widest flag barrier."""
     from gpulinalg._panel_gpu import PanelWorkspace
