@@ -384,6 +384,108 @@ getrf_leaf(int mp, int ncols, float* A, long long lda, int* piv, int* info, int 
 }
 
 
+// ---------------------------------------------- shared by getrf_leaf_row and getrf_leaf_cluster
+// (lazy swaps: each thread keeps RPT rows in registers, x[q] the row at position pos[q])
+
+// Rows pos[q] of A into x[q] (mine[q]: the row exists; zeros else) and their first values into
+// xj[q].  Returns `vec`: whole rows in 16-byte pieces (ncols == LW, A and lda aligned: the
+// LU's panels, n % 4 == 0), as store_rows must write them back.
+template <int LW, int RPT>
+__device__ __forceinline__ bool load_rows(float (&x)[RPT][LW], float (&xj)[RPT], const float* A,
+                                          long long lda, int ncols, const int (&pos)[RPT],
+                                          const bool (&mine)[RPT])
+{
+    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
+                     (lda & 3) == 0;
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4) {
+                const float4 v = mine[q] ? *reinterpret_cast<const float4*>(src + c)
+                                         : make_float4(0.f, 0.f, 0.f, 0.f);
+                x[q][c] = v.x;
+                x[q][c + 1] = v.y;
+                x[q][c + 2] = v.z;
+                x[q][c + 3] = v.w;
+            }
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                x[q][c] = (mine[q] && c < ncols) ? src[c] : 0.f;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        xj[q] = x[q][0];
+    return vec;
+}
+
+// x[q] back to row pos[q] of A (the final positions), as load_rows read them.
+template <int LW, int RPT>
+__device__ __forceinline__ void store_rows(const float (&x)[RPT][LW], float* A, long long lda,
+                                           int ncols, const int (&pos)[RPT],
+                                           const bool (&mine)[RPT], bool vec)
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        if (!mine[q])
+            continue;
+        float* dst = A + static_cast<long long>(pos[q]) * lda;
+        if (vec) {
+#pragma unroll
+            for (int c = 0; c < LW; c += 4)
+                *reinterpret_cast<float4*>(dst + c) = make_float4(x[q][c], x[q][c + 1],
+                                                                  x[q][c + 2], x[q][c + 3]);
+        } else {
+#pragma unroll
+            for (int c = 0; c < LW; ++c)
+                if (c < ncols)
+                    dst[c] = x[q][c];
+        }
+    }
+}
+
+// This thread's candidate for column j: the first max |A(pos, j)| over its positions pos >= j
+// (xj[q] = A(pos[q], j)); returns the position (INT_MAX: none) and its key for warp_first_max.
+template <int RPT>
+__device__ __forceinline__ int thread_first_max(const float (&xj)[RPT], const int (&pos)[RPT],
+                                                const bool (&mine)[RPT], int j, unsigned& key)
+{
+    float bv = -1.f;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const float a = fabsf(xj[q]);
+        if (mine[q] && pos[q] >= j && beats(a, pos[q], bv, bi)) {   // NaN never wins
+            bv = a;
+            bi = pos[q];
+        }
+    }
+    key = bi != 0x7fffffff ? __float_as_uint(bv) + 1u : 0u;
+    return bi;
+}
+
+// Pivot p of column j chosen (pivot value pv): exchange the positions j and p, and the
+// multipliers l[q] of the rows that the rank-1 update touches (upd[q]: pos > j).
+template <int RPT>
+__device__ __forceinline__ void exchange_and_scale(int (&pos)[RPT], const bool (&mine)[RPT],
+                                                   const float (&xj)[RPT], int j, int p,
+                                                   float pv, bool nonzero, bool by_recip,
+                                                   float rinv, bool (&upd)[RPT], float (&l)[RPT])
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        if (pos[q] == p)
+            pos[q] = j;
+        else if (pos[q] == j)
+            pos[q] = p;
+        upd[q] = nonzero && mine[q] && pos[q] > j;
+        l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
+    }
+}
+
 // Column J's register work of getrf_leaf_row and getrf_leaf_cluster for the RPT rows of this
 // thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with upd[q], then the
 // next column's values.  Pivot-row element outer, rows inner: one shared load per element.
@@ -452,55 +554,20 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         mine[q] = pos[q] < mp;
     }
 
-    // Rows in 16-byte pieces when the whole row is aligned (the LU's panels: n % 4 == 0).
-    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
-                     (lda & 3) == 0;
-    float x[RPT][LW];
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
-        if (vec) {
-#pragma unroll
-            for (int c = 0; c < LW; c += 4) {
-                const float4 v = mine[q] ? *reinterpret_cast<const float4*>(src + c)
-                                         : make_float4(0.f, 0.f, 0.f, 0.f);
-                x[q][c] = v.x;
-                x[q][c + 1] = v.y;
-                x[q][c + 2] = v.z;
-                x[q][c + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int c = 0; c < LW; ++c)
-                x[q][c] = (mine[q] && c < ncols) ? src[c] : 0.f;
-        }
-    }
+    float x[RPT][LW], xj[RPT];                  // xj[q] = A(pos[q], j), the current column j
+    const bool vec = load_rows<LW, RPT>(x, xj, A, lda, ncols, pos, mine);
 
     // The column loop stays rolled: only the register-indexed step is per column (the switch),
     // so the barrier code exists once and stays in the instruction cache.
-    float xj[RPT];                              // A(pos[q], j) of the current column j
-#pragma unroll
-    for (int q = 0; q < RPT; ++q)
-        xj[q] = x[q][0];
 #pragma unroll 1
     for (int j = 0; j < kk; ++j) {
         const int par = j & 1;
         const unsigned tag = epoch + static_cast<unsigned>(j);
 
         // 1. The block's candidate: first max |A(pos, j)| over its positions pos >= j.
-        float tv = -1.f;
-        int ti = 0x7fffffff;
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            const float a = fabsf(xj[q]);
-            if (mine[q] && pos[q] >= j && beats(a, pos[q], tv, ti)) {   // NaN never wins
-                tv = a;
-                ti = pos[q];
-            }
-        }
-        unsigned bkey;
-        const int bi = block_first_max<NW>(ti != 0x7fffffff ? __float_as_uint(tv) + 1u : 0u,
-                                           ti, warp, lane, s_wk, s_wi, bkey);   // (1)
+        unsigned tkey, bkey;
+        const int ti = thread_first_max<RPT>(xj, pos, mine, j, tkey);
+        const int bi = block_first_max<NW>(tkey, ti, warp, lane, s_wk, s_wi, bkey);   // (1)
 
         // 2. Publish, without fences: the candidate's owner stores its row as tagged words
         //    {tag, value} (LW/2 16-byte stores), then the record (thread 0 stores the record of
@@ -597,38 +664,14 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
         bool upd[RPT];
         float l[RPT];
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            if (pos[q] == p)
-                pos[q] = j;
-            else if (pos[q] == j)
-                pos[q] = p;
-            upd[q] = nonzero && mine[q] && pos[q] > j;
-            l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
-        }
+        exchange_and_scale<RPT>(pos, mine, xj, j, p, pv, nonzero, by_recip, rinv, upd, l);
         switch (j) {
             GETRF_STEP64(0)
             GETRF_STEP64(64)
         }
     }
 
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        if (!mine[q])
-            continue;
-        float* dst = A + static_cast<long long>(pos[q]) * lda;
-        if (vec) {
-#pragma unroll
-            for (int c = 0; c < LW; c += 4)
-                *reinterpret_cast<float4*>(dst + c) = make_float4(x[q][c], x[q][c + 1],
-                                                                  x[q][c + 2], x[q][c + 3]);
-        } else {
-#pragma unroll
-            for (int c = 0; c < LW; ++c)
-                if (c < ncols)
-                    dst[c] = x[q][c];
-        }
-    }
+    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
 }
 
 
@@ -708,33 +751,8 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
         mine[q] = pos[q] < mp;
     }
 
-    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
-                     (lda & 3) == 0;
-    float x[RPT][LW];
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
-        if (vec) {
-#pragma unroll
-            for (int c = 0; c < LW; c += 4) {
-                const float4 v = mine[q] ? *reinterpret_cast<const float4*>(src + c)
-                                         : make_float4(0.f, 0.f, 0.f, 0.f);
-                x[q][c] = v.x;
-                x[q][c + 1] = v.y;
-                x[q][c + 2] = v.z;
-                x[q][c + 3] = v.w;
-            }
-        } else {
-#pragma unroll
-            for (int c = 0; c < LW; ++c)
-                x[q][c] = (mine[q] && c < ncols) ? src[c] : 0.f;
-        }
-    }
-
-    float xj[RPT];                              // A(pos[q], j) of the current column j
-#pragma unroll
-    for (int q = 0; q < RPT; ++q)
-        xj[q] = x[q][0];
+    float x[RPT][LW], xj[RPT];                  // xj[q] = A(pos[q], j), the current column j
+    const bool vec = load_rows<LW, RPT>(x, xj, A, lda, ncols, pos, mine);
     const unsigned cand0 = smem_u32(&s_cand[0][0]);
     const unsigned row0 = smem_u32(&s_row[0][0][0]);
     bool zero_seen = false;                     // (CTA 0, thread 0) info already settled
@@ -745,18 +763,9 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
         const int par = j & 1;
 
         // 1. The warp's candidate: first max |A(pos, j)| over its positions pos >= j.
-        float bv = -1.f;
-        int bi = 0x7fffffff;
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            const float a = fabsf(xj[q]);
-            if (mine[q] && pos[q] >= j && beats(a, pos[q], bv, bi)) {   // NaN never wins
-                bv = a;
-                bi = pos[q];
-            }
-        }
-        unsigned wkey;
-        bi = warp_first_max(bi != 0x7fffffff ? __float_as_uint(bv) + 1u : 0u, bi, wkey);
+        unsigned tkey, wkey;
+        int bi = thread_first_max<RPT>(xj, pos, mine, j, tkey);
+        bi = warp_first_max(tkey, bi, wkey);
 
         // 2. Publish it in this CTA's slot [par][warp]: the owner stores its row, lane 0 the
         //    record (bi = INT_MAX: no candidate, matches no row, never wins).
@@ -839,15 +848,7 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
         const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
         bool upd[RPT];
         float l[RPT];
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            if (pos[q] == p)
-                pos[q] = j;
-            else if (pos[q] == j)
-                pos[q] = p;
-            upd[q] = nonzero && mine[q] && pos[q] > j;
-            l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
-        }
+        exchange_and_scale<RPT>(pos, mine, xj, j, p, pv, nonzero, by_recip, rinv, upd, l);
         switch (j) {
             GETRF_STEP64(0)
             GETRF_STEP64(64)
@@ -857,23 +858,7 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
     // Arrive: this CTA's last reads of other CTAs' shared memory are done.  Wait (after the
     // stores): no CTA exits while another may still read its slots.
     cluster_arrive();
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        if (!mine[q])
-            continue;
-        float* dst = A + static_cast<long long>(pos[q]) * lda;
-        if (vec) {
-#pragma unroll
-            for (int c = 0; c < LW; c += 4)
-                *reinterpret_cast<float4*>(dst + c) = make_float4(x[q][c], x[q][c + 1],
-                                                                  x[q][c + 2], x[q][c + 3]);
-        } else {
-#pragma unroll
-            for (int c = 0; c < LW; ++c)
-                if (c < ncols)
-                    dst[c] = x[q][c];
-        }
-    }
+    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
     cluster_wait();
 }
 
