@@ -467,28 +467,10 @@ __device__ __forceinline__ int thread_first_max(const float (&xj)[RPT], const in
     return bi;
 }
 
-// Pivot p of column j chosen (pivot value pv): exchange the positions j and p, and the
-// multipliers l[q] of the rows that the rank-1 update touches (upd[q]: pos > j).
-template <int RPT>
-__device__ __forceinline__ void exchange_and_scale(int (&pos)[RPT], const bool (&mine)[RPT],
-                                                   const float (&xj)[RPT], int j, int p,
-                                                   float pv, bool nonzero, bool by_recip,
-                                                   float rinv, bool (&upd)[RPT], float (&l)[RPT])
-{
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        if (pos[q] == p)
-            pos[q] = j;
-        else if (pos[q] == j)
-            pos[q] = p;
-        upd[q] = nonzero && mine[q] && pos[q] > j;
-        l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
-    }
-}
-
 // Column J's register work of getrf_leaf_row and getrf_leaf_cluster for the RPT rows of this
-// thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with upd[q], then the
-// next column's values.  Pivot-row element outer, rows inner: one shared load per element.
+// thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with
+// upd[q], then the next column's values.  Pivot-row element outer, rows inner: one shared
+// load per element.
 template <int J, int LW, int RPT>
 __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
                                                   const float (&l)[RPT], const float* s_prow,
@@ -523,6 +505,37 @@ __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)
     GETRF_STEP4(J) GETRF_STEP4(J + 4) GETRF_STEP4(J + 8) GETRF_STEP4(J + 12)
 #define GETRF_STEP64(J) \
     GETRF_STEP16(J) GETRF_STEP16(J + 16) GETRF_STEP16(J + 32) GETRF_STEP16(J + 48)
+
+// Column j's pivot chosen (sp: its position, -1 when the column has none; s_prow: its row):
+// exchange the positions j and p, scale this thread's rows below it (pos > j) into
+// multipliers, apply the rank-1 update and hand out the next column's values in xj.
+template <int LW, int RPT>
+__device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT],
+                                            int (&pos)[RPT], const bool (&mine)[RPT], int j,
+                                            int sp, const float* s_prow)
+{
+    const bool valid = sp >= 0;
+    const int p = valid ? sp : j;
+    const float pv = valid ? s_prow[j] : 0.f;
+    const bool nonzero = valid && pv != 0.f;
+    const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
+    const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
+    bool upd[RPT];
+    float l[RPT];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        if (pos[q] == p)
+            pos[q] = j;
+        else if (pos[q] == j)
+            pos[q] = p;
+        upd[q] = nonzero && mine[q] && pos[q] > j;
+        l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
+    }
+    switch (j) {
+        GETRF_STEP64(0)
+        GETRF_STEP64(64)
+    }
+}
 
 template <int LW, int RPT>
 __global__ void __launch_bounds__(GETRF_THREADS, 1)
@@ -655,20 +668,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         __syncthreads();                                                    // (2)
 
         // 4. Exchange positions j and p; scale and update the rows below (pos > j).
-        const int sp = s_p;
-        const bool valid = sp >= 0;
-        const int p = valid ? sp : j;
-        const float pv = valid ? s_prow[j] : 0.f;
-        const bool nonzero = valid && pv != 0.f;
-        const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
-        const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
-        bool upd[RPT];
-        float l[RPT];
-        exchange_and_scale<RPT>(pos, mine, xj, j, p, pv, nonzero, by_recip, rinv, upd, l);
-        switch (j) {
-            GETRF_STEP64(0)
-            GETRF_STEP64(64)
-        }
+        apply_pivot<LW, RPT>(x, xj, pos, mine, j, s_p, s_prow);
     }
 
     store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
@@ -839,20 +839,7 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
         __syncthreads();
 
         // 5. Exchange positions j and p; scale and update the rows below (pos > j).
-        const int sp = s_p;
-        const bool valid = sp >= 0;
-        const int p = valid ? sp : j;
-        const float pv = valid ? s_prow[j] : 0.f;
-        const bool nonzero = valid && pv != 0.f;
-        const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
-        const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
-        bool upd[RPT];
-        float l[RPT];
-        exchange_and_scale<RPT>(pos, mine, xj, j, p, pv, nonzero, by_recip, rinv, upd, l);
-        switch (j) {
-            GETRF_STEP64(0)
-            GETRF_STEP64(64)
-        }
+        apply_pivot<LW, RPT>(x, xj, pos, mine, j, s_p, s_prow);
     }
 
     // Arrive: this CTA's last reads of other CTAs' shared memory are done.  Wait (after the
