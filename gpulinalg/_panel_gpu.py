@@ -23,9 +23,8 @@ Three leaves (`leaf_plan`, first that fits):
 - "row" (getrf_leaf_row<LW, RPT>): RPT rows per thread, LW columns in registers, (LW, RPT) =
   (128, 1), (64, 2), (32, 4): the widest whose grid of ceil(mp / (256 RPT)) blocks is
   co-resident and at most ROW_BLOCK_CAP blocks (else the fewest co-resident blocks: up to
-  135,168 rows on an H100).
-  With (128, 1) a panel of nb <= 128 columns is ONE launch; nb = 256 recurses once (two
-  128-wide leaves, one laswp / trsm / SGEMM between them).
+  135,168 rows on an H100).  With (128, 1) a panel of nb <= 128 columns is ONE launch;
+  nb = 256 recurses once (two 128-wide leaves, one laswp / trsm / SGEMM between them).
 - "tile" (getrf_leaf<LW, RPT>, LW = 32/16/8, the first kernel): taller panels still, 4-16 rows
   per thread, with the recursion above down to 32-wide leaves.
 
@@ -179,14 +178,14 @@ class PanelWorkspace:
 
     tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, key, tag,
     pos}) and `rows` (the candidates' rows, tagged words {tag, value}), zeroed once: tags start
-    at 1.  Both: info.  Also the
-    laswp workspace of the recursion and the per-shape launch parameters (cached).
+    at 1.  Both: info.  Also the laswp workspace of the recursion and the per-shape launch
+    parameters (cached).  multi: one GPU of several (the row leaf's ROW_BLOCK_CAP_MULTI).
     """
 
     def __init__(self, multi=False):
         cp = cupy()
         from ._laswp import WORKSPACE_INTS
-        self.multi = multi                      # one of several GPUs: ROW_BLOCK_CAP_MULTI
+        self.multi = multi
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
         self.info = cp.zeros(1, dtype=np.int32)
