@@ -30,16 +30,14 @@ def main(sizes):
     a, b = random_matrix((16384, 256), 1), random_matrix((256, 16384), 2)
     c = random_matrix((16384, 16384), 3)
     ws = _panel_gpu.PanelWorkspace()
+    steps = ws.steps(("row", 128, 1))       # the LU's launcher of getrf_leaf_row<128,1>
     name = "getrf_leaf_row<128,1>"
     kernels = {"coop": get_kernel(_panel_gpu.FAMILY, name, cooperative=True),
                "plain": get_kernel(_panel_gpu.FAMILY, name)}
-    T = _panel_gpu.THREADS
 
     def panel(kind, p, piv):
-        mp, w = p.shape
-        kernels[kind]((-(-mp // T),), (T,),
-                      (np.int32(mp), np.int32(w), p, np.int64(w), piv, ws.info, np.int32(0),
-                       ws.keys, ws.rows, np.uint32(ws.next_tags(min(mp, w)))))
+        steps.kernel = kernels[kind]
+        steps.leaf(p, piv, 0)
 
     def run(kind, p0, with_gemm, with_panel):
         p = p0.copy() if with_panel else None
