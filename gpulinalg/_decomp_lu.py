@@ -100,14 +100,20 @@ def _host_all_finite(x, rows=None):
     return all(np.isfinite(x[i:i + rows]).all() for i in range(0, x.shape[0], rows))
 
 
-def _device_all_finite(x):
-    """True when a CuPy array holds no inf/NaN (one reduction, no m*n temporary)."""
+def _device_finite_flag(x):
+    """A 0-d device bool: x (a CuPy array) holds no inf/NaN.  One reduction on the current
+    stream, no m*n temporary, no host wait."""
     global _ALL_FINITE
     cp = cupy()
     if _ALL_FINITE is None:
         _ALL_FINITE = cp.ReductionKernel("T x", "bool y", "isfinite(x)", "a && b", "y = a",
                                          "true", "gpulinalg_all_finite")
-    return x.size == 0 or bool(_ALL_FINITE(x))
+    return _ALL_FINITE(x)
+
+
+def _device_all_finite(x):
+    """True when a CuPy array holds no inf/NaN (waits for the reduction)."""
+    return x.size == 0 or bool(_device_finite_flag(x))
 
 
 def _device_ptr(x, kind):
@@ -145,7 +151,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     ndev = _check_devices(devices)
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
-    host = None
+    host = finite = None
     if kind in ("numpy", "torch_cpu") or ops == "numpy":
         host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
         if check_finite and not _host_all_finite(host):
@@ -194,9 +200,17 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     else:
         src = _arrays.to_device(a, kind, "a")  # a view for float32 input, else a converted copy
         owned = src.data.ptr != _device_ptr(a, kind) or src.dtype != _arrays.dtype_of(a)
-        if check_finite and not _device_all_finite(src):
-            raise ValueError(_NONFINITE)
         in_place = src.flags.c_contiguous and (overwrite_a or owned) and src.size > 0
+        if check_finite and src.size:
+            if (in_place and not owned) or ids is not None:
+                # The caller's own memory is factored (or the columns go to several GPUs):
+                # check first, so that non-finite input raises before anything changes.
+                if not _device_all_finite(src):
+                    raise ValueError(_NONFINITE)
+            else:
+                # A copy is factored: the check runs on the device beside it, its flag is
+                # read after the factorization (no host wait before it starts).
+                finite = _device_finite_flag(src)
         _check_memory(cp, m, n, nb, copy_matrix=not in_place)
         if in_place:
             A = src  # factored in place: the caller allowed it, or it is our own copy
@@ -220,6 +234,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         return kind, cp, A, piv, info
     piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
                       inv_threshold, timeline)
+    if finite is not None and not bool(finite):
+        raise ValueError(_NONFINITE)
     return kind, cp, A, piv, info
 
 

@@ -130,22 +130,26 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
         # 2. The update stream waits for the factored panel, its pivots and L11^{-1}.
         ops.wait("update", res.done)
         rec.update(res=res, update_start=ops.record("update"))
-        # 3. Row interchanges right of the panel (all trailing columns, also beyond k).
-        ops.swap(s, j0, j1, j1, n, "swap_right")
         if nxt is not None and lookahead:
-            # 4. Look-ahead: U12 and the update of the next panel's columns only.
+            # 3. Look-ahead: the row interchanges, U12 and the update of the next panel's
+            #    columns only (the chain the next panel waits for).
+            ops.swap(s, j0, j1, j1, nxt[1], "swap_next")
             ops.update(s, j0, j1, j1, nxt[1], res.use_inverse, "update_next")
-            ready = ops.record("update")
-            # 5. Ship the next panel (panel_stream); the host factors it at the next step.
+            ready = rec["ready"] = ops.record("update")
+            # 4. Ship the next panel (panel_stream); it is factored during the rest.
             sent = panel.send(ops, s + 1, *nxt, after=ready)
-            # 6. The rest of the trailing matrix, while the host factors panel s+1.
+            # 5. The rest of the trailing matrix (all columns right of the next panel, also
+            #    beyond k): its interchanges, then its update.
+            ops.swap(s, j0, j1, nxt[1], n, "swap_rest")
             ops.update(s, j0, j1, nxt[1], n, res.use_inverse, "update_rest")
         else:
-            # 4'. No look-ahead: the whole trailing update, then ship the next panel.
+            # 3'. No look-ahead: the interchanges right of the panel, the whole trailing
+            #     update, then ship the next panel.
+            ops.swap(s, j0, j1, j1, n, "swap_right")
             ops.update(s, j0, j1, j1, n, res.use_inverse, "update")
             if nxt is not None:
                 sent = panel.send(ops, s + 1, *nxt, after=ops.record("update"))
-        # 7. Row interchanges left of the panel (finished columns of L), off the critical path.
+        # 6. Row interchanges left of the panel (finished columns of L), off the critical path.
         ops.swap(s, j0, j1, 0, j0, "swap_left")
         rec["update_end"] = ops.record("update")
         rec["enqueued"] = time.perf_counter()
@@ -174,7 +178,8 @@ def _timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead, panel_n
     the host), enqueued when the step's enqueue ends; gap_ms: the host's time from this
     panel's end to the next one's start (its enqueue plus its wait).  Device clock (ms from
     `origin`): send_start, update_start, update_end; span lengths send_ms / recv_ms (panel to
-    / from the host) and update_ms.
+    / from the host), update_ms, and next_ms (look-ahead: from the update's start to the next
+    panel's columns being ready, the part of the step the next panel waits for).
     """
     rows = []
     ms = lambda t: None if t is None else (t - t_start) * 1e3
@@ -196,13 +201,17 @@ def _timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead, panel_n
             "update_start": ops.elapsed_ms(origin, rec["update_start"]),
             "update_end": ops.elapsed_ms(origin, rec["update_end"]),
             "update_ms": ops.elapsed_ms(rec["update_start"], rec["update_end"]),
+            # The look-ahead chain: swaps, U12 and update of the next panel's columns.
+            "next_ms": (ops.elapsed_ms(rec["update_start"], rec["ready"])
+                        if "ready" in rec else None),
         })
     host = sum(r["host_ms"] for r in rows)
     transfer = sum(r["send_ms"] + r["recv_ms"] for r in rows)
     update = sum(r["update_ms"] for r in rows)
     gpu = update + transfer
+    chain = sum(r["next_ms"] or 0.0 for r in rows)
     return {"m": m, "n": n, "nb": nb, "lookahead": lookahead, "panel": panel_name,
             "backend": type(ops).__name__, "wall_ms": wall_ms, "host_panel_ms": host,
-            "transfer_ms": transfer, "update_ms": update, "gpu_ms": gpu,
+            "transfer_ms": transfer, "update_ms": update, "gpu_ms": gpu, "next_ms": chain,
             "gap_ms": sum(r["gap_ms"] for r in rows),
             "wall_over_max": wall_ms / max(host, gpu, 1e-9), "steps": rows}

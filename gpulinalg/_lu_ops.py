@@ -30,6 +30,7 @@ Shared conventions (both backends):
 """
 
 import collections
+import functools
 import time
 
 import numpy as np
@@ -106,8 +107,6 @@ class CupyOps(_Columns):
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
         npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`).
         """
-        import cupyx
-
         from ._blas import gemm_into, product_into
         from ._laswp import WORKSPACE_INTS, laswp_inplace
         from ._transpose import transpose_into
@@ -146,11 +145,26 @@ class CupyOps(_Columns):
             self.streams["comm"].wait_event(start)
             if receive:   # other devices' panels arrive here
                 self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
-            # Pinned host staging buffers (asynchronous copies need page-locked memory).
-            self.host_panel = cupyx.empty_pinned((max(nb * m, 1),), dtype=F32)
-            self.host_linv = cupyx.empty_pinned((2, nb * nb), dtype=F32)
-            self.host_piv = cupyx.empty_pinned((max(k, 1),), dtype=I32)
         self._step_end = [None, None]            # update stream done with step s (by parity)
+
+    # Pinned host staging buffers (asynchronous copies need page-locked memory), allocated on
+    # first use: only the host panel (CpuPanel) stages anything.
+    def _pinned(self, shape, dtype):
+        import cupyx
+        with self.device:
+            return cupyx.empty_pinned(shape, dtype=dtype)
+
+    @functools.cached_property
+    def host_panel(self):
+        return self._pinned((max(self.nb * self.shape[0], 1),), F32)
+
+    @functools.cached_property
+    def host_linv(self):
+        return self._pinned((2, self.nb * self.nb), F32)
+
+    @functools.cached_property
+    def host_piv(self):
+        return self._pinned((max(self.npiv, 1),), I32)
 
     # -- events
     def record(self, stream):

@@ -434,6 +434,25 @@ def test_gpu_lu_solve(cp, rng, trans, nrhs):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+@pytest.mark.parametrize("overwrite_a,order", [(False, "C"), (True, "C"), (False, "F"),
+                                               (True, "F")])
+def test_gpu_rejects_non_finite_device_input(cp, rng, panel, overwrite_a, order):
+    """Device input with a NaN or inf: ValueError, whether the check waits before the
+    factorization (the caller's array factored in place) or is read after it (a copy is
+    factored), and the caller's array is never changed."""
+    for value in (np.nan, np.inf):
+        a = np.asarray(rng.standard_normal((300, 300)), dtype=np.float32, order=order)
+        a[150, 7] = value
+        d = cp.asarray(a, order=order)
+        with pytest.raises(ValueError, match="^array must not contain infs or NaNs$"):
+            gpulinalg.lu_factor(d, overwrite_a=overwrite_a, panel=panel)
+        np.testing.assert_array_equal(cp.asnumpy(d), a)
+        lu, piv = gpulinalg.lu_factor(d, check_finite=False, panel=panel)   # no hang, no error
+        assert lu.shape == a.shape
+
+
+@pytest.mark.gpu
 def test_gpu_memory_error_message(cp):
     free = cp.cuda.Device().mem_info[1]
     n = int((free / 4) ** 0.5) + 1024

@@ -442,6 +442,20 @@ def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(5000, 32), (3000, 20), (9000, 32), (33, 32), (40000, 32)])
+def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
+    """row<32> (deferred rank-1 tail, pivot rows completed by their readers) and the tile
+    leaf <32, 4> (eager update) do the same operations per element: equal bit for bit."""
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    a[:, w // 2] = 0                                    # a skipped update in the middle
+    lu, piv, info = _device_panel(cp, a, leaf=("row", 32))
+    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=(32, 4))
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(lu, ref_lu)
+    assert info == ref_info == w // 2 + 1
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("col0", [0, 1, 64])
 def test_panel_row_leaf_alignment(cp, rng, col0):
     """Aligned rows (float4 loads/stores) and unaligned views (scalar path): same results,

@@ -61,8 +61,8 @@ def lu_flops(m, n):
 
 def _timeline_fields(tls):
     """The look-ahead columns from the median call's timeline (one GPU), or the phases of a
-    separate, synchronised call (several GPUs)."""
-    runs = tls[1:]  # the warm-up's timeline is not counted
+    separate, synchronised call (several GPUs); the calls are not the timed ones."""
+    runs = tls
     if not runs:
         return {}
     if "devices" in runs[0]:
@@ -76,6 +76,7 @@ def _timeline_fields(tls):
     return {"nb": tl["nb"], "host_panel_ms": tl["host_panel_ms"], "gpu_ms": tl["gpu_ms"],
             "update_ms": tl["update_ms"], "transfer_ms": tl["transfer_ms"],
             "wall_ms": tl["wall_ms"], "wall_over_max": tl["wall_over_max"],
+            "next_ms": tl.get("next_ms"),
             "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
             "steps": len(tl["steps"]), "_timeline": tl}
 
@@ -112,10 +113,11 @@ def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), d
             tls = []
             kw = dict(panel=panel, block_size=block_size, precision=prec,
                       devices=None if ndev == 1 else ndev)
-            ms = time_gpu(lambda: lu_factor(a, _timeline=None if ndev > 1 else tls, **kw),
-                          warmup=1, repeat=repeat)
-            if ndev > 1:   # the phases, from one more call (synchronised between them)
-                lu_factor(a, _timeline=tls, **kw)
+            ms = time_gpu(lambda: lu_factor(a, **kw), warmup=1, repeat=repeat)
+            # The timeline (its events and their reading cost time of their own) from more
+            # calls, apart from the timed ones: the median of three on one GPU, the phases of
+            # one synchronised call on several.
+            for _ in range(3 if ndev == 1 else 1):
                 lu_factor(a, _timeline=tls, **kw)
             err = None
             if square:
