@@ -172,6 +172,18 @@ def factor_panel(steps, a, piv, lw, col_base):
 
 # ------------------------------------------------------------------------------------ GPU
 
+_MAX_BLOCKS = {}        # (device id, kernel name) -> co-resident blocks (PanelWorkspace)
+_SM_COUNT = {}
+_ATTR_SM_COUNT = 16     # cudaDevAttrMultiProcessorCount (driver_types.h)
+
+
+def sm_count(device):
+    """The device's SM count, queried once (one attribute, not Device.attributes' ~100)."""
+    if device not in _SM_COUNT:
+        _SM_COUNT[device] = int(cupy().cuda.runtime.deviceGetAttribute(_ATTR_SM_COUNT, device))
+    return _SM_COUNT[device]
+
+
 class PanelWorkspace:
     """Device state of the leaf kernels, one per factorization (and per stream: the counter's
     arrivals and the row leaf's column tags are tracked on the host, in stream order).
@@ -195,24 +207,24 @@ class PanelWorkspace:
         self.rows = cp.zeros(2 * GMAX_ROW * ROW_LW, dtype=np.uint64)
         self.epoch = 1                          # tag of the next row-leaf column
         self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
-        dev = cp.cuda.Device()
-        self.sms = int(dev.attributes["MultiProcessorCount"])
-        self._max_blocks = {}
+        self.device = cp.cuda.runtime.getDevice()
+        self.sms = sm_count(self.device)
         self._steps = {}
         self._plans = {}
 
     def max_blocks(self, kernel, cap):
-        """Co-resident blocks of `kernel` on this device (what a cooperative launch allows)."""
-        key = kernel.name
-        if key not in self._max_blocks:
+        """Co-resident blocks of `kernel` on this device (what a cooperative launch allows);
+        queried once per device and kernel (a factorization starts without driver queries)."""
+        key = (self.device, kernel.name)
+        if key not in _MAX_BLOCKS:
             per_sm = 1
             try:  # RawKernel.kernel is the driver Function (its ptr the CUfunction handle)
                 per_sm = max(1, cupy().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                     kernel.kernel.ptr, THREADS, 0))
             except Exception:  # no occupancy query: __launch_bounds__(256, 1) promises one
                 pass
-            self._max_blocks[key] = self.sms * per_sm
-        return min(cap, self._max_blocks[key])
+            _MAX_BLOCKS[key] = self.sms * per_sm
+        return min(cap, _MAX_BLOCKS[key])
 
     def plan(self, mp, row_lw=None, cluster=True):
         """leaf_plan for mp rows on this device (cached per (mp, row_lw, cluster)); cluster=False
