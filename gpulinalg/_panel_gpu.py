@@ -173,15 +173,6 @@ def factor_panel(steps, a, piv, lw, col_base):
 # ------------------------------------------------------------------------------------ GPU
 
 _MAX_BLOCKS = {}        # (device id, kernel name) -> co-resident blocks (PanelWorkspace)
-_SM_COUNT = {}
-_ATTR_SM_COUNT = 16     # cudaDevAttrMultiProcessorCount (driver_types.h)
-
-
-def sm_count(device):
-    """The device's SM count, queried once (one attribute, not Device.attributes' ~100)."""
-    if device not in _SM_COUNT:
-        _SM_COUNT[device] = int(cupy().cuda.runtime.deviceGetAttribute(_ATTR_SM_COUNT, device))
-    return _SM_COUNT[device]
 
 
 class PanelWorkspace:
@@ -196,7 +187,7 @@ class PanelWorkspace:
 
     def __init__(self, multi=False):
         cp = cupy()
-        from ._laswp import WORKSPACE_INTS
+        from ._laswp import WORKSPACE_INTS, _sm_count
         self.multi = multi
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
@@ -208,7 +199,7 @@ class PanelWorkspace:
         self.epoch = 1                          # tag of the next row-leaf column
         self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
         self.device = cp.cuda.runtime.getDevice()
-        self.sms = sm_count(self.device)
+        self.sms = _sm_count(self.device)      # cached per device
         self._steps = {}
         self._plans = {}
 
