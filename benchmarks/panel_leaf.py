@@ -3,8 +3,8 @@
     python3 benchmarks/panel_leaf.py 2048x128 4096x128 8192x128 8192x256
 
 For each mp x w panel (row-major, random normal): median of CUDA-event timings of
-getrf_panel_device with the automatic plan and with each forced leaf that fits (("row", LW),
-("cluster", LW), and (LW, RPT) for the tile leaf), and the
+getrf_panel_device with the automatic plan and with each forced leaf that fits (("cols",),
+("row", LW), ("cluster", LW), and (LW, RPT) for the tile leaf), and the
 microseconds per pivot column.  The panel is restored from a copy before every call (outside
 the timed region).
 """
@@ -15,8 +15,8 @@ import cupy as cp
 
 from gpulinalg import _panel_gpu
 
-LEAVES = [None, ("row", 128), ("row", 64), ("row", 32), ("cluster", 128), ("cluster", 64),
-          ("cluster", 32), (32, 4)]
+LEAVES = [None, ("cols",), ("row", 128), ("row", 64), ("row", 32), ("cluster", 128),
+          ("cluster", 64), ("cluster", 32), (32, 4)]
 
 
 def time_panel(a0, leaf, ws, repeat=20):

@@ -13,7 +13,11 @@ Recursive panel, for an mp x w row-major block with k = min(mp, w) pivot columns
               factor A22                              (recursively: pivots relative to row w1)
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
 
-Three leaves (`leaf_plan`, first that fits):
+Four leaves (`leaf_plan`, first that fits):
+- "cols" (getrf_panel_cols<CW, RPT>): panels of up to COLS_MAX_ROWS rows and COLS_LW = 128
+  columns in ONE launch, distributed by columns (CW per block, all rows in registers): the
+  pivot search stays inside a block, one cross-block handoff per CW columns; bit-identical to
+  row<128> (and to the cluster leaf).
 - "cluster" (getrf_leaf_cluster<LW, RPT, CS>): ONE thread block cluster of CS = 16 CTAs (8
   where 16 cannot launch), RPT rows per thread in registers, one cluster barrier per column and
   the candidates exchanged through distributed shared memory, no global barrier.  (LW, RPT) =
@@ -82,10 +86,25 @@ CLUSTER_SIZE = CLUSTER_SIZES[0]
 # the cluster leaf is bit-identical to row<128>.  32 admits every shape.
 CLUSTER_MIN_LW = 128
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction_attribute
+# getrf_panel_cols<CW, RPT>: the panel distributed by columns, CW per block of COLS_THREADS
+# threads holding all rows (RPT per thread), one cross-block round trip per CW columns.
+# COLS_SHAPES: (CW, RPT), widest first (RPT*CW = 64 floats in registers): mp <= 512*RPT rows.
+# COLS_LW: the widest panel one launch factors (the recursion's leaf width).  COLS_MAX_ROWS:
+# the tallest panel the plan gives it (0: never).  H100, 128-column panels alone (median us,
+# benchmarks/panel_leaf.py): 2048 rows cols 256 / cluster<128> 316 / row<128> 316; 4096 rows
+# 320 / 319 / 339; 8192 rows (CW = 4) 469 / - / 346.  LU, alternating in one call
+# (benchmarks/lu_ab.py), COLS_MAX_ROWS 0 -> 4096: 2048 6.76 -> 5.50 ms, 4096 13.26 -> 11.57,
+# 8192 29.62 -> 27.75 (its panels of <= 4096 rows); 8192 gave 8192 worse than 0 (32.1 ms).
+COLS_THREADS = 512      # GETRF_COLS_THREADS
+COLS_SHAPES = ((16, 4), (8, 8), (4, 16))
+COLS_LW = 128
+COLS_MAX_ROWS = COLS_THREADS * 8
+COLS_SMEM = 4 * COLS_THREADS * COLS_SHAPES[0][0] * COLS_SHAPES[0][1]   # s_L: [CW][512 RPT]
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
-                        for lw, rpt in CLUSTER_SHAPES))
+                        for lw, rpt in CLUSTER_SHAPES)
+                + tuple(f"getrf_panel_cols<{cw},{rpt}>" for cw, rpt in COLS_SHAPES))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
@@ -120,14 +139,28 @@ def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
     return None
 
 
+def cols_shape(mp, max_rows=None):
+    """(CW, RPT) of getrf_panel_cols for mp rows (the widest CW whose 512*RPT rows hold them),
+    or None above max_rows (default COLS_MAX_ROWS, 0: never)."""
+    limit = COLS_MAX_ROWS if max_rows is None else max_rows
+    if mp > limit:
+        return None
+    return next(((cw, rpt) for cw, rpt in COLS_SHAPES if mp <= COLS_THREADS * rpt), None)
+
+
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
-              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None):
-    """("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size CTAs (0: no
-    cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) when some shape of
+              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None, cols_rows=None):
+    """("cols", COLS_LW, RPT, CW) when mp <= cols_rows (default COLS_MAX_ROWS) and no row_lw
+    is given, else ("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size
+    CTAs (0: no cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) when some
+    shape of
     ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at most row_blocks (the
     co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at most row_cap (default
     ROW_BLOCK_CAP; not applied to a given row_lw), else the one of fewest blocks.  Else
     ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
+    shape = cols_shape(mp, cols_rows) if row_lw is None else None
+    if shape is not None:
+        return ("cols", COLS_LW, shape[1], shape[0])
     shape = cluster_shape(mp, cluster_size, cluster_min_lw)
     if shape is not None:
         return ("cluster",) + shape + (cluster_size,)
@@ -197,6 +230,8 @@ class PanelWorkspace:
         # Tagged words {tag, value} [2][GMAX_ROW][LW]; zeroed like the keys (no tag is 0).
         self.rows = cp.zeros(2 * GMAX_ROW * ROW_LW, dtype=np.uint64)
         self.epoch = 1                          # tag of the next row-leaf column
+        self.cols = None                        # getrf_panel_cols: (lbuf, masks, flag), lazily
+        self.cols_epoch = 1                     # its flag's next tag base
         self.laswp_ws = cp.empty(WORKSPACE_INTS, dtype=np.int32)
         self.device = cp.cuda.runtime.getDevice()
         self.sms = _sm_count(self.device)      # cached per device
@@ -233,11 +268,27 @@ class PanelWorkspace:
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4]}[plan[0]]
+        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4], "cols": plan[:4]}[plan[0]]
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)
         return st
+
+    def cols_state(self, ns):
+        """(lbuf, masks, flag, tag0) of a getrf_panel_cols launch of ns slabs: the buffers
+        (allocated at the first launch) and its first tag; the flag is zeroed (stream-ordered)
+        before the tags would wrap (the kernel compares them as signed differences)."""
+        cp = cupy()
+        if self.cols is None:
+            self.cols = (cp.empty(COLS_MAX_ROWS * COLS_LW, dtype=np.float32),
+                         cp.zeros(COLS_LW // COLS_SHAPES[-1][0], dtype=np.uint32),
+                         cp.zeros(1, dtype=np.uint32))
+        if self.cols_epoch + ns >= 2**31:
+            self.cols[2].fill(0)
+            self.cols_epoch = 1
+        tag0 = self.cols_epoch
+        self.cols_epoch += ns
+        return self.cols + (tag0,)
 
     def next_tags(self, kk):
         """First tag of a row-leaf launch of kk columns; zeroes keys and rows (stream-ordered)
@@ -265,6 +316,11 @@ class _DeviceSteps:
             self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw},{self.rpt}>",
                                      cooperative=True)
             self.leaf = self._leaf_row
+        elif leaf[0] == "cols":
+            self.lw, self.rpt, self.cw = leaf[1:4]
+            self.kernel = get_kernel(FAMILY, f"getrf_panel_cols<{self.cw},{self.rpt}>",
+                                     cooperative=True, dynamic_smem=COLS_SMEM)
+            self.leaf = self._leaf_cols
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
             self.kernel = cluster_kernel(self.lw, self.rpt, self.cs)
@@ -284,6 +340,16 @@ class _DeviceSteps:
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
                      np.int32(col_base), ws.keys, ws.rows,
                      np.uint32(ws.next_tags(min(mp, w)))))
+
+    def _leaf_cols(self, a, piv, col_base):
+        mp, w = a.shape
+        ns = -(-min(mp, w) // self.cw)
+        lbuf, masks, flag, tag0 = self.ws.cols_state(ns)
+        # One block per CW columns (all rows), co-resident (cooperative launch).
+        self.kernel((-(-w // self.cw),), (COLS_THREADS,),
+                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
+                     self.ws.info, np.int32(col_base), lbuf, masks, flag, np.uint32(tag0)),
+                    shared_mem=COLS_SMEM)
 
     def _leaf_cluster(self, a, piv, col_base):
         mp, w = a.shape
@@ -371,9 +437,10 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     stream; returns (piv, ws): piv int32 (min(mp, w),) 0-based relative to a's first row, and
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
     or 0.  No host synchronisation (but the first plan on a device probes the cluster size,
-    see cluster_size).  `leaf` forces a leaf (tests): ("cluster", LW) or ("cluster", LW, CS)
-    with LW of CLUSTER_SHAPES (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS,
-    or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
+    see cluster_size).  `leaf` forces a leaf (tests): ("cols",) (getrf_panel_cols, up to
+    COLS_THREADS * 16 rows), ("cluster", LW) or ("cluster", LW, CS) with LW of CLUSTER_SHAPES
+    (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS, or (LW, RPT) of
+    LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
     if a.dtype != np.float32 or (w > 1 and a.strides[1] != 4) or a.strides[0] % 4:
@@ -386,6 +453,12 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
         return piv, ws
     if leaf is None:
         plan = ws.plan(mp)
+    elif leaf[0] == "cols":
+        shape = cols_shape(mp, COLS_THREADS * COLS_SHAPES[-1][1])
+        if shape is None:
+            raise ValueError(f"{mp} rows do not fit getrf_panel_cols "
+                             f"({COLS_THREADS * COLS_SHAPES[-1][1]} rows)")
+        plan = ("cols", COLS_LW, shape[1], shape[0])
     elif leaf[0] == "cluster":
         rpt = dict(CLUSTER_SHAPES).get(leaf[1])
         cs = leaf[2] if len(leaf) > 2 else cluster_size()   # any LW of CLUSTER_SHAPES
@@ -476,6 +549,72 @@ def getf2_rows_host(a, piv, col_base=0):
             info = col_base + j + 1
     a[pos] = x
     return info
+
+
+def getrf_cols_host(a, cw, col_base=0):
+    """Host model of getrf_panel_cols (w <= COLS_LW columns in CW-wide slabs), in place;
+    returns (piv, info).
+
+    Slab s is factored by getf2_host's rules on its own columns; every other column block then
+    applies the slab's interchanges as the kernel does (the touched positions followed back
+    through the transpositions), and the blocks right of it take U12 = L11^{-1} A12 by forward
+    substitution and A22 -= L21 U12, one pivot column at a time and skipping the columns
+    without a pivot.  Element operations and their order are getf2_host's, so the results
+    agree bit for bit (the kernel's are getrf_leaf_row's: the same with fused multiply-adds).
+    A column whose candidates are all NaN gets piv[j] = j and is left alone (as the kernels).
+    """
+    mp, w = a.shape
+    kk = min(mp, w)
+    piv = np.zeros(kk, dtype=np.int32)
+    info = 0
+    tiny = np.finfo(np.float32).tiny
+    blocks = [a[:, c:c + cw].copy() for c in range(0, w, cw)]
+    for s in range(-(-kk // cw)):
+        j0 = s * cw
+        cs = min(cw, kk - j0)
+        x = blocks[s]
+        mask = 0
+        for jl in range(cs):
+            j = j0 + jl
+            col = np.abs(x[j:, jl])
+            if np.isnan(col).all():
+                piv[j] = j
+                continue
+            p = j + int(np.nanargmax(col))     # first max
+            piv[j] = p
+            x[[j, p]] = x[[p, j]]
+            pv = x[j, jl]
+            if pv != 0:
+                x[j + 1:, jl] = x[j + 1:, jl] * (np.float32(1) / pv) if abs(pv) >= tiny \
+                    else x[j + 1:, jl] / pv
+                x[j + 1:, jl + 1:] -= np.outer(x[j + 1:, jl], x[j, jl + 1:])
+                mask |= 1 << jl
+            elif info == 0:
+                info = col_base + j + 1
+        ps = [int(p) for p in piv[j0:j0 + cs]]
+        dests = [j0 + k for k in range(cs)] + [
+            p for k, p in enumerate(ps) if p >= j0 + cs and p not in ps[:k]]
+        srcs = []
+        for d in dests:
+            for m in reversed(range(cs)):
+                d = ps[m] if d == j0 + m else (j0 + m if d == ps[m] else d)
+            srcs.append(d)
+        for b, y in enumerate(blocks):
+            if b == s:
+                continue
+            y[dests] = y[srcs]
+            if b > s:
+                u = y[j0:j0 + cs].copy()
+                for k in range(cs):
+                    for m in range(k):
+                        if mask >> m & 1:
+                            u[k] -= x[j0 + k, m] * u[m]
+                y[j0:j0 + cs] = u
+                for k in range(cs):
+                    if mask >> k & 1:
+                        y[j0 + cs:] -= np.outer(x[j0 + cs:, k], u[k])
+    a[...] = np.concatenate(blocks, axis=1) if blocks else a
+    return piv, info
 
 
 class _HostSteps:

@@ -2,7 +2,8 @@
 // source by gpulinalg/_kernels.py, so it is part of CuPy's cache key).
 //
 // cp.async (sm_80+): global -> shared copies that bypass registers; a source size of 0 writes
-// zeros (out-of-range elements of edge tiles).  grouped_tile: the 1-D grid walked in groups of
+// zeros (out-of-range elements of edge tiles).  mbarriers and cp.async.bulk (sm_90): one
+// thread moves a contiguous run into shared memory, completion counted in bytes on a barrier.  grouped_tile: the 1-D grid walked in groups of
 // GROUP_M tile rows, so that consecutive blocks share tile rows of A and columns of B in L2.
 #pragma once
 
@@ -24,6 +25,35 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+}
+
+// mbarriers and bulk copies (TMA, non-tensor; sm_90), in PTX.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+// Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
+__device__ __forceinline__ void fence_mbar_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+// Spin until the barrier's phase with this parity has completed (acquire).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nMBAR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra MBAR_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+// Bulk copy of `bytes` (multiple of 16) global -> this CTA's shared memory; completes tx on bar.
+__device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned bytes,
+                                         unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1], %2, [%3];\n"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
 // One step of a STAGES-deep cp.async ring at k-slice kt held in buffer buf: wait until slice kt

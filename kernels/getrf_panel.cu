@@ -122,6 +122,8 @@
 // Bound: every leaf is latency-bound (the barrier and the dependent round trips per column),
 // not flop- or bandwidth-bound: the data never leaves registers between load and store.
 
+#include "async_copy.cuh"
+
 #define GETRF_THREADS 256
 #define GETRF_GCAP 128
 #define GETRF_LWMAX 32
@@ -680,10 +682,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
 
 namespace {
 
-// Distributed shared memory (sm_90 thread block clusters), in PTX.
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
+// Distributed shared memory (sm_90 thread block clusters), in PTX (smem_u32: async_copy.cuh).
 
 // The address of this CTA's shared variable at `addr` in the CTA of cluster rank `rank`.
 __device__ __forceinline__ unsigned map_cta(unsigned addr, unsigned rank) {
@@ -853,3 +852,532 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 #undef GETRF_STEP16
 #undef GETRF_STEP4
 #undef GETRF_STEP
+
+// ------------------------------------------------------------------ getrf_panel_cols
+//
+// getrf_panel_cols<CW, RPT> ((CW, RPT) = (16, 4), (8, 8), (4, 16)): the same contract as the
+// leaves above for a panel of w <= 128 columns and mp <= 512*RPT rows (2048 / 4096 / 8192),
+// in ONE launch with one cross-block handoff per CW columns instead of one barrier per
+// column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW), 512 threads,
+// co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of ALL mp rows and keeps
+// them in registers x[RPT][CW] from the first load to the final store; thread t holds the
+// rows at positions i = q*512 + t (q < RPT).  Swaps are real (a row moves to the thread of
+// its new position), so each column's pivot search stays inside one block.
+//   The kk = min(mp, w) pivot columns form ns = ceil(kk / CW) slabs; slab s = block s's
+// columns.  Every block walks the slabs in order:
+//   - s == b: factor the slab (unblocked, exactly getf2: first max |x| over the positions
+//     >= j, ties to the smaller position, swap, multiplier x * (1/pv) or x / pv below FLT_MIN,
+//     rank-1 update x = fmaf(-l, u, x)) with ONE __syncthreads per column: every warp
+//     publishes its candidate's row (and the owner of position j row j) in shared memory
+//     slots double-buffered by the column's parity, then every warp reduces the 16
+//     candidates itself.  The column loop is rolled; the register-indexed work of column J
+//     (cols_step<J>) sits behind a switch, as in getrf_leaf_row.  Then publish: the
+//     multipliers (rows >= s*CW) column-major in lbuf[(s*CW + k)*ldl + i] (ldl = mp rounded
+//     up to 4), the mask of the columns that had a nonzero pivot in masks[s], __syncthreads,
+//     flag = tag0 + s + 1 by thread 0 (st.release.gpu: cumulative over the block's stores).
+//   - s != b: wait (thread 0 polls flag with ld.acquire.gpu until it reaches tag0 + s + 1,
+//     __syncthreads); blocks right of the slab (b > s) start the slab's multipliers of the
+//     rows below it on their way into shared memory (s_L, dynamic: one bulk copy per column
+//     by thread 0, bytes counted on an mbarrier); every block applies the slab's
+//     interchanges to its columns: warp 0 turns the pivots into at most 2*CW (destination,
+//     source) entries (the touched positions, each followed back through the transpositions
+//     in reverse order) and two position -> entry tables in shared memory, and the source rows
+//     go through a staging buffer (two __syncthreads).  Blocks right of the slab then compute
+//     U12 = L11^{-1} A12 for their columns (CW threads, forward substitution) and, once the
+//     copies have landed, update the rows below: x -= L21 U12 (one fmaf per element and
+//     pivot column, in pivot order, skipping the columns without a pivot).  That is the same
+//     sequence of fmaf on every element as the unblocked leaf, so the results are
+//     bit-identical to getrf_leaf_row<128> and getrf_leaf_cluster<128, 1, CS> (tests check
+//     it).
+//   At the end every block stores its columns (final positions) to A.  A is read only at the
+//   start and written only at the end, by the block owning the columns; the other blocks
+//   read a slab's multipliers, pivots and mask after its flag, through L2 (ld.cg, bulk
+//   copies: never a stale L1 line).  The flag only grows (tags tag0 + 1 .. tag0 + ns from the
+//   host, which resets it before the tags would wrap).
+// Bound: latency-bound, like the other leaves, but with one cross-block handoff per CW
+// columns.  Per slab on the critical path (block s+1; H100, 2048 x 128, CW = 16, measured
+// with benchmarks/panel_cols_trace.py): handoff 0.4 us, entries 3.2, swaps 0.5, U12 0.8,
+// update 4.2 (mp*CW*CW FMAs on one SM), factor 17.7 (~1.1 us a column: 16 warps issue its
+// reductions and updates, ~2200 cycles), publish 3.1: ~30 us per 16 columns, 0.26 ms per
+// 2048 x 128 panel (cluster<128>: 0.32).  Registers: RPT*CW = 64 floats of panel per thread
+// (__launch_bounds__(512, 1)); shared memory: the two position -> entry tables (2 * 512*RPT
+// shorts), small slots, and s_L (CW * 512*RPT floats = 128 KiB, dynamic).
+
+#define GETRF_COLS_THREADS 512
+
+#ifdef GETRF_COLS_TRACE   // development only: clock64 stamps per (block, slab, point)
+__device__ unsigned long long g_cols_trace[2 * 32 * 32 * 16];   // [clock64 | globaltimer]
+__device__ __forceinline__ unsigned long long cols_gtime() {
+    unsigned long long v;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(v));
+    return v;
+}
+__device__ unsigned long long g_cols_ftrace[32 * 16 * 8];   // factor: [block][column][point]
+#define COLS_FTRACE(k_)                                                          \
+    do { if (t == 0) g_cols_ftrace[(b * 16 + jl) * 8 + (k_)] = clock64(); } while (0)
+#define COLS_TRACE(s_, k_)                                                       \
+    do {                                                                         \
+        if (t == 0) {                                                            \
+            g_cols_trace[(b * 32 + (s_)) * 16 + (k_)] = clock64();               \
+            g_cols_trace[32 * 32 * 16 + (b * 32 + (s_)) * 16 + (k_)] = cols_gtime(); \
+        }                                                                        \
+    } while (0)
+#else
+#define COLS_TRACE(s_, k_) do {} while (0)
+#define COLS_FTRACE(k_) do {} while (0)
+#endif
+
+namespace {
+
+__device__ __forceinline__ void st_release_gpu(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+
+// Row x[q] (q a run-time index < RPT) to / from CW floats of shared memory: a predicated
+// copy per candidate q, so that x stays in registers.
+template <int RPT, int CW>
+__device__ __forceinline__ void row_out(const float (&x)[RPT][CW], int q, float* dst) {
+#pragma unroll
+    for (int Q = 0; Q < RPT; ++Q)
+        if (Q == q)
+#pragma unroll
+            for (int c = 0; c < CW; c += 4)
+                *reinterpret_cast<float4*>(dst + c) =
+                    make_float4(x[Q][c], x[Q][c + 1], x[Q][c + 2], x[Q][c + 3]);
+}
+
+template <int RPT, int CW>
+__device__ __forceinline__ void row_in(float (&x)[RPT][CW], int q, const float* src) {
+#pragma unroll
+    for (int Q = 0; Q < RPT; ++Q)
+        if (Q == q)
+#pragma unroll
+            for (int c = 0; c < CW; c += 4) {
+                const float4 v = *reinterpret_cast<const float4*>(src + c);
+                x[Q][c] = v.x;
+                x[Q][c + 1] = v.y;
+                x[Q][c + 2] = v.z;
+                x[Q][c + 3] = v.w;
+            }
+}
+
+template <int RPT>
+__device__ __forceinline__ void set_q(float (&v)[RPT], int q, float value) {
+#pragma unroll
+    for (int Q = 0; Q < RPT; ++Q)
+        if (Q == q)
+            v[Q] = value;
+}
+
+// Column J's register work of getrf_panel_cols (J constant: x stays in registers): the rows
+// qlo <= q < nq (below the pivot) take their multiplier xj[q] into column J and the rank-1
+// update of columns J+1.. with the pivot row; then xj = column J+1.  Loop order by shape:
+// pivot-row element outer when RPT <= CW (RPT multipliers live), rows outer otherwise.
+template <int J, int CW, int RPT>
+__device__ __forceinline__ void cols_step(float (&x)[RPT][CW], float (&xj)[RPT], int qlo, int nq,
+                                          const float* prow)
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        if (q >= qlo && q < nq)
+            x[q][J] = xj[q];
+    if constexpr (RPT <= CW) {
+#pragma unroll
+        for (int c = J + 1; c < CW; ++c) {
+            const float pc = prow[c];
+#pragma unroll
+            for (int q = 0; q < RPT; ++q)
+                if (q >= qlo && q < nq)
+                    x[q][c] = fmaf(-xj[q], pc, x[q][c]);
+        }
+    } else {
+        float pc[CW];
+#pragma unroll
+        for (int c = J + 1; c < CW; ++c)
+            pc[c] = prow[c];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            if (q >= qlo && q < nq)
+#pragma unroll
+                for (int c = J + 1; c < CW; ++c)
+                    x[q][c] = fmaf(-xj[q], pc[c], x[q][c]);
+    }
+    if constexpr (J + 1 < CW) {
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            xj[q] = x[q][J + 1];
+    }
+}
+
+#define COLS_STEP(J)                                                                      \
+    case J:                                                                                \
+        if constexpr ((J) < CW)                                                            \
+            cols_step<(J), CW, RPT>(x, xj, qlo, nq, prow);                                 \
+        break;
+#define COLS_STEP4(J) COLS_STEP(J) COLS_STEP(J + 1) COLS_STEP(J + 2) COLS_STEP(J + 3)
+#define COLS_STEP16(J) COLS_STEP4(J) COLS_STEP4(J + 4) COLS_STEP4(J + 8) COLS_STEP4(J + 12)
+
+}  // namespace
+
+template <int CW, int RPT>
+__global__ void __launch_bounds__(GETRF_COLS_THREADS, 1)
+getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, int col_base,
+                 float* lbuf, unsigned* masks, unsigned* flag, unsigned tag0)
+{
+    constexpr int T = GETRF_COLS_THREADS;
+    constexpr int NW = T / 32;
+    constexpr int ROWS = T * RPT;               // most rows (positions) of a panel
+    constexpr int NE = 2 * CW;                  // most positions one slab's swaps touch
+    constexpr unsigned FULL = 0xffffffffu;
+    static_assert(CW % 4 == 0 && NE <= 32, "float4 rows; one lane of warp 0 per entry");
+    static_assert(CW <= 16, "the column switch has 16 cases");
+    static_assert(CW * RPT <= 64, "register budget: at most 64 panel floats per thread");
+    static_assert(NW <= 32, "one lane per warp candidate");
+
+    __shared__ short s_dslot[ROWS];             // position -> entry whose destination it is
+    __shared__ short s_sslot[ROWS];             // position -> entry whose source it is
+    __shared__ __align__(16) float s_stage[NE][CW];   // the moved rows, by entry
+    __shared__ __align__(16) float s_u[CW][CW];       // U12 of a slab for this block's columns
+    __shared__ float s_l11[CW][CW];                   // its unit lower L11 (strictly lower)
+    __shared__ __align__(16) float s_cand[2][NW][CW]; // factor: each warp's candidate row
+    __shared__ __align__(16) float s_diag[2][CW];     // factor: row j before the swap
+    __shared__ unsigned s_ck[2][NW];
+    __shared__ int s_cp[2][NW];
+    __shared__ unsigned s_mask;
+    __shared__ int s_pv[CW];                    // a slab's pivots (warp 0)
+    __shared__ __align__(8) unsigned long long s_bar;   // s_L's bulk copies (one phase a slab)
+
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const int b = blockIdx.x, c0 = b * CW, ncol = min(CW, w - c0);
+    const int kk = min(mp, w), ns = (kk + CW - 1) / CW;
+    const int nq = mp > t ? (mp - t + T - 1) / T : 0;   // this thread's rows: q < nq
+    const long long ldl = (mp + 3) & ~3;        // lbuf's column stride (16-byte aligned)
+    extern __shared__ __align__(16) float s_L[];   // [CW][ROWS]: a slab's multipliers
+
+    for (int i = t; i < ROWS; i += T) {
+        s_dslot[i] = -1;
+        s_sslot[i] = -1;
+    }
+    const unsigned bar = smem_u32(&s_bar);
+    unsigned phase = 0u;                        // parity of s_bar's next phase
+    if (t == 0) {
+        mbar_init(bar, 1);
+        fence_mbar_init();
+    }
+
+    float x[RPT][CW];
+    const bool vec = ncol == CW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
+                     (lda & 3) == 0;
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const int i = q * T + t;
+        const float* src = A + static_cast<long long>(i < mp ? i : 0) * lda + c0;
+#pragma unroll
+        for (int c = 0; c < CW; c += 4) {
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (i < mp) {
+                if (vec) {
+                    v = *reinterpret_cast<const float4*>(src + c);
+                } else {
+                    v.x = c < ncol ? src[c] : 0.f;
+                    v.y = c + 1 < ncol ? src[c + 1] : 0.f;
+                    v.z = c + 2 < ncol ? src[c + 2] : 0.f;
+                    v.w = c + 3 < ncol ? src[c + 3] : 0.f;
+                }
+            }
+            x[q][c] = v.x;
+            x[q][c + 1] = v.y;
+            x[q][c + 2] = v.z;
+            x[q][c + 3] = v.w;
+        }
+    }
+    __syncthreads();
+
+    int e_dest = -1, e_src = -1;                // warp 0: this lane's entry of the last slab
+#pragma unroll 1
+    for (int s = 0; s < ns; ++s) {
+        const int j0 = s * CW, cs = min(CW, kk - j0);
+        if (s == b) {
+            // ---- factor this block's slab: cs pivot columns, one __syncthreads each
+            COLS_TRACE(s, 5);
+            unsigned mask = 0u;
+            float xj[RPT];                      // this thread's values of column jl
+#pragma unroll
+            for (int q = 0; q < RPT; ++q)
+                xj[q] = x[q][0];
+            // The column loop stays rolled (its code once, warm in the instruction cache after
+            // the first column); only the register-indexed step is per column (cols_step<J>
+            // behind a switch), as in getrf_leaf_row.
+#pragma unroll 1
+            for (int jl = 0; jl < cs; ++jl) {
+                const int j = j0 + jl, par = jl & 1;
+                COLS_FTRACE(0);
+                unsigned key = 0u;              // this thread's first max over positions >= j
+                int bp = 0x7fffffff, bq = 0;
+#pragma unroll
+                for (int q = 0; q < RPT; ++q) {
+                    const int i = q * T + t;
+                    const float a = fabsf(xj[q]);
+                    const unsigned kq = __float_as_uint(a) + 1u;
+                    if (i < mp && i >= j && !(a != a) && kq > key) {   // NaN never wins
+                        key = kq;
+                        bp = i;
+                        bq = q;
+                    }
+                }
+                unsigned wk;
+                const int wp = warp_first_max(key, bp, wk);
+                if (key != 0u && bp == wp)
+                    row_out<RPT, CW>(x, bq, s_cand[par][warp]);
+                if (lane == 0) {
+                    s_ck[par][warp] = wk;
+                    s_cp[par][warp] = wp;
+                }
+                if (t == j % T)
+                    row_out<RPT, CW>(x, j / T, s_diag[par]);
+                COLS_FTRACE(1);
+                __syncthreads();
+                COLS_FTRACE(2);
+                const unsigned ck = lane < NW ? s_ck[par][lane] : 0u;
+                const int cp = lane < NW ? s_cp[par][lane] : 0x7fffffff;
+                unsigned bk;
+                int p = warp_first_max(ck, cp, bk);
+                const bool valid = bk != 0u;
+                const unsigned from = __ballot_sync(FULL, valid && ck == bk && cp == p);
+                const float* prow = s_cand[par][from ? __ffs(from) - 1 : 0];
+                if (!valid)
+                    p = j;                      // all NaN: no pivot, nothing moves
+                const float pv = valid ? prow[jl] : 0.f;
+                const bool nonzero = valid && pv != 0.f;
+                COLS_FTRACE(3);
+                if (p != j) {                   // rows j and p trade places (and column values)
+                    if (t == p % T) {
+                        row_in<RPT, CW>(x, p / T, s_diag[par]);
+                        set_q<RPT>(xj, p / T, s_diag[par][jl]);
+                    }
+                    if (t == j % T) {
+                        row_in<RPT, CW>(x, j / T, prow);
+                        set_q<RPT>(xj, j / T, pv);
+                    }
+                }
+                // This thread's rows below j (i = q*T + t > j, i < mp): qlo <= q < nq; their
+                // multipliers into xj (a uniform branch: the division only below FLT_MIN).
+                const int qlo = nonzero ? (j >= t ? (j - t) / T + 1 : 0) : RPT;
+                const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (sfmin)
+                if (nonzero && by_recip) {
+                    const float rinv = 1.0f / pv;
+#pragma unroll
+                    for (int q = 0; q < RPT; ++q)
+                        xj[q] *= rinv;
+                } else if (nonzero) {
+#pragma unroll
+                    for (int q = 0; q < RPT; ++q)
+                        xj[q] = xj[q] / pv;
+                }
+                COLS_FTRACE(4);
+                switch (jl) {
+                    COLS_STEP16(0)
+                }
+                COLS_FTRACE(5);
+                if (t == 0) {
+                    piv[j] = p;
+                    if (nonzero)
+                        mask |= 1u << jl;
+                    else if (valid && *info == 0)
+                        *info = col_base + j + 1;
+                }
+            }
+            // ---- publish the multipliers (column-major), the mask, then the flag
+            COLS_TRACE(s, 6);
+            float* ls = lbuf + static_cast<long long>(j0) * ldl;
+#pragma unroll
+            for (int q = 0; q < RPT; ++q) {
+                const int i = q * T + t;
+                if (i >= j0 && i < mp)
+#pragma unroll
+                    for (int k = 0; k < CW; ++k)
+                        if (k < cs)
+                            ls[static_cast<long long>(k) * ldl + i] = x[q][k];
+            }
+            __syncthreads();   // every thread's stores happen before thread 0's release
+            if (t == 0) {
+                masks[s] = mask;
+                st_release_gpu(flag, tag0 + static_cast<unsigned>(s) + 1u);
+            }
+            COLS_TRACE(s, 7);
+            continue;
+        }
+
+        // ---- another block's slab: wait for it, apply its interchanges (and its update)
+        COLS_TRACE(s, 0);
+        if (t == 0) {
+            const unsigned target = tag0 + static_cast<unsigned>(s) + 1u;
+            while (static_cast<int>(ld_acquire_gpu(flag) - target) < 0) {
+            }
+        }
+        __syncthreads();
+        COLS_TRACE(s, 1);
+        const bool right = b > s;               // columns right of the slab: U12 and update
+        if (right && t == 0) {   // the multipliers of the rows below the slab into s_L, in
+            // flight while the swaps run: one bulk copy (TMA) per column, bytes counted on s_bar
+            const int r0 = (j0 + cs) & ~3;
+            const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
+            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cs));
+            if (bytes)
+                for (int k = 0; k < cs; ++k)
+                    bulk_g2s(smem_u32(s_L + k * ROWS + r0),
+                             lbuf + static_cast<long long>(j0 + k) * ldl + r0, bytes, bar);
+        }
+        if (warp == 0) {
+            // Reset the last slab's entries, then this slab's: lanes k < CW the positions
+            // j0 + k, lanes CW + k the pivot p_k when below the slab and not an earlier p.
+            if (e_dest >= 0) {
+                s_dslot[e_dest] = -1;
+                s_sslot[e_src] = -1;
+            }
+            __syncwarp();
+            if (lane < cs)                      // the slab's pivots, for every lane
+                s_pv[lane] = __ldcg(piv + j0 + lane);
+            __syncwarp();
+            const int* pm = s_pv;
+            const int k = lane % CW;
+            int dest = -1;
+            if (lane < CW) {
+                dest = k < cs ? j0 + k : -1;
+            } else if (lane < NE && k < cs) {
+#pragma unroll
+                for (int m = 0; m < CW; ++m)
+                    if (m == k)
+                        dest = pm[m] >= j0 + cs ? pm[m] : -1;
+#pragma unroll
+                for (int m = 0; m < CW; ++m)
+                    if (m < k && pm[m] == dest)
+                        dest = -1;              // the same row as an earlier pivot's entry
+            }
+            // Row now at dest = row at tau_0(tau_1(...tau_{cs-1}(dest))) before the swaps.
+            int src = dest;
+#pragma unroll
+            for (int m = CW - 1; m >= 0; --m) {
+                if (m < cs && src >= 0) {
+                    if (src == j0 + m)
+                        src = pm[m];
+                    else if (src == pm[m])
+                        src = j0 + m;
+                }
+            }
+            e_dest = dest;
+            e_src = src;
+            if (dest >= 0) {
+                s_dslot[dest] = static_cast<short>(lane);
+                s_sslot[src] = static_cast<short>(lane);
+            }
+        }
+        if (right) {
+            for (int e = t; e < CW * CW; e += T) {
+                const int k = e / CW, m = e % CW;
+                s_l11[k][m] = m < k && k < cs
+                              ? __ldcg(lbuf + static_cast<long long>(j0 + m) * ldl + j0 + k)
+                              : 0.f;
+            }
+            if (t == 0)
+                s_mask = __ldcg(masks + s);
+        }
+        __syncthreads();
+        COLS_TRACE(s, 8);
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            const int i = q * T + t;
+            const int e = i < mp ? s_sslot[i] : -1;
+            if (e >= 0)
+                row_out<RPT, CW>(x, q, s_stage[e]);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            const int i = q * T + t;
+            const int e = i < mp ? s_dslot[i] : -1;
+            if (e >= 0)
+                row_in<RPT, CW>(x, q, s_stage[e]);
+        }
+        COLS_TRACE(s, 9);
+        if (!right)
+            continue;
+        const unsigned mask = s_mask;
+        if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position j0+k)
+            // Fully unrolled, u through shared memory (registers are short here); the mask
+            // has no bit >= cs, rows k >= cs are computed but unused.
+#pragma unroll
+            for (int k = 0; k < CW; ++k) {
+                float a = s_stage[k][t];
+#pragma unroll
+                for (int m = 0; m < k; ++m)
+                    if ((mask >> m) & 1u)
+                        a = fmaf(-s_l11[k][m], s_u[m][t], a);
+                s_u[k][t] = a;
+            }
+        }
+        COLS_TRACE(s, 2);
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            const int i = q * T + t;
+            if (i >= j0 && i < j0 + cs)
+                row_in<RPT, CW>(x, q, s_u[i - j0]);
+        }
+        // Rows below the slab: pivot column k outer (rolled: the RPT multipliers and U12's
+        // row k in registers at a time), this thread's rows inner.
+        COLS_TRACE(s, 3);
+        mbar_wait(bar, phase);                  // the multipliers have landed in s_L
+        phase ^= 1u;
+        // Rows below the slab: pivot column k outer (its multipliers from s_L), this
+        // thread's rows inner, U12's row k 4 values at a time.
+#pragma unroll (RPT >= 8 ? 2 : 1)
+        for (int k = 0; k < cs; ++k) {
+            if (!((mask >> k) & 1u))
+                continue;
+            float lk[RPT];
+#pragma unroll
+            for (int q = 0; q < RPT; ++q)
+                lk[q] = s_L[k * ROWS + q * T + t];
+#pragma unroll
+            for (int c = 0; c < CW; c += 4) {
+                const float4 u = *reinterpret_cast<const float4*>(&s_u[k][c]);
+#pragma unroll
+                for (int q = 0; q < RPT; ++q) {
+                    const int i = q * T + t;
+                    if (i >= j0 + cs && i < mp) {
+                        x[q][c] = fmaf(-lk[q], u.x, x[q][c]);
+                        x[q][c + 1] = fmaf(-lk[q], u.y, x[q][c + 1]);
+                        x[q][c + 2] = fmaf(-lk[q], u.z, x[q][c + 2]);
+                        x[q][c + 3] = fmaf(-lk[q], u.w, x[q][c + 3]);
+                    }
+                }
+            }
+        }
+        COLS_TRACE(s, 4);
+    }
+
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const int i = q * T + t;
+        if (i >= mp)
+            continue;
+        float* dst = A + static_cast<long long>(i) * lda + c0;
+#pragma unroll
+        for (int c = 0; c < CW; c += 4) {
+            if (vec) {
+                *reinterpret_cast<float4*>(dst + c) =
+                    make_float4(x[q][c], x[q][c + 1], x[q][c + 2], x[q][c + 3]);
+            } else {
+#pragma unroll
+                for (int d = 0; d < 4; ++d)
+                    if (c + d < ncol)
+                        dst[c + d] = x[q][c + d];
+            }
+        }
+    }
+}
+
+#undef COLS_STEP16
+#undef COLS_STEP4
+#undef COLS_STEP

@@ -157,34 +157,7 @@ __device__ __forceinline__ void wg_mma<256>(float* d, unsigned long long da,
 #undef WG_F64
 #undef WG_F8
 
-// ---- mbarriers, bulk copies (TMA, non-tensor) and register budgets (sm_90), in PTX.
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-// Makes the initialised barriers visible to the async proxy (the bulk copies' complete_tx).
-__device__ __forceinline__ void fence_mbar_init() {
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-// Spin until the barrier's phase with this parity has completed (acquire).
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile("{\n.reg .pred p;\nWG_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WG_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-// Bulk copy of `bytes` (multiple of 16) global -> this CTA's shared memory; completes tx on bar.
-__device__ __forceinline__ void bulk_g2s(unsigned dst, const void* src, unsigned bytes,
-                                         unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1], %2, [%3];\n"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
+// ---- register budgets (sm_90), in PTX (mbarriers and bulk copies: async_copy.cuh).
 // Warpgroup register budget (all threads of the warpgroup execute it).
 template <int R>
 __device__ __forceinline__ void setmaxnreg_dec() {

@@ -12,10 +12,12 @@ from gpulinalg import _decomp_lu
 from gpulinalg._lu import getrf
 from gpulinalg._lu_ops import NumpyOps
 from gpulinalg import _panel_gpu
-from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, GCAP, GMAX_ROW,
-                                  KERNEL_NAMES, LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS,
-                                  THREADS, GpuPanel, cluster_shape, factor_panel, getf2_host,
-                                  getf2_rows_host, getrf_panel_host, leaf_plan, leaf_shape, split)
+from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_SHAPES,
+                                  COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES,
+                                  ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
+                                  cluster_shape, cols_shape, factor_panel, getf2_host,
+                                  getf2_rows_host, getrf_cols_host, getrf_panel_host, leaf_plan,
+                                  leaf_shape, split)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -58,32 +60,37 @@ def test_leaf_shapes_and_split():
     assert split(33, 32) == 32 and split(127, 32) == 64
 
 
+def _no_cols_plan(*args, **kw):
+    """leaf_plan without the column-slab leaf (the other leaves' choice)."""
+    return leaf_plan(*args, cols_rows=0, **kw)
+
+
 def test_leaf_plan_and_block_size():
     nc = dict(cluster_size=0)                                   # without the cluster leaf
     one = dict(row_cap=GMAX_ROW)                                # one row per thread first
     assert ROW_SHAPES[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW_SHAPES)
-    assert leaf_plan(1, 132, **nc) == ("row", ROW_LW, 1, 1)
-    assert leaf_plan(THREADS * 132, 132, **nc, **one) == ("row", ROW_LW, 1, 132)
-    assert leaf_plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)   # too tall for one cluster
+    assert _no_cols_plan(1, 132, **nc) == ("row", ROW_LW, 1, 1)
+    assert _no_cols_plan(THREADS * 132, 132, **nc, **one) == ("row", ROW_LW, 1, 132)
+    assert _no_cols_plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)   # too tall for one cluster
     # Taller: more rows per thread (fewer columns per leaf), then the tile leaf.
-    assert leaf_plan(THREADS * 132 + 1, 132, **one) == ("row", 64, 2, 67)
-    assert leaf_plan(49152, 132, **one) == ("row", 64, 2, 96)
-    assert leaf_plan(THREADS * 264 + 1, 132, **one) == ("row", 32, 4, 67)
-    assert leaf_plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
-    assert leaf_plan(THREADS * 132 + 1, 132, GCAP, row_lw=128)[0] == "tile"
-    assert leaf_plan(THREADS * GMAX_ROW, 1000, **one)[:3] == ("row", ROW_LW, 1)   # G <= slots
-    assert leaf_plan(THREADS * GMAX_ROW + 1, 1000, **one)[:3] == ("row", 64, 2)
+    assert _no_cols_plan(THREADS * 132 + 1, 132, **one) == ("row", 64, 2, 67)
+    assert _no_cols_plan(49152, 132, **one) == ("row", 64, 2, 96)
+    assert _no_cols_plan(THREADS * 264 + 1, 132, **one) == ("row", 32, 4, 67)
+    assert _no_cols_plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
+    assert _no_cols_plan(THREADS * 132 + 1, 132, GCAP, row_lw=128)[0] == "tile"
+    assert _no_cols_plan(THREADS * GMAX_ROW, 1000, **one)[:3] == ("row", ROW_LW, 1)   # G <= slots
+    assert _no_cols_plan(THREADS * GMAX_ROW + 1, 1000, **one)[:3] == ("row", 64, 2)
     # The default cap: the widest leaf within ROW_BLOCK_CAP blocks, else the fewest blocks.
     cap = _panel_gpu.ROW_BLOCK_CAP
     assert cap == 32
-    assert leaf_plan(THREADS * cap, 132, **nc) == ("row", ROW_LW, 1, cap)
-    assert leaf_plan(THREADS * cap + 1, 132, **nc) == ("row", 64, 2, cap // 2 + 1)
-    assert leaf_plan(16384, 132) == ("row", 64, 2, 32)
-    assert leaf_plan(32768, 132) == ("row", 32, 4, 32)
-    assert leaf_plan(49152, 132) == ("row", 32, 4, 48)            # over the cap: fewest blocks
-    assert leaf_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
-    assert leaf_plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
-    assert leaf_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
+    assert _no_cols_plan(THREADS * cap, 132, **nc) == ("row", ROW_LW, 1, cap)
+    assert _no_cols_plan(THREADS * cap + 1, 132, **nc) == ("row", 64, 2, cap // 2 + 1)
+    assert _no_cols_plan(16384, 132) == ("row", 64, 2, 32)
+    assert _no_cols_plan(32768, 132) == ("row", 32, 4, 32)
+    assert _no_cols_plan(49152, 132) == ("row", 32, 4, 48)            # over the cap: fewest blocks
+    assert _no_cols_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
+    assert _no_cols_plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
+    assert _no_cols_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
     assert all(f"getrf_leaf_row<{lw},{rpt}>" in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
@@ -100,21 +107,21 @@ def test_leaf_plan_prefers_the_cluster_leaf():
         for lw, rpt in CLUSTER_SHAPES:
             assert f"getrf_leaf_cluster<{lw},{rpt},{cs}>" in KERNEL_NAMES
     assert _panel_gpu.CLUSTER_MIN_LW == 128                     # the default: full width only
-    assert leaf_plan(1, 132) == ("cluster", 128, 1, 16)
-    assert leaf_plan(2048, 132) == ("cluster", 128, 1, 16)
-    assert leaf_plan(4096, 132) == ("cluster", 128, 1, 16)
-    assert leaf_plan(4097, 132) == ("row", ROW_LW, 1, 17)
-    assert leaf_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 1, 9)
+    assert _no_cols_plan(1, 132) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(2048, 132) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(4096, 132) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(4097, 132) == ("row", ROW_LW, 1, 17)
+    assert _no_cols_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 1, 9)
     any_lw = dict(cluster_min_lw=32)                            # every cluster shape
-    assert leaf_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
-    assert leaf_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
-    assert leaf_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert leaf_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert leaf_plan(16385, 132, **any_lw) == ("row", 32, 4, 17)        # ROW_BLOCK_CAP
-    assert leaf_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
-    assert leaf_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
-    assert leaf_plan(8193, 132, cluster_size=8, **any_lw) == ("row", 64, 2, 17)
-    assert leaf_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 1, 16)
+    assert _no_cols_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
+    assert _no_cols_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
+    assert _no_cols_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
+    assert _no_cols_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
+    assert _no_cols_plan(16385, 132, **any_lw) == ("row", 32, 4, 17)        # ROW_BLOCK_CAP
+    assert _no_cols_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
+    assert _no_cols_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
+    assert _no_cols_plan(8193, 132, cluster_size=8, **any_lw) == ("row", 64, 2, 17)
+    assert _no_cols_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 1, 16)
     assert cluster_shape(16384, 16, 32) == (32, 4) and cluster_shape(16385, 16, 32) is None
     assert cluster_shape(8192, 16) is None and cluster_shape(1, 0) is None
 
@@ -170,6 +177,42 @@ def test_row_leaf_model_is_getf2(rng, m, w, kind):
     assert getf2_rows_host(b, pb, 7) == getf2_host(c, pc, 7)
     np.testing.assert_array_equal(pb, pc)
     np.testing.assert_array_equal(b, c)
+
+
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (40, 40), (300, 17), (100, 128),
+                                 (700, 128), (129, 100), (17, 128), (64, 128)])
+@pytest.mark.parametrize("cw", [cw for cw, _ in COLS_SHAPES])
+@pytest.mark.parametrize("kind", ["normal", "ties"])
+def test_cols_model_is_getf2(rng, m, w, cw, kind):
+    """Column slabs (interchanges followed back as entries, forward substitution, the mask of
+    pivot columns) give getf2's factors, pivots and info bit for bit."""
+    a = (rng.standard_normal((m, w)).astype(np.float32) if kind == "normal"
+         else _tie_matrix(rng, m, w))
+    b, c = a.copy(), a.copy()
+    pc = np.zeros(min(m, w), np.int32)
+    info_c = getf2_host(c, pc, 7)
+    pb, info_b = getrf_cols_host(b, cw, 7)
+    assert info_b == info_c
+    np.testing.assert_array_equal(pb, pc)
+    np.testing.assert_array_equal(b, c)
+
+
+def test_cols_plan():
+    """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
+    COLS_MAX_ROWS (0: never), before every other leaf; never for a forced row width."""
+    assert all(cw * rpt == 64 and cw % 4 == 0 for cw, rpt in COLS_SHAPES)
+    assert all(f"getrf_panel_cols<{cw},{rpt}>" in KERNEL_NAMES for cw, rpt in COLS_SHAPES)
+    assert cols_shape(1, 8192) == (16, 4) and cols_shape(2048, 8192) == (16, 4)
+    assert cols_shape(2049, 8192) == (8, 8) and cols_shape(8192, 8192) == (4, 16)
+    assert cols_shape(8193, 8192) is None and cols_shape(100, 0) is None
+    assert cols_shape(4097, 4096) is None
+    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", 128, 4, 16)
+    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", 128, 16, 4)
+    assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
+    assert leaf_plan(2048, 132, cols_rows=0)[0] == "cluster"
+    assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
+    assert _panel_gpu.COLS_MAX_ROWS == 4096                     # the default (measured)
+    assert leaf_plan(4096, 132)[0] == "cols" and leaf_plan(4097, 132)[0] != "cols"
 
 
 @pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
@@ -518,6 +561,105 @@ def test_panel_ties_take_first_row(cp, rng):
     check_panel(a, lu, piv, info)
 
 
+# ---------------------------------------------------------------- GPU: the column-slab leaf
+
+def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
+    """getrf_panel_cols against row<128> (bit for bit: the same fmaf per element) and, with
+    lapack=True, against sgetrf (same pivots, close factors)."""
+    lu, piv, info = _device_panel(cp, a, leaf=("cols",), col_base=col_base, ws=ws)
+    if lapack:
+        check_panel(a, lu, piv, info - col_base if info else 0)
+    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128), col_base=col_base)
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(lu, ref_lu)
+    assert info == ref_info
+    return lu, piv, info
+
+
+@pytest.mark.gpu
+def test_panel_default_plan_takes_the_cols_leaf(cp, rng):
+    """Up to COLS_MAX_ROWS rows the default plan is the column-slab leaf; taller panels take
+    another leaf (one workspace for all)."""
+    from gpulinalg._panel_gpu import COLS_MAX_ROWS, PanelWorkspace
+    ws = PanelWorkspace()
+    for m, w in [(COLS_MAX_ROWS, 128), (300, 256), (COLS_MAX_ROWS + 1, 128), (2000, 100)]:
+        plan = ws.plan(m)
+        assert (plan[0] == "cols") == (m <= COLS_MAX_ROWS), plan
+        a = rng.standard_normal((m, w)).astype(np.float32)
+        ws.info.fill(0)
+        lu, piv, info = _device_panel(cp, a, ws=ws)
+        check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+def test_cols_smoke(cp, rng):
+    """Tiny blocks first: a broken slab kernel shows here (-k cols_smoke)."""
+    for m, w in [(1, 1), (5, 3), (3, 5), (40, 40), (17, 128)]:
+        _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(300, 128), (2048, 128), (2049, 128), (4096, 128),
+                                 (4097, 100), (8192, 128), (8000, 33), (50, 128), (129, 128),
+                                 (1000, 1), (1000, 4), (700, 256), (6000, 256), (2048, 17)])
+def test_panel_cols_leaf(cp, rng, m, w):
+    _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(2000, 128), (4000, 64), (8000, 32), (300, 128)])
+def test_panel_cols_ties_zero_and_nan_columns(cp, rng, m, w):
+    """Ties everywhere (first max = smallest position, within a thread's rows, across warps),
+    a zero column (info, with col_base, no update from it), then an all-NaN column (left
+    alone): bit for bit the row leaf."""
+    a = _tie_matrix(rng, m, w)
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    r2 = min(m - 1, 17 + COLS_THREADS)                  # same thread as row 17
+    a[[17, r2, m // 2, m - 1], 0] = [2.0, -2.0, 2.0, -2.0]
+    lu, piv, info = _check_cols(cp, a, col_base=1000, lapack=False)
+    assert piv[0] == 17 and info == 1000 + w // 2 + 1
+    assert backward_error(a, lu, piv) <= 10.0
+    b = rng.standard_normal((m, w)).astype(np.float32)
+    b[:, 5] = np.nan
+    _check_cols(cp, b, lapack=False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("col0", [0, 1, 64])
+def test_panel_cols_strided_view(cp, rng, col0):
+    """A column strip at an offset row and column (aligned: float4 path; col0 = 1: scalar
+    path; the last block partial): same results as row<128>, nothing outside written."""
+    from gpulinalg._panel_gpu import getrf_panel_device
+    big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
+    for width in (128, 126):
+        d = cp.asarray(big)
+        piv, ws = getrf_panel_device(d[40:, col0:col0 + width], leaf=("cols",))
+        out = cp.asnumpy(d)
+        np.testing.assert_array_equal(out[:40], big[:40])
+        np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
+        np.testing.assert_array_equal(out[:, col0 + width:], big[:, col0 + width:])
+        d2 = cp.asarray(big)
+        piv2, _ = getrf_panel_device(d2[40:, col0:col0 + width], leaf=("row", 128))
+        np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
+        np.testing.assert_array_equal(out, cp.asnumpy(d2))
+
+
+@pytest.mark.gpu
+def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
+    """One workspace over many launches of every shape (the flag's tags only grow), then
+    across the reset before the tags wrap."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    ws = PanelWorkspace()
+    for m, w in [(2048, 128), (5000, 128), (300, 64), (8192, 128), (2048, 128)]:
+        ws.info.fill(0)
+        _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32), ws=ws)
+    assert ws.cols_epoch > 1
+    ws.cols_epoch = 2**31 - 5                           # the next launch resets the flag
+    ws.info.fill(0)
+    _check_cols(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
+    assert ws.cols_epoch == 1 + 128 // 8
+
+
 # ---------------------------------------------------------------- GPU: the cluster leaf
 
 def _cluster_sizes():
@@ -632,10 +774,12 @@ def test_panel_cluster_leaf_strided_view(cp, rng, col0):
 
 
 @pytest.mark.gpu
-def test_panel_default_plan_takes_the_cluster_leaf(cp, rng):
-    """Where a cluster launches, panels up to CS*256 rows take the 128-wide cluster leaf (one
-    workspace, several shapes, interleaved with the row leaf: no state shared between them)."""
+def test_panel_default_plan_takes_the_cluster_leaf(cp, rng, monkeypatch):
+    """Where a cluster launches, panels up to CS*256 rows take the 128-wide cluster leaf when
+    the column-slab leaf is off (one workspace, several shapes, interleaved with the row
+    leaf: no state shared between them)."""
     from gpulinalg._panel_gpu import PanelWorkspace
+    monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", 0)
     cs = max(_cluster_sizes())
     ws = PanelWorkspace()
     for m, w in [(cs * THREADS, 128), (1000, 256), (cs * THREADS + 1, 128), (9000, 64)]:
