@@ -5,9 +5,10 @@ launch per panel shape after warm-up, the phases of the critical path printed pe
     python3 benchmarks/panel_cols_trace.py 2048 4096 8192 [-DNAME=VALUE ...]
 
 Block s is on the critical path at slab s: it waits for slab s-1 (poll), turns its pivots into
-entries and issues the multipliers' copies (entries), swaps rows (swaps), computes U12 (u12),
-sets the U rows (urows), applies the update (update), then factors its own slab (factor) and
-publishes it (publish).  "handoff" is the globaltimer gap from block s-1's flag store to block s seeing it.
+entries (entries), swaps rows (swaps), computes U12 while the multipliers are copied in (u12),
+sets the U rows and waits for the copies (urows), applies the update (update), then factors
+its own slab (factor) and publishes it (publish: both steps).  "handoff" is the globaltimer
+gap from block s-1's first flag store (its own rows, pivots, mask) to block s seeing it.
 Development tool: the stamps cost a few cycles each.
 """
 import statistics
@@ -22,7 +23,7 @@ W = 128
 
 
 def main(sizes, defines=()):
-    names = [f"getrf_panel_cols<{cw},{rpt}>" for cw, rpt in _panel_gpu.COLS_SHAPES]
+    names = [f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in _panel_gpu.COLS_SHAPES]
     mod = cp.RawModule(code=_kernels.source("getrf_panel"),
                        options=("--std=c++17", _kernels.arch_option(), "-DGETRF_COLS_TRACE")
                        + tuple(defines),
@@ -35,9 +36,10 @@ def main(sizes, defines=()):
     ghz = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["clockRate"] / 1e6
     ws = _panel_gpu.PanelWorkspace()
     for mp in sizes:
-        cw, rpt = _panel_gpu.cols_shape(mp, 1 << 30)
-        kern = mod.get_function(f"getrf_panel_cols<{cw},{rpt}>")
-        kern.max_dynamic_shared_size_bytes = _panel_gpu.COLS_SMEM
+        cw, rpt, nt = _panel_gpu.cols_shape(mp, 1 << 30)
+        smem = _panel_gpu.cols_smem(cw, rpt, nt)
+        kern = mod.get_function(f"getrf_panel_cols<{cw},{rpt},{nt}>")
+        kern.max_dynamic_shared_size_bytes = smem
         a0 = cp.random.default_rng(mp).standard_normal((mp, W), dtype=cp.float32)
         a = a0.copy()
         piv = cp.empty(W, cp.int32)
@@ -46,18 +48,18 @@ def main(sizes, defines=()):
         for it in range(8):
             a[...] = a0
             trace.fill(0)
-            lbuf, masks, flag, tag0 = ws.cols_state(ns)
+            lbuf, masks, flag, tag0 = ws.cols_state(2 * ns)
             e0, e1 = cp.cuda.Event(), cp.cuda.Event()
             e0.record()
-            kern((-(-W // cw),), (_panel_gpu.COLS_THREADS,),
+            kern((-(-W // cw),), (nt,),
                  (np.int32(mp), np.int32(W), a, np.int64(W), piv, ws.info, np.int32(0),
-                  lbuf, masks, flag, np.uint32(tag0)), shared_mem=_panel_gpu.COLS_SMEM)
+                  lbuf, masks, flag, np.uint32(tag0)), shared_mem=smem)
             e1.record()
             e1.synchronize()
             times.append(cp.cuda.get_elapsed_time(e0, e1))
         clk, gt = (cp.asnumpy(trace[0]).astype(np.int64), cp.asnumpy(trace[1]).astype(np.int64))
         us = lambda cycles: cycles / ghz / 1e3
-        print(f"{mp} x {W}, CW={cw} RPT={rpt}: kernel {statistics.median(times) * 1e3:.1f} us "
+        print(f"{mp} x {W}, CW={cw} RPT={rpt} T={nt}: kernel {statistics.median(times) * 1e3:.1f} us "
               f"(events), {ns} slabs; per slab s (block s), us at {ghz:.2f} GHz:")
         print(f"{'s':>3s} {'poll':>7s} {'entries':>7s} {'swaps':>7s} {'u12':>7s} {'urows':>7s} "
               f"{'update':>7s} {'factor':>7s} {'publish':>7s} {'handoff':>7s} {'slab':>7s}")
@@ -69,7 +71,7 @@ def main(sizes, defines=()):
                                    us(r[2] - r[9]))
             urows, upd = us(r[3] - r[2]), us(r[4] - r[3])
             fac, pub = us(f[6] - f[5]), us(f[7] - f[6])
-            handoff = (gt[s, s - 1, 1] - gt[s - 1, s - 1, 7]) / 1e3
+            handoff = (gt[s, s - 1, 1] - gt[s - 1, s - 1, 10]) / 1e3
             slab = (gt[s, s, 7] - gt[s - 1, s - 1, 7]) / 1e3
             rows.append((poll, ent, swp, u12, urows, upd, fac, pub, handoff, slab))
             if s <= 3 or s == ns - 1:

@@ -15,8 +15,9 @@ import cupy as cp
 
 from gpulinalg import _panel_gpu
 
-LEAVES = [None, ("cols",), ("row", 128), ("row", 64), ("row", 32), ("cluster", 128),
-          ("cluster", 64), ("cluster", 32), (32, 4)]
+LEAVES = [None, ("cols", 16, 4, 512), ("cols", 8, 8, 512), ("cols", 4, 16, 512),
+          ("row", 128), ("row", 64), ("row", 32), ("cluster", 128), ("cluster", 64),
+          ("cluster", 32), (32, 4)]
 
 
 def time_panel(a0, leaf, ws, repeat=20):

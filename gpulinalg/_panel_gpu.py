@@ -95,16 +95,15 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # 320 / 319 / 339; 8192 rows (CW = 4) 469 / - / 346.  LU, alternating in one call
 # (benchmarks/lu_ab.py), COLS_MAX_ROWS 0 -> 4096: 2048 6.76 -> 5.50 ms, 4096 13.26 -> 11.57,
 # 8192 29.62 -> 27.75 (its panels of <= 4096 rows); 8192 gave 8192 worse than 0 (32.1 ms).
-COLS_THREADS = 512      # GETRF_COLS_THREADS
-COLS_SHAPES = ((16, 4), (8, 8), (4, 16))
+COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
+COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 128
-COLS_MAX_ROWS = COLS_THREADS * 8
-COLS_SMEM = 4 * COLS_THREADS * COLS_SHAPES[0][0] * COLS_SHAPES[0][1]   # s_L: [CW][512 RPT]
+COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
-                + tuple(f"getrf_panel_cols<{cw},{rpt}>" for cw, rpt in COLS_SHAPES))
+                + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
@@ -140,12 +139,17 @@ def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
 
 
 def cols_shape(mp, max_rows=None):
-    """(CW, RPT) of getrf_panel_cols for mp rows (the widest CW whose 512*RPT rows hold them),
-    or None above max_rows (default COLS_MAX_ROWS, 0: never)."""
+    """(CW, RPT, T) of getrf_panel_cols for mp rows (the first of COLS_SHAPES whose T*RPT rows
+    hold them), or None above max_rows (default COLS_MAX_ROWS, 0: never)."""
     limit = COLS_MAX_ROWS if max_rows is None else max_rows
     if mp > limit:
         return None
-    return next(((cw, rpt) for cw, rpt in COLS_SHAPES if mp <= COLS_THREADS * rpt), None)
+    return next((sh for sh in COLS_SHAPES if mp <= sh[1] * sh[2]), None)
+
+
+def cols_smem(cw, rpt, t):
+    """Dynamic shared memory of getrf_panel_cols<cw, rpt, t>: s_L, [CW][T*RPT] floats."""
+    return 4 * cw * rpt * t
 
 
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
@@ -160,7 +164,7 @@ def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTE
     ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
     shape = cols_shape(mp, cols_rows) if row_lw is None else None
     if shape is not None:
-        return ("cols", COLS_LW, shape[1], shape[0])
+        return ("cols", COLS_LW, shape[1], shape[0], shape[2])
     shape = cluster_shape(mp, cluster_size, cluster_min_lw)
     if shape is not None:
         return ("cluster",) + shape + (cluster_size,)
@@ -268,26 +272,26 @@ class PanelWorkspace:
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4], "cols": plan[:4]}[plan[0]]
+        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4], "cols": plan[:5]}[plan[0]]
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)
         return st
 
-    def cols_state(self, ns):
-        """(lbuf, masks, flag, tag0) of a getrf_panel_cols launch of ns slabs: the buffers
-        (allocated at the first launch) and its first tag; the flag is zeroed (stream-ordered)
-        before the tags would wrap (the kernel compares them as signed differences)."""
+    def cols_state(self, ntags):
+        """(lbuf, masks, flag, tag0) of a getrf_panel_cols launch using ntags flag tags: the
+        buffers (allocated at the first launch) and its first tag; the flag is zeroed
+        (stream-ordered) before the tags would wrap (the kernel compares signed differences)."""
         cp = cupy()
         if self.cols is None:
             self.cols = (cp.empty(COLS_MAX_ROWS * COLS_LW, dtype=np.float32),
                          cp.zeros(COLS_LW // COLS_SHAPES[-1][0], dtype=np.uint32),
                          cp.zeros(1, dtype=np.uint32))
-        if self.cols_epoch + ns >= 2**31:
+        if self.cols_epoch + ntags >= 2**31:
             self.cols[2].fill(0)
             self.cols_epoch = 1
         tag0 = self.cols_epoch
-        self.cols_epoch += ns
+        self.cols_epoch += ntags
         return self.cols + (tag0,)
 
     def next_tags(self, kk):
@@ -317,9 +321,11 @@ class _DeviceSteps:
                                      cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cols":
-            self.lw, self.rpt, self.cw = leaf[1:4]
-            self.kernel = get_kernel(FAMILY, f"getrf_panel_cols<{self.cw},{self.rpt}>",
-                                     cooperative=True, dynamic_smem=COLS_SMEM)
+            self.lw, self.rpt, self.cw, self.threads = leaf[1:5]
+            self.smem = cols_smem(self.cw, self.rpt, self.threads)
+            self.kernel = get_kernel(
+                FAMILY, f"getrf_panel_cols<{self.cw},{self.rpt},{self.threads}>",
+                cooperative=True, dynamic_smem=self.smem)
             self.leaf = self._leaf_cols
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
@@ -344,12 +350,12 @@ class _DeviceSteps:
     def _leaf_cols(self, a, piv, col_base):
         mp, w = a.shape
         ns = -(-min(mp, w) // self.cw)
-        lbuf, masks, flag, tag0 = self.ws.cols_state(ns)
+        lbuf, masks, flag, tag0 = self.ws.cols_state(2 * ns)   # two flag tags per slab
         # One block per CW columns (all rows), co-resident (cooperative launch).
-        self.kernel((-(-w // self.cw),), (COLS_THREADS,),
+        self.kernel((-(-w // self.cw),), (self.threads,),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
                      self.ws.info, np.int32(col_base), lbuf, masks, flag, np.uint32(tag0)),
-                    shared_mem=COLS_SMEM)
+                    shared_mem=self.smem)
 
     def _leaf_cluster(self, a, piv, col_base):
         mp, w = a.shape
@@ -438,7 +444,7 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
     or 0.  No host synchronisation (but the first plan on a device probes the cluster size,
     see cluster_size).  `leaf` forces a leaf (tests): ("cols",) (getrf_panel_cols, up to
-    COLS_THREADS * 16 rows), ("cluster", LW) or ("cluster", LW, CS) with LW of CLUSTER_SHAPES
+    8192 rows) or ("cols", CW, RPT, T) of COLS_SHAPES, ("cluster", LW) or ("cluster", LW, CS) with LW of CLUSTER_SHAPES
     (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS, or (LW, RPT) of
     LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
@@ -454,11 +460,12 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     if leaf is None:
         plan = ws.plan(mp)
     elif leaf[0] == "cols":
-        shape = cols_shape(mp, COLS_THREADS * COLS_SHAPES[-1][1])
-        if shape is None:
-            raise ValueError(f"{mp} rows do not fit getrf_panel_cols "
-                             f"({COLS_THREADS * COLS_SHAPES[-1][1]} rows)")
-        plan = ("cols", COLS_LW, shape[1], shape[0])
+        # ("cols",): the shape for mp rows; ("cols", CW, RPT, T): that shape
+        shape = tuple(leaf[1:4]) if len(leaf) > 1 else cols_shape(mp, 1 << 30)
+        if shape not in COLS_SHAPES or mp > shape[1] * shape[2]:
+            raise ValueError(f"{mp} rows do not fit getrf_panel_cols {shape} (shapes "
+                             f"{COLS_SHAPES})")
+        plan = ("cols", COLS_LW, shape[1], shape[0], shape[2])
     elif leaf[0] == "cluster":
         rpt = dict(CLUSTER_SHAPES).get(leaf[1])
         cs = leaf[2] if len(leaf) > 2 else cluster_size()   # any LW of CLUSTER_SHAPES

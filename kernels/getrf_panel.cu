@@ -855,13 +855,13 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 
 // ------------------------------------------------------------------ getrf_panel_cols
 //
-// getrf_panel_cols<CW, RPT> ((CW, RPT) = (16, 4), (8, 8), (4, 16)): the same contract as the
-// leaves above for a panel of w <= 128 columns and mp <= 512*RPT rows (2048 / 4096 / 8192),
-// in ONE launch with one cross-block handoff per CW columns instead of one barrier per
-// column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW), 512 threads,
-// co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of ALL mp rows and keeps
-// them in registers x[RPT][CW] from the first load to the final store; thread t holds the
-// rows at positions i = q*512 + t (q < RPT).  Swaps are real (a row moves to the thread of
+// getrf_panel_cols<CW, RPT, T> ((CW, RPT, T) = (16, 4, 512), (8, 8, 512), (4, 16, 512)): the
+// same contract as the leaves above for a panel of w <= 128 columns and mp <= T*RPT rows
+// (2048 / 4096 / 8192), in ONE launch with one cross-block handoff per CW columns instead of
+// one barrier per column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW),
+// T threads, co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of ALL mp rows
+// and keeps them in registers x[RPT][CW] from the first load to the final store; thread t
+// holds the rows at positions i = q*T + t (q < RPT).  Swaps are real (a row moves to the thread of
 // its new position), so each column's pivot search stays inside one block.
 //   The kk = min(mp, w) pivot columns form ns = ceil(kk / CW) slabs; slab s = block s's
 // columns.  Every block walks the slabs in order:
@@ -871,20 +871,21 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 //     publishes its candidate's row (and the owner of position j row j) in shared memory
 //     slots double-buffered by the column's parity, then every warp reduces the 16
 //     candidates itself.  The column loop is rolled; the register-indexed work of column J
-//     (cols_step<J>) sits behind a switch, as in getrf_leaf_row.  Then publish: the
-//     multipliers (rows >= s*CW) column-major in lbuf[(s*CW + k)*ldl + i] (ldl = mp rounded
-//     up to 4), the mask of the columns that had a nonzero pivot in masks[s], __syncthreads,
-//     flag = tag0 + s + 1 by thread 0 (st.release.gpu: cumulative over the block's stores).
-//   - s != b: wait (thread 0 polls flag with ld.acquire.gpu until it reaches tag0 + s + 1,
-//     __syncthreads); blocks right of the slab (b > s) start the slab's multipliers of the
-//     rows below it on their way into shared memory (s_L, dynamic: one bulk copy per column
-//     by thread 0, bytes counted on an mbarrier); every block applies the slab's
-//     interchanges to its columns: warp 0 turns the pivots into at most 2*CW (destination,
-//     source) entries (the touched positions, each followed back through the transpositions
-//     in reverse order) and two position -> entry tables in shared memory, and the source rows
-//     go through a staging buffer (two __syncthreads).  Blocks right of the slab then compute
-//     U12 = L11^{-1} A12 for their columns (CW threads, forward substitution) and, once the
-//     copies have landed, update the rows below: x -= L21 U12 (one fmaf per element and
+//     (cols_step<J>) sits behind a switch, as in getrf_leaf_row.  Then publish, column-major
+//     in lbuf[(s*CW + k)*ldl + i] (ldl = mp rounded up to 4), in two steps: (A) the slab's own
+//     cs rows (L11 / U11), the mask of the columns that had a nonzero pivot (masks[s]) and
+//     the pivots, __syncthreads, flag = tag0 + 2s + 1 by thread 0 (st.release.gpu: cumulative
+//     over the block's stores); (B) the multipliers of the rows below, flag = tag0 + 2s + 2.
+//   - s != b: wait for (A) (thread 0 polls flag with ld.acquire.gpu, __syncthreads); apply
+//     the slab's interchanges to this block's columns: warp 0 turns the pivots into at most
+//     2*CW (destination, source) entries (the touched positions, each followed back through
+//     the transpositions in reverse order) and two position -> entry tables in shared memory,
+//     and the source rows go through a staging buffer (two __syncthreads).  Blocks right of
+//     the slab (b > s) then: thread 32 waits for (B) and starts the multipliers below the
+//     slab on their way into shared memory (s_L, dynamic: one bulk copy per column, bytes
+//     counted on an mbarrier) while CW threads compute U12 = L11^{-1} A12 for the block's
+//     columns (forward substitution); once the copies have landed, the rows below take
+//     x -= L21 U12 (one fmaf per element and
 //     pivot column, in pivot order, skipping the columns without a pivot).  That is the same
 //     sequence of fmaf on every element as the unblocked leaf, so the results are
 //     bit-identical to getrf_leaf_row<128> and getrf_leaf_cluster<128, 1, CS> (tests check
@@ -896,14 +897,12 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 //   host, which resets it before the tags would wrap).
 // Bound: latency-bound, like the other leaves, but with one cross-block handoff per CW
 // columns.  Per slab on the critical path (block s+1; H100, 2048 x 128, CW = 16, measured
-// with benchmarks/panel_cols_trace.py): handoff 0.4 us, entries 3.2, swaps 0.5, U12 0.8,
-// update 4.2 (mp*CW*CW FMAs on one SM), factor 17.7 (~1.1 us a column: 16 warps issue its
-// reductions and updates, ~2200 cycles), publish 3.1: ~30 us per 16 columns, 0.26 ms per
-// 2048 x 128 panel (cluster<128>: 0.32).  Registers: RPT*CW = 64 floats of panel per thread
-// (__launch_bounds__(512, 1)); shared memory: the two position -> entry tables (2 * 512*RPT
-// shorts), small slots, and s_L (CW * 512*RPT floats = 128 KiB, dynamic).
-
-#define GETRF_COLS_THREADS 512
+// with benchmarks/panel_cols_trace.py): entries 2.0 us, swaps 0.5, U12 and the copies'
+// wait ~1.8, update 4.9 (mp*CW*CW FMAs on one SM), factor 17.6 (~1.1 us a column: 16 warps
+// issue its reductions and updates, ~2200 cycles), publish (A) ~0.5: ~28 us per 16 columns,
+// 0.24 ms per 2048 x 128 panel (cluster<128>: 0.32).  Registers: RPT*CW = 64 floats of panel
+// per thread (__launch_bounds__(T, 1)); shared memory: the two position -> entry tables
+// (2 * T*RPT shorts), small slots, and s_L (CW * T*RPT floats = 128 KiB, dynamic).
 
 #ifdef GETRF_COLS_TRACE   // development only: clock64 stamps per (block, slab, point)
 __device__ unsigned long long g_cols_trace[2 * 32 * 32 * 16];   // [clock64 | globaltimer]
@@ -1019,18 +1018,18 @@ __device__ __forceinline__ void cols_step(float (&x)[RPT][CW], float (&xj)[RPT],
 
 }  // namespace
 
-template <int CW, int RPT>
-__global__ void __launch_bounds__(GETRF_COLS_THREADS, 1)
+template <int CW, int RPT, int T>
+__global__ void __launch_bounds__(T, 1)
 getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, int col_base,
                  float* lbuf, unsigned* masks, unsigned* flag, unsigned tag0)
 {
-    constexpr int T = GETRF_COLS_THREADS;
     constexpr int NW = T / 32;
     constexpr int ROWS = T * RPT;               // most rows (positions) of a panel
     constexpr int NE = 2 * CW;                  // most positions one slab's swaps touch
     constexpr unsigned FULL = 0xffffffffu;
     static_assert(CW % 4 == 0 && NE <= 32, "float4 rows; one lane of warp 0 per entry");
     static_assert(CW <= 16, "the column switch has 16 cases");
+    static_assert(T % 32 == 0 && T >= 64 && T <= 1024, "whole warps; thread 32 copies");
     static_assert(CW * RPT <= 64, "register budget: at most 64 panel floats per thread");
     static_assert(NW <= 32, "one lane per warp candidate");
 
@@ -1187,13 +1186,16 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
                         *info = col_base + j + 1;
                 }
             }
-            // ---- publish the multipliers (column-major), the mask, then the flag
+            // ---- publish in two steps: (A) the slab's own rows (L11 / U11), the mask and the
+            // pivots, flag tag0 + 2s + 1; (B) the multipliers below it, flag tag0 + 2s + 2.
+            // The readers' swaps and U12 need only (A) and overlap the stores of (B).
+            // Multipliers column-major: lbuf[(s*CW + k)*ldl + i].
             COLS_TRACE(s, 6);
             float* ls = lbuf + static_cast<long long>(j0) * ldl;
 #pragma unroll
             for (int q = 0; q < RPT; ++q) {
                 const int i = q * T + t;
-                if (i >= j0 && i < mp)
+                if (i >= j0 && i < j0 + cs)
 #pragma unroll
                     for (int k = 0; k < CW; ++k)
                         if (k < cs)
@@ -1202,32 +1204,35 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
             __syncthreads();   // every thread's stores happen before thread 0's release
             if (t == 0) {
                 masks[s] = mask;
-                st_release_gpu(flag, tag0 + static_cast<unsigned>(s) + 1u);
+                st_release_gpu(flag, tag0 + 2u * static_cast<unsigned>(s) + 1u);
             }
+            COLS_TRACE(s, 10);
+#pragma unroll
+            for (int q = 0; q < RPT; ++q) {
+                const int i = q * T + t;
+                if (i >= j0 + cs && i < mp)
+#pragma unroll
+                    for (int k = 0; k < CW; ++k)
+                        if (k < cs)
+                            ls[static_cast<long long>(k) * ldl + i] = x[q][k];
+            }
+            __syncthreads();
+            if (t == 0)
+                st_release_gpu(flag, tag0 + 2u * static_cast<unsigned>(s) + 2u);
             COLS_TRACE(s, 7);
             continue;
         }
 
         // ---- another block's slab: wait for it, apply its interchanges (and its update)
         COLS_TRACE(s, 0);
-        if (t == 0) {
-            const unsigned target = tag0 + static_cast<unsigned>(s) + 1u;
+        if (t == 0) {                           // (A): pivots, L11, mask
+            const unsigned target = tag0 + 2u * static_cast<unsigned>(s) + 1u;
             while (static_cast<int>(ld_acquire_gpu(flag) - target) < 0) {
             }
         }
         __syncthreads();
         COLS_TRACE(s, 1);
         const bool right = b > s;               // columns right of the slab: U12 and update
-        if (right && t == 0) {   // the multipliers of the rows below the slab into s_L, in
-            // flight while the swaps run: one bulk copy (TMA) per column, bytes counted on s_bar
-            const int r0 = (j0 + cs) & ~3;
-            const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
-            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cs));
-            if (bytes)
-                for (int k = 0; k < cs; ++k)
-                    bulk_g2s(smem_u32(s_L + k * ROWS + r0),
-                             lbuf + static_cast<long long>(j0 + k) * ldl + r0, bytes, bar);
-        }
         if (warp == 0) {
             // Reset the last slab's entries, then this slab's: lanes k < CW the positions
             // j0 + k, lanes CW + k the pivot p_k when below the slab and not an earlier p.
@@ -1302,6 +1307,19 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
         COLS_TRACE(s, 9);
         if (!right)
             continue;
+        if (t == 32) {   // (B), then the multipliers below the slab into s_L while U12 runs:
+            // one bulk copy (TMA) per column, bytes counted on s_bar
+            const unsigned target = tag0 + 2u * static_cast<unsigned>(s) + 2u;
+            while (static_cast<int>(ld_acquire_gpu(flag) - target) < 0) {
+            }
+            const int r0 = (j0 + cs) & ~3;
+            const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
+            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cs));
+            if (bytes)
+                for (int k = 0; k < cs; ++k)
+                    bulk_g2s(smem_u32(s_L + k * ROWS + r0),
+                             lbuf + static_cast<long long>(j0 + k) * ldl + r0, bytes, bar);
+        }
         const unsigned mask = s_mask;
         if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position j0+k)
             // Fully unrolled, u through shared memory (registers are short here); the mask

@@ -181,7 +181,7 @@ def test_row_leaf_model_is_getf2(rng, m, w, kind):
 
 @pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (40, 40), (300, 17), (100, 128),
                                  (700, 128), (129, 100), (17, 128), (64, 128)])
-@pytest.mark.parametrize("cw", [cw for cw, _ in COLS_SHAPES])
+@pytest.mark.parametrize("cw", sorted({cw for cw, _, _ in COLS_SHAPES}))
 @pytest.mark.parametrize("kind", ["normal", "ties"])
 def test_cols_model_is_getf2(rng, m, w, cw, kind):
     """Column slabs (interchanges followed back as entries, forward substitution, the mask of
@@ -200,14 +200,15 @@ def test_cols_model_is_getf2(rng, m, w, cw, kind):
 def test_cols_plan():
     """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
     COLS_MAX_ROWS (0: never), before every other leaf; never for a forced row width."""
-    assert all(cw * rpt == 64 and cw % 4 == 0 for cw, rpt in COLS_SHAPES)
-    assert all(f"getrf_panel_cols<{cw},{rpt}>" in KERNEL_NAMES for cw, rpt in COLS_SHAPES)
-    assert cols_shape(1, 8192) == (16, 4) and cols_shape(2048, 8192) == (16, 4)
-    assert cols_shape(2049, 8192) == (8, 8) and cols_shape(8192, 8192) == (4, 16)
+    assert all(cw * rpt == 64 and cw % 4 == 0 and t % 32 == 0 for cw, rpt, t in COLS_SHAPES)
+    assert all(f"getrf_panel_cols<{cw},{rpt},{t}>" in KERNEL_NAMES for cw, rpt, t in COLS_SHAPES)
+    small = (16, 4, 512)
+    assert cols_shape(1, 8192) == small and cols_shape(2048, 8192) == small
+    assert cols_shape(2049, 8192) == (8, 8, 512) and cols_shape(8192, 8192) == (4, 16, 512)
     assert cols_shape(8193, 8192) is None and cols_shape(100, 0) is None
     assert cols_shape(4097, 4096) is None
-    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", 128, 4, 16)
-    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", 128, 16, 4)
+    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", 128, small[1], small[0], small[2])
+    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", 128, 16, 4, 512)
     assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
     assert leaf_plan(2048, 132, cols_rows=0)[0] == "cluster"
     assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
@@ -599,6 +600,20 @@ def test_cols_smoke(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", COLS_SHAPES)
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2047, 128), (1000, 100)])
+def test_panel_cols_every_shape(cp, rng, shape, m, w):
+    """Each compiled shape (not only the plan's pick) against row<128>, bit for bit."""
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, leaf=("cols",) + shape)
+    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128))
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(lu, ref_lu)
+    assert info == ref_info
+    check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("m,w", [(300, 128), (2048, 128), (2049, 128), (4096, 128),
                                  (4097, 100), (8192, 128), (8000, 33), (50, 128), (129, 128),
                                  (1000, 1), (1000, 4), (700, 256), (6000, 256), (2048, 17)])
@@ -657,7 +672,7 @@ def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
     ws.cols_epoch = 2**31 - 5                           # the next launch resets the flag
     ws.info.fill(0)
     _check_cols(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
-    assert ws.cols_epoch == 1 + 128 // 8
+    assert ws.cols_epoch == 1 + 2 * (128 // 8)                 # two tags per slab
 
 
 # ---------------------------------------------------------------- GPU: the cluster leaf
