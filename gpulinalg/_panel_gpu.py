@@ -284,8 +284,10 @@ class PanelWorkspace:
         (stream-ordered) before the tags would wrap (the kernel compares signed differences)."""
         cp = cupy()
         if self.cols is None:
-            self.cols = (cp.empty(COLS_MAX_ROWS * COLS_LW, dtype=np.float32),
-                         cp.zeros(COLS_LW // COLS_SHAPES[-1][0], dtype=np.uint32),
+            rows = max(rpt * t for _, rpt, t in COLS_SHAPES)   # any shape (not only the plan's)
+            self.cols = (cp.empty(rows * COLS_LW, dtype=np.float32),
+                         cp.zeros(COLS_LW // min(cw for cw, _, _ in COLS_SHAPES),
+                                  dtype=np.uint32),
                          cp.zeros(1, dtype=np.uint32))
         if self.cols_epoch + ntags >= 2**31:
             self.cols[2].fill(0)
@@ -349,6 +351,9 @@ class _DeviceSteps:
 
     def _leaf_cols(self, a, piv, col_base):
         mp, w = a.shape
+        if mp > self.rpt * self.threads or w > COLS_LW:   # the workspace holds no more
+            raise ValueError(f"getrf_panel_cols<{self.cw},{self.rpt},{self.threads}> takes at "
+                             f"most {self.rpt * self.threads} x {COLS_LW}, got {mp} x {w}")
         ns = -(-min(mp, w) // self.cw)
         lbuf, masks, flag, tag0 = self.ws.cols_state(2 * ns)   # two flag tags per slab
         # One block per CW columns (all rows), co-resident (cooperative launch).
