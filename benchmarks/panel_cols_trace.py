@@ -59,8 +59,9 @@ def main(sizes, defines=()):
             times.append(cp.cuda.get_elapsed_time(e0, e1))
         clk, gt = (cp.asnumpy(trace[0]).astype(np.int64), cp.asnumpy(trace[1]).astype(np.int64))
         us = lambda cycles: cycles / ghz / 1e3
-        print(f"{mp} x {W}, CW={cw} RPT={rpt} T={nt}: kernel {statistics.median(times) * 1e3:.1f} us "
-              f"(events), {ns} slabs; per slab s (block s), us at {ghz:.2f} GHz:")
+        print(f"{mp} x {W}, CW={cw} RPT={rpt} T={nt}: kernel "
+              f"{statistics.median(times) * 1e3:.1f} us (events), {ns} slabs; per slab s "
+              f"(block s), us at {ghz:.2f} GHz:")
         print(f"{'s':>3s} {'poll':>7s} {'entries':>7s} {'swaps':>7s} {'u12':>7s} {'urows':>7s} "
               f"{'update':>7s} {'factor':>7s} {'publish':>7s} {'handoff':>7s} {'slab':>7s}")
         rows = []

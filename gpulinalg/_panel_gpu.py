@@ -89,7 +89,8 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # getrf_panel_cols<CW, RPT>: the panel distributed by columns, CW per block of COLS_THREADS
 # threads holding all rows (RPT per thread), one cross-block round trip per CW columns.
 # COLS_SHAPES: (CW, RPT), widest first (RPT*CW = 64 floats in registers): mp <= 512*RPT rows.
-# COLS_LW: the widest panel one launch factors (the recursion's leaf width).  COLS_MAX_ROWS:
+# COLS_LW: the widest panel one launch factors (the recursion's leaf width; 256 against 128:
+# LU 16384 105.2 against 106.3 ms, its last panels one launch each).  COLS_MAX_ROWS:
 # the tallest panel the plan gives it (0: never).  H100, 128-column panels alone (median us,
 # benchmarks/panel_leaf.py): 2048 rows cols 256 / cluster<128> 316 / row<128> 316; 4096 rows
 # 320 / 319 / 339; 8192 rows (CW = 4) 469 / - / 346.  LU, alternating in one call
@@ -97,7 +98,7 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # 8192 29.62 -> 27.75 (its panels of <= 4096 rows); 8192 gave 8192 worse than 0 (32.1 ms).
 COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
 COLS_THREADS = 512      # the threads of the default shapes (tests)
-COLS_LW = 128
+COLS_LW = 256
 COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
@@ -106,17 +107,22 @@ KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
-# Block size of lu_factor(panel="gpu") when none is given: 128 (one leaf launch per panel)
-# up to min(m, n) = GPU_NB_SWITCH, 256 above (one recursion level per panel; the trailing
-# SGEMM at k = 256 runs ~41 TF/s against ~36 at k = 128 on the H100, and at large n the
-# update, not the panel, is the critical path).
+# Block size of lu_factor(panel="gpu") when none is given: 256 where every panel fits the
+# column-slab leaf (min(m, n) <= COLS_MAX_ROWS: a 256-wide panel is one launch, and half as
+# many steps pay the look-ahead chain), else 128 (one leaf launch per panel) up to
+# min(m, n) = GPU_NB_SWITCH, 256 above (one recursion level per panel; the trailing SGEMM at
+# k = 256 runs ~41 TF/s against ~36 at k = 128 on the H100, and at large n the update, not
+# the panel, is the critical path).  H100, min of 2 rounds x 5 calls in one run (COLS_LW
+# 128 / 256, nb 128 / 256): 2048 5.32 / 5.61 / 5.28 / 5.07 ms, 4096 11.31 / 12.08 / 11.34 /
+# 10.93 (cuSOLVER 5.31, 13.16).
 GPU_NB_SWITCH = 8192
 _NUM_SMS_GUESS = 132    # host emulation only: the H100's co-resident row-leaf blocks
 
 
 def default_block_size(m, n):
     """Panel width nb of the GPU panel (see GPU_NB_SWITCH)."""
-    return ROW_LW if min(m, n) <= GPU_NB_SWITCH else 2 * ROW_LW
+    k = min(m, n)
+    return 2 * ROW_LW if k <= COLS_MAX_ROWS or k > GPU_NB_SWITCH else ROW_LW
 
 
 def leaf_shape(mp, max_blocks=GCAP):
@@ -449,9 +455,9 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
     or 0.  No host synchronisation (but the first plan on a device probes the cluster size,
     see cluster_size).  `leaf` forces a leaf (tests): ("cols",) (getrf_panel_cols, up to
-    8192 rows) or ("cols", CW, RPT, T) of COLS_SHAPES, ("cluster", LW) or ("cluster", LW, CS) with LW of CLUSTER_SHAPES
-    (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS, or (LW, RPT) of
-    LEAF_SHAPES (the tile leaf)."""
+    8192 rows) or ("cols", CW, RPT, T) of COLS_SHAPES, ("cluster", LW) or ("cluster", LW, CS)
+    with LW of CLUSTER_SHAPES (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS,
+    or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
     if a.dtype != np.float32 or (w > 1 and a.strides[1] != 4) or a.strides[0] % 4:

@@ -12,9 +12,9 @@ from gpulinalg import _decomp_lu
 from gpulinalg._lu import getrf
 from gpulinalg._lu_ops import NumpyOps
 from gpulinalg import _panel_gpu
-from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_SHAPES,
-                                  COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES,
-                                  ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
+from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
+                                  COLS_SHAPES, COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES,
+                                  LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
                                   cluster_shape, cols_shape, factor_panel, getf2_host,
                                   getf2_rows_host, getrf_cols_host, getrf_panel_host, leaf_plan,
                                   leaf_shape, split)
@@ -93,6 +93,9 @@ def test_leaf_plan_and_block_size():
     assert _no_cols_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
+    cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
+    assert _panel_gpu.default_block_size(cols, 9000) == 256
+    assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
     assert all(f"getrf_leaf_row<{lw},{rpt}>" in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
@@ -207,8 +210,8 @@ def test_cols_plan():
     assert cols_shape(2049, 8192) == (8, 8, 512) and cols_shape(8192, 8192) == (4, 16, 512)
     assert cols_shape(8193, 8192) is None and cols_shape(100, 0) is None
     assert cols_shape(4097, 4096) is None
-    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", 128, small[1], small[0], small[2])
-    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", 128, 16, 4, 512)
+    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", COLS_LW, small[1], small[0], small[2])
+    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", COLS_LW, 16, 4, 512)
     assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
     assert leaf_plan(2048, 132, cols_rows=0)[0] == "cluster"
     assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
@@ -565,11 +568,15 @@ def test_panel_ties_take_first_row(cp, rng):
 # ---------------------------------------------------------------- GPU: the column-slab leaf
 
 def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
-    """getrf_panel_cols against row<128> (bit for bit: the same fmaf per element) and, with
-    lapack=True, against sgetrf (same pivots, close factors)."""
+    """getrf_panel_cols against row<128> (bit for bit: the same fmaf per element; panels of
+    at most 128 columns, one leaf on both sides) and, with lapack=True, against sgetrf (same
+    pivots, close factors)."""
     lu, piv, info = _device_panel(cp, a, leaf=("cols",), col_base=col_base, ws=ws)
     if lapack:
         check_panel(a, lu, piv, info - col_base if info else 0)
+    if a.shape[1] > 128:   # row<128> recurses (trsm, SGEMM): another order of operations
+        assert lapack
+        return lu, piv, info
     ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128), col_base=col_base)
     np.testing.assert_array_equal(piv, ref_piv)
     np.testing.assert_array_equal(lu, ref_lu)
