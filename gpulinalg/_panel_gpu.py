@@ -160,16 +160,17 @@ def cols_smem(cw, rpt, t):
 
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
               cluster_min_lw=CLUSTER_MIN_LW, row_cap=None, cols_rows=None):
-    """("cols", COLS_LW, RPT, CW) when mp <= cols_rows (default COLS_MAX_ROWS) and no row_lw
-    is given, else ("cluster", LW, RPT, CS) when mp rows fit one cluster of CS = cluster_size
-    CTAs (0: no cluster leaf) with LW >= cluster_min_lw, else ("row", LW, RPT, G) when some
-    shape of
-    ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at most row_blocks (the
-    co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at most row_cap (default
-    ROW_BLOCK_CAP; not applied to a given row_lw), else the one of fewest blocks.  Else
-    ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves)."""
+    """("cols", COLS_LW, RPT, CW, T) when mp <= cols_rows (default COLS_MAX_ROWS), no row_lw
+    is given and its COLS_LW / CW blocks (one per SM, like the row leaf's) are co-resident
+    (at most row_blocks), else ("cluster", LW, RPT, CS) when mp rows fit one cluster of
+    CS = cluster_size CTAs (0: no cluster leaf) with LW >= cluster_min_lw, else ("row", LW,
+    RPT, G) when some shape of ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at
+    most row_blocks (the co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at
+    most row_cap (default ROW_BLOCK_CAP; not applied to a given row_lw), else the one of
+    fewest blocks.  Else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow
+    leaves)."""
     shape = cols_shape(mp, cols_rows) if row_lw is None else None
-    if shape is not None:
+    if shape is not None and -(-COLS_LW // shape[0]) <= row_blocks:
         return ("cols", COLS_LW, shape[1], shape[0], shape[2])
     shape = cluster_shape(mp, cluster_size, cluster_min_lw)
     if shape is not None:

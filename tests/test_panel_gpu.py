@@ -215,6 +215,10 @@ def test_cols_plan():
     assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
     assert leaf_plan(2048, 132, cols_rows=0)[0] == "cluster"
     assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
+    # A device without COLS_LW / CW co-resident blocks (one per SM) takes another leaf.
+    assert leaf_plan(2048, COLS_LW // 16, cols_rows=8192)[0] == "cols"
+    assert leaf_plan(2048, COLS_LW // 16 - 1, cols_rows=8192)[0] != "cols"
+    assert leaf_plan(4096, COLS_LW // 8 - 1, cols_rows=8192)[0] != "cols"
     assert _panel_gpu.COLS_MAX_ROWS == 4096                     # the default (measured)
     assert leaf_plan(4096, 132)[0] == "cols" and leaf_plan(4097, 132)[0] != "cols"
 
