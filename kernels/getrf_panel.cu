@@ -497,16 +497,20 @@ __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)
     }
 }
 
-#define GETRF_STEP(J)                                                                     \
+// The cases of a switch on a column index: case J: STEP(J) for the J < N (the leaves keep
+// their column loops rolled and reach the register-indexed work of column J through it).
+#define GETRF_CASE(J, N, STEP)                                                            \
     case J:                                                                                \
-        if constexpr ((J) < LW)                                                            \
-            leaf_step<(J), LW, RPT>(x, upd, l, s_prow, xj);                         \
+        if constexpr ((J) < (N))                                                           \
+            STEP(J);                                                                       \
         break;
-#define GETRF_STEP4(J) GETRF_STEP(J) GETRF_STEP(J + 1) GETRF_STEP(J + 2) GETRF_STEP(J + 3)
-#define GETRF_STEP16(J) \
-    GETRF_STEP4(J) GETRF_STEP4(J + 4) GETRF_STEP4(J + 8) GETRF_STEP4(J + 12)
-#define GETRF_STEP64(J) \
-    GETRF_STEP16(J) GETRF_STEP16(J + 16) GETRF_STEP16(J + 32) GETRF_STEP16(J + 48)
+#define GETRF_CASES4(J, N, STEP) GETRF_CASE(J, N, STEP) GETRF_CASE(J + 1, N, STEP)         \
+    GETRF_CASE(J + 2, N, STEP) GETRF_CASE(J + 3, N, STEP)
+#define GETRF_CASES16(J, N, STEP) GETRF_CASES4(J, N, STEP) GETRF_CASES4(J + 4, N, STEP)   \
+    GETRF_CASES4(J + 8, N, STEP) GETRF_CASES4(J + 12, N, STEP)
+#define GETRF_CASES64(J, N, STEP) GETRF_CASES16(J, N, STEP) GETRF_CASES16(J + 16, N, STEP) \
+    GETRF_CASES16(J + 32, N, STEP) GETRF_CASES16(J + 48, N, STEP)
+#define GETRF_STEP(J) leaf_step<(J), LW, RPT>(x, upd, l, s_prow, xj)
 
 // Column j's pivot chosen (sp: its position, -1 when the column has none; s_prow: its row):
 // exchange the positions j and p, scale this thread's rows below it (pos > j) into
@@ -534,8 +538,8 @@ __device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT
         l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
     }
     switch (j) {
-        GETRF_STEP64(0)
-        GETRF_STEP64(64)
+        GETRF_CASES64(0, LW, GETRF_STEP)
+        GETRF_CASES64(64, LW, GETRF_STEP)
     }
 }
 
@@ -848,9 +852,6 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
     cluster_wait();
 }
 
-#undef GETRF_STEP64
-#undef GETRF_STEP16
-#undef GETRF_STEP4
 #undef GETRF_STEP
 
 // ------------------------------------------------------------------ getrf_panel_cols
@@ -1008,13 +1009,7 @@ __device__ __forceinline__ void cols_step(float (&x)[RPT][CW], float (&xj)[RPT],
     }
 }
 
-#define COLS_STEP(J)                                                                      \
-    case J:                                                                                \
-        if constexpr ((J) < CW)                                                            \
-            cols_step<(J), CW, RPT>(x, xj, qlo, nq, prow);                                 \
-        break;
-#define COLS_STEP4(J) COLS_STEP(J) COLS_STEP(J + 1) COLS_STEP(J + 2) COLS_STEP(J + 3)
-#define COLS_STEP16(J) COLS_STEP4(J) COLS_STEP4(J + 4) COLS_STEP4(J + 8) COLS_STEP4(J + 12)
+#define COLS_STEP(J) cols_step<(J), CW, RPT>(x, xj, qlo, nq, prow)
 
 }  // namespace
 
@@ -1175,7 +1170,7 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
                 }
                 COLS_FTRACE(4);
                 switch (jl) {
-                    COLS_STEP16(0)
+                    GETRF_CASES16(0, CW, COLS_STEP)
                 }
                 COLS_FTRACE(5);
                 if (t == 0) {
@@ -1396,6 +1391,8 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
     }
 }
 
-#undef COLS_STEP16
-#undef COLS_STEP4
 #undef COLS_STEP
+#undef GETRF_CASES64
+#undef GETRF_CASES16
+#undef GETRF_CASES4
+#undef GETRF_CASE
