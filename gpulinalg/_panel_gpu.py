@@ -14,10 +14,11 @@ Recursive panel, for an mp x w row-major block with k = min(mp, w) pivot columns
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
 
 Four leaves (`leaf_plan`, first that fits):
-- "cols" (getrf_panel_cols<CW, RPT>): panels of up to COLS_MAX_ROWS rows and COLS_LW = 128
+- "cols" (getrf_panel_cols<CW, RPT, T>): panels of up to COLS_MAX_ROWS rows and COLS_LW = 256
   columns in ONE launch, distributed by columns (CW per block, all rows in registers): the
-  pivot search stays inside a block, one cross-block handoff per CW columns; bit-identical to
-  row<128> (and to the cluster leaf).
+  pivot search stays inside a block, one cross-block handoff per CW columns; the unblocked
+  algorithm's operations, so bit-identical to row<128> (and to the cluster leaf) on panels
+  of up to 128 columns.
 - "cluster" (getrf_leaf_cluster<LW, RPT, CS>): ONE thread block cluster of CS = 16 CTAs (8
   where 16 cannot launch), RPT rows per thread in registers, one cluster barrier per column and
   the candidates exchanged through distributed shared memory, no global barrier.  (LW, RPT) =

@@ -857,9 +857,9 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 // ------------------------------------------------------------------ getrf_panel_cols
 //
 // getrf_panel_cols<CW, RPT, T> ((CW, RPT, T) = (16, 4, 512), (8, 8, 512), (4, 16, 512)): the
-// same contract as the leaves above for a panel of w <= 128 columns and mp <= T*RPT rows
-// (2048 / 4096 / 8192), in ONE launch with one cross-block handoff per CW columns instead of
-// one barrier per column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW),
+// same contract as the leaves above for a panel of w columns (w/CW co-resident blocks; the
+// host gives at most 256) and mp <= T*RPT rows (2048 / 4096 / 8192), in ONE launch with one
+// cross-block handoff per CW columns instead of one barrier per column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW),
 // T threads, co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of ALL mp rows
 // and keeps them in registers x[RPT][CW] from the first load to the final store; thread t
 // holds the rows at positions i = q*T + t (q < RPT).  Swaps are real (a row moves to the thread of
