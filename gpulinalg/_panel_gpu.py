@@ -87,16 +87,17 @@ CLUSTER_SIZE = CLUSTER_SIZES[0]
 # the cluster leaf is bit-identical to row<128>.  32 admits every shape.
 CLUSTER_MIN_LW = 128
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction_attribute
-# getrf_panel_cols<CW, RPT>: the panel distributed by columns, CW per block of COLS_THREADS
-# threads holding all rows (RPT per thread), one cross-block round trip per CW columns.
-# COLS_SHAPES: (CW, RPT), widest first (RPT*CW = 64 floats in registers): mp <= 512*RPT rows.
+# getrf_panel_cols<CW, RPT, T>: the panel distributed by columns, CW per block of T threads
+# holding all rows (RPT per thread), one cross-block handoff per CW columns.  COLS_SHAPES:
+# (CW, RPT, T), widest first (RPT*CW = 64 floats in registers): mp <= T*RPT rows.
 # COLS_LW: the widest panel one launch factors (the recursion's leaf width; 256 against 128:
 # LU 16384 105.2 against 106.3 ms, its last panels one launch each).  COLS_MAX_ROWS:
 # the tallest panel the plan gives it (0: never).  H100, 128-column panels alone (median us,
 # benchmarks/panel_leaf.py): 2048 rows cols 256 / cluster<128> 316 / row<128> 316; 4096 rows
 # 320 / 319 / 339; 8192 rows (CW = 4) 469 / - / 346.  LU, alternating in one call
 # (benchmarks/lu_ab.py), COLS_MAX_ROWS 0 -> 4096: 2048 6.76 -> 5.50 ms, 4096 13.26 -> 11.57,
-# 8192 29.62 -> 27.75 (its panels of <= 4096 rows); 8192 gave 8192 worse than 0 (32.1 ms).
+# 8192 29.62 -> 27.75 (its panels of <= 4096 rows); COLS_MAX_ROWS = 8192 made n = 8192
+# slower than 0 (32.1 against 29.5 ms).
 COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
