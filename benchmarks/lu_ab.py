@@ -2,7 +2,7 @@
 
     python3 benchmarks/lu_ab.py 8192,16384,32768 --vary _panel_gpu.ROW_BLOCK_CAP=160,64
 
---vary MODULE.NAME=v1,v2,... sets the integer constant NAME of gpulinalg/MODULE.py to each
+--vary MODULE.NAME=v1,v2,... sets the integer (or boolean: 0, 1) constant NAME of gpulinalg/MODULE.py to each
 value in turn.  Per size: cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then
 `rounds` rounds that time every value once each (alternating, so that clock drift hits all
 values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
@@ -10,7 +10,6 @@ cuSOLVER; the constant is restored at the end.
 """
 
 import argparse
-import importlib
 import statistics
 
 
@@ -25,15 +24,12 @@ def main():
     from cupyx.scipy import linalg as cpx_linalg
 
     import gpulinalg
-    from gpulinalg.bench.common import random_matrix, time_gpu
+    from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu
 
-    target, values = args.vary.split("=")
-    mod_name, name = target.rsplit(".", 1)
-    mod = importlib.import_module(f"gpulinalg.{mod_name}")
+    mod, name, values = parse_vary(args.vary)
     original = getattr(mod, name)
-    values = [type(original)(int(v)) for v in values.split(",")]
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; varying gpulinalg.{mod_name}.{name} (default {original})")
+    print(f"{dev}; varying {mod.__name__}.{name} (default {original})")
     try:
         for n in (int(x) for x in args.sizes.split(",")):
             a = random_matrix((n, n), n)
@@ -43,7 +39,7 @@ def main():
             for _ in range(args.rounds):
                 for v in values:
                     setattr(mod, name, v)
-                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=1,
+                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=2,
                                              repeat=args.repeat))
             print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
             for v in values:

@@ -5,7 +5,7 @@ from functools import partial
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _lu_graph
 from ._backend import cupy
 from ._lu import INV_THRESHOLD, CpuPanel, default_block_size, getrf
 from ._laswp import laswp_reference
@@ -232,8 +232,12 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, multi=True),
                                    lookahead, inv_threshold, precision, timeline)
         return kind, cp, A, piv, info
-    piv, info = getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb, lookahead,
-                      inv_threshold, timeline)
+    res = None
+    if _lu_graph.eligible(m, n, panel_name, timeline, devices):
+        # A shape seen before: replayed from a CUDA graph (host-bound sizes; see the module).
+        res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold)
+    piv, info = res or getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb,
+                             lookahead, inv_threshold, timeline)
     if finite is not None and not bool(finite):
         raise ValueError(_NONFINITE)
     return kind, cp, A, piv, info
@@ -345,6 +349,13 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     shipped to the host and factored while the GPU updates the rest of the trailing matrix
     (two CUDA streams ordered by events).  The pivot choices are LAPACK's.  The work is
     ``m n^2 - n^3/3`` flops for m >= n (``2/3 n^3`` when square).
+
+    With the GPU panel on one GPU and ``m * n <= 8192**2``, the second call of a shape (on
+    the same stream, with the same keywords) captures the factorization into a CUDA graph
+    and later calls replay it: the same kernels, bit-identical results, without the host
+    cost of issuing ~12 launches per step (which bounds these sizes).  The graphs keep
+    their own buffers (at most 4 shapes and 1 GiB of device memory); set the environment
+    variable ``GPULINALG_LU_GRAPHS=0`` to turn this off.
     """
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
                               _inv_threshold, _timeline, _ops, _finish_factor, precision,

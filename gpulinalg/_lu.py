@@ -105,20 +105,55 @@ class CpuPanel:
                            t0, t1, norm, t_sync, t0)
 
 
+def panel_blocks(m, n, nb):
+    """[(j0, j1)]: the panels' column ranges (at most nb wide) of an m x n factorization."""
+    k = min(m, n)
+    return [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
+
+
+def absolute_pivots(piv_rel, blocks):
+    """Pivots relative to each panel's first row (the device's convention) -> absolute row
+    numbers, 0-based int32."""
+    piv = np.asarray(piv_rel).astype(np.int64)
+    for j0, j1 in blocks:
+        piv[j0:j1] += j0
+    return piv.astype(np.int32)
+
+
 def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=None):
     """Factor ops.a in place; return (piv, info): piv 0-based absolute int32, info as LAPACK.
 
     `timeline`, if a list, receives one dict with per-step host and GPU stage times.
     """
     m, n = ops.shape
-    k = min(m, n)
-    blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
-    info, steps = 0, []
+    blocks = panel_blocks(m, n, nb)
     t_start = time.perf_counter()
     origin = ops.record("update")
     if not blocks:
-        piv_rel = ops.finish()
+        ops.finish()
         return np.zeros(0, np.int32), 0
+    info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
+    piv_rel = ops.finish()
+    wall_ms = (time.perf_counter() - t_start) * 1e3
+    # A GPU panel keeps LAPACK's info on the device: read it once, after the last step.
+    final_info = getattr(panel, "final_info", None)
+    if final_info is not None:
+        info = info or final_info(ops)
+    if timeline is not None:
+        timeline.append(_timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead,
+                                  panel.name))
+    return absolute_pivots(piv_rel, blocks), info
+
+
+def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
+    """The blocked factorization's loop over `blocks` (panel_blocks): every step's panel,
+    swaps and updates issued to `ops` in order, after the event `origin` (update stream).
+    Returns (info, steps): the first exact zero pivot the host saw (a CPU panel's; a GPU
+    panel's stays on the device) and the per-step records of the timeline.  With a GPU panel
+    nothing here waits on the host, so the whole loop can be captured into a CUDA graph
+    (gpulinalg/_lu_graph.py)."""
+    n = ops.shape[1]
+    info, steps = 0, []
     # Prologue: panel 0 is final from the start; ship it.
     sent = panel.send(ops, 0, *blocks[0], after=origin)
     for s, (j0, j1) in enumerate(blocks):
@@ -154,20 +189,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
         rec["update_end"] = ops.record("update")
         rec["enqueued"] = time.perf_counter()
         steps.append(rec)
-    piv_rel = ops.finish()
-    wall_ms = (time.perf_counter() - t_start) * 1e3
-    # A GPU panel keeps LAPACK's info on the device: read it once, after the last step.
-    final_info = getattr(panel, "final_info", None)
-    if final_info is not None:
-        info = info or final_info(ops)
-    # Pivot base: relative to each panel's first row -> absolute row numbers (still 0-based).
-    piv = piv_rel.astype(np.int64)
-    for j0, j1 in blocks:
-        piv[j0:j1] += j0
-    if timeline is not None:
-        timeline.append(_timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead,
-                                  panel.name))
-    return piv.astype(np.int32), info
+    return info, steps
 
 
 def _timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead, panel_name):

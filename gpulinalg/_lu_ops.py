@@ -124,13 +124,9 @@ class CupyOps(_Columns):
         k = self.npiv = min(m, n) if npiv is None else npiv   # one per panel column
         with self.device:
             self.streams = {"panel": _priority_stream(cp),
-                            "update": cp.cuda.Stream(non_blocking=True)}
-            # Our streams start after the caller's pending work (e.g. the upload of a).
-            self._caller = cp.cuda.get_current_stream()
-            start = cp.cuda.Event(disable_timing=True)
-            start.record(self._caller)
-            for st in self.streams.values():
-                st.wait_event(start)
+                            "update": cp.cuda.Stream(non_blocking=True),
+                            # Copies between devices (received panels, the home's blocks).
+                            "comm": cp.cuda.Stream(non_blocking=True)}
             # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, pivots.
             self.T = cp.empty(max(nb * m, 1), dtype=F32)
             self.W = cp.empty((nb, max(n, 1)), dtype=F32)
@@ -140,11 +136,11 @@ class CupyOps(_Columns):
             self.piv = cp.zeros(max(k, 1), dtype=I32)
             # laswp's plan, reused by every swap: all of them on the update stream, in order.
             self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
-            # Copies between devices (received panels, the home's blocks): their own stream.
-            self.streams["comm"] = cp.cuda.Stream(non_blocking=True)
-            self.streams["comm"].wait_event(start)
             if receive:   # other devices' panels arrive here
                 self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
+            # Our streams start after the caller's pending work (e.g. the upload of a, the
+            # zeroing of piv).
+            self.fork(cp.cuda.get_current_stream())
         self._step_end = [None, None]            # update stream done with step s (by parity)
 
     # Pinned host staging buffers (asynchronous copies need page-locked memory), allocated on
@@ -165,6 +161,26 @@ class CupyOps(_Columns):
     @functools.cached_property
     def host_piv(self):
         return self._pinned((max(self.npiv, 1),), I32)
+
+    # -- the caller's stream
+    def fork(self, caller):
+        """Make every stream of ours wait for the work enqueued so far on `caller` (a CuPy
+        stream), which `join` and `finish` later wait for ours."""
+        self._caller = caller
+        with self.device:
+            start = self._cp.cuda.Event(disable_timing=True)
+            start.record(caller)
+            for st in self.streams.values():
+                st.wait_event(start)
+
+    def join(self):
+        """Make the caller's stream wait for everything enqueued on our streams (no host
+        wait: also inside a CUDA graph capture)."""
+        with self.device:
+            for st in self.streams.values():
+                ev = self._cp.cuda.Event(disable_timing=True)
+                ev.record(st)
+                self._caller.wait_event(ev)
 
     # -- events
     def record(self, stream):
@@ -305,11 +321,8 @@ class CupyOps(_Columns):
 
     def finish(self):
         """Wait for all streams (the caller's stream too); return the relative pivots."""
+        self.join()
         with self.device:
-            for st in self.streams.values():
-                ev = self._cp.cuda.Event(disable_timing=True)
-                ev.record(st)
-                self._caller.wait_event(ev)
             for st in self.streams.values():
                 st.synchronize()
             return self._cp.asnumpy(self.piv[:self.npiv]).astype(I32)

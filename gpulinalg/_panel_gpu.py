@@ -292,18 +292,31 @@ class PanelWorkspace:
         buffers (allocated at the first launch) and its first tag; the flag is zeroed
         (stream-ordered) before the tags would wrap (the kernel compares signed differences)."""
         cp = cupy()
-        if self.cols is None:
-            rows = max(rpt * t for _, rpt, t in COLS_SHAPES)   # any shape (not only the plan's)
-            self.cols = (cp.empty(rows * COLS_LW, dtype=np.float32),
-                         cp.zeros(COLS_LW // min(cw for cw, _, _ in COLS_SHAPES),
-                                  dtype=np.uint32),
-                         cp.zeros(1, dtype=np.uint32))
+        self._cols_buffers()
         if self.cols_epoch + ntags >= 2**31:
             self.cols[2].fill(0)
             self.cols_epoch = 1
         tag0 = self.cols_epoch
         self.cols_epoch += ntags
         return self.cols + (tag0,)
+
+    def _cols_buffers(self):
+        if self.cols is None:
+            cp = cupy()
+            rows = max(rpt * t for _, rpt, t in COLS_SHAPES)   # any shape (not only the plan's)
+            self.cols = (cp.empty(rows * COLS_LW, dtype=np.float32),
+                         cp.zeros(COLS_LW // min(cw for cw, _, _ in COLS_SHAPES),
+                                  dtype=np.uint32),
+                         cp.zeros(1, dtype=np.uint32))
+
+    def reset(self):
+        """Back to a fresh workspace's state (every buffer allocated), stream-ordered on the
+        current stream: a CUDA graph of a factorization starts with it, so that each replay
+        finds the counters, tags and info that its captured launches were issued against."""
+        self._cols_buffers()
+        for x in (self.counter, self.info, self.keys, self.rows, self.cols[1], self.cols[2]):
+            x.fill(0)
+        self.arrivals, self.epoch, self.cols_epoch = 0, 1, 1
 
     def next_tags(self, kk):
         """First tag of a row-leaf launch of kk columns; zeroes keys and rows (stream-ordered)
@@ -717,12 +730,16 @@ class GpuPanel:
                          lambda: factor_panel(steps, panel, piv, lw, j0))
         else:
             with ops.device, ops.streams["panel"]:
-                if self._ws is None:
-                    self._ws = PanelWorkspace(self.multi)
                 # Pivots: written on the device, 0-based relative to row j0 (CupyOps.piv).
-                getrf_panel_device(panel, piv, self._ws, col_base=j0)
+                getrf_panel_device(panel, piv, self.workspace(), col_base=j0)
         done = ops.record("panel")
         return PanelResult(0, False, done, start, t, t, float("nan"))
+
+    def workspace(self):
+        """The leaves' device state (created at the first use, on the current device)."""
+        if self._ws is None:
+            self._ws = PanelWorkspace(self.multi)
+        return self._ws
 
     def final_info(self, ops):
         """LAPACK's info for the whole factorization (call after ops.finish())."""

@@ -180,3 +180,14 @@ def random_matrix(shape, seed, xp=None):
 def parse_sizes(text):
     """'1024,2048' -> [1024, 2048]."""
     return [int(s) for s in text.split(",") if s]
+
+def parse_vary(spec):
+    """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
+    --vary option; each value takes the type of the constant's current value (int or bool,
+    written as integers)."""
+    import importlib
+    target, values = spec.split("=")
+    mod_name, name = target.rsplit(".", 1)
+    mod = importlib.import_module(f"gpulinalg.{mod_name}")
+    kind = type(getattr(mod, name))
+    return mod, name, [kind(int(v)) for v in values.split(",")]

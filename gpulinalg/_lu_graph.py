@@ -1,0 +1,166 @@
+"""The one-GPU, GPU-panel LU replayed from a CUDA graph.
+
+For small matrices the factorization is bound by the host, not the GPU: at n = 2048 the
+driver spends ~4.6 ms issuing ~100 launches, events and the Python between them (8 steps of
+~0.6 ms), about as long as the GPU needs for the work (H100, `benchmarks/lu_profile.py`), and a
+slower host slows the LU one for one (processes that ran 5.1 ms or 6.3 ms per call, with
+driver walls of 4.6 and 5.8 ms).  With the GPU panel the driver's loop never waits on
+the host (`_lu.enqueue_steps`), so it can be captured once into a CUDA graph and replayed:
+a call then costs the host a copy in, one graph launch, a copy out and the pivots' read-back.
+
+Policy (`factor`):
+- only the one-GPU GPU-panel path with no timeline, for m * n <= MAX_ELEMENTS;
+- the first call of a key (device, stream, shape, nb, precision, lookahead, threshold) runs
+  the ordinary driver (the caller's path) and is only counted; the second captures the
+  loop (the capture enqueues what one call would, and instantiates the graph) and replays
+  it; later calls replay.  A one-off factorization therefore never pays for a capture;
+- an entry owns its matrix buffer, the driver's and the panel's workspaces and a private
+  memory pool, so nothing the graph reads or writes is ever handed to another allocation;
+  the graph starts by resetting the panel workspace's counters and tags
+  (`PanelWorkspace.reset`), so every replay finds the state its launches were captured
+  against; the input is copied into the entry's buffer and the factors out of it;
+- keys include the stream, and an entry's lock covers everything that touches its buffers
+  (copies, launch, the pivots' and info's copies into per-call buffers), so two threads
+  never mix their data; at most CACHE_ENTRIES entries holding at most CACHE_BYTES of device
+  memory together (the newest entry always stays), the least recently used dropped;
+- the environment variable GPULINALG_LU_GRAPHS=0 turns replay off; `clear()` drops the
+  entries.  A failed capture (e.g. a kernel that cannot be captured) is remembered in
+  `failures` and its key runs the ordinary driver from then on.
+
+Results are bit-identical to the ordinary driver's: the graph holds the same kernels with
+the same arguments in the same dependency order (GPU tests compare them).
+"""
+
+import collections
+import contextlib
+import os
+import threading
+
+import numpy as np
+
+from ._backend import cupy
+
+# H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
+# n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
+# 37.51).  Above 8192 the GPU, not the host, is the bound, and an entry's buffers grow.
+MAX_ELEMENTS = 8192 * 8192
+CACHE_ENTRIES = 4
+CACHE_BYTES = 2**30         # device memory the entries may hold together (the newest always)
+ENABLED = os.environ.get("GPULINALG_LU_GRAPHS", "1") != "0"
+_SEEN_LIMIT = 1024          # counted first calls kept before the count restarts
+_D2D = 3                    # cudaMemcpyDeviceToDevice
+
+_lock = threading.Lock()
+_seen = {}                  # key -> 1 after its first (ordinary) call
+_entries = collections.OrderedDict()
+failures = {}               # key -> why its capture failed (that key no longer captures)
+
+
+def eligible(m, n, panel_name, timeline, devices):
+    """Whether a factorization may be replayed (before any key is looked up)."""
+    return (ENABLED and panel_name == "gpu" and timeline is None and devices is None
+            and 0 < m * n <= MAX_ELEMENTS)
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within the block, every factorization runs the ordinary driver (benchmarks, tests)."""
+    global ENABLED
+    saved, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = saved
+
+
+def clear():
+    """Drop every captured graph (and its buffers) and the first-call counts."""
+    with _lock:
+        _entries.clear()
+        _seen.clear()
+        failures.clear()
+
+
+def factor(A, nb, precision, lookahead, inv_threshold):
+    """(piv, info) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
+    replay, or None when this call should run the ordinary driver (first call of its key,
+    or a key whose capture failed).  piv and info as `_lu.getrf`'s."""
+    cp = cupy()
+    stream = cp.cuda.get_current_stream()
+    key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, nb, precision, lookahead,
+           inv_threshold)
+    with _lock:
+        entry = _entries.get(key)
+        if entry is not None:
+            _entries.move_to_end(key)
+        elif key in failures:
+            return None
+        elif key not in _seen:
+            if len(_seen) >= _SEEN_LIMIT:
+                _seen.clear()
+            _seen[key] = 1
+            return None
+        else:
+            try:
+                entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold)
+            except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
+                failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                return None
+            _entries[key] = entry
+            while len(_entries) > 1 and (
+                    len(_entries) > CACHE_ENTRIES
+                    or sum(e.nbytes for e in _entries.values()) > CACHE_BYTES):
+                _entries.popitem(last=False)
+    return entry.run(A, stream)
+
+
+class _Entry:
+    """One captured factorization: its buffers, workspaces, private pool and graph."""
+
+    def __init__(self, shape, nb, precision, lookahead, inv_threshold):
+        from ._lu import enqueue_steps, panel_blocks
+        from ._lu_ops import CupyOps
+        from ._panel_gpu import GpuPanel
+        cp = cupy()
+        m, n = shape
+        self.k, self.blocks = min(m, n), panel_blocks(m, n, nb)
+        self.lock = threading.Lock()
+        self.pool = cp.cuda.MemoryPool()
+        self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin
+        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
+        with cp.cuda.using_allocator(self.pool.malloc), self.stream:
+            self.a = cp.empty((m, n), dtype=np.float32)
+            self.ops = CupyOps(self.a, nb, precision)
+            self.panel = GpuPanel()
+            ws = self.panel.workspace()
+            if mode is None:
+                self.stream.begin_capture()
+            else:
+                self.stream.begin_capture(mode)
+            try:
+                ws.reset()                    # the graph's first nodes
+                self.ops.fork(self.stream)    # the driver's streams join the capture
+                origin = self.ops.record("update")
+                enqueue_steps(self.ops, self.panel, self.blocks, lookahead, inv_threshold,
+                              origin)
+                self.ops.join()
+            finally:
+                graph = self.stream.end_capture()
+            self.info = ws.info
+        self.graph = graph
+        self.nbytes = self.pool.total_bytes()
+
+    def run(self, A, stream):
+        cp = cupy()
+        rt = cp.cuda.runtime
+        piv = cp.empty(max(self.k, 1), dtype=np.int32)
+        info = cp.empty(1, dtype=np.int32)
+        with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
+            rt.memcpyAsync(self.a.data.ptr, A.data.ptr, A.nbytes, _D2D, stream.ptr)
+            self.graph.launch(stream)
+            rt.memcpyAsync(A.data.ptr, self.a.data.ptr, A.nbytes, _D2D, stream.ptr)
+            rt.memcpyAsync(piv.data.ptr, self.ops.piv.data.ptr, piv.nbytes, _D2D, stream.ptr)
+            rt.memcpyAsync(info.data.ptr, self.info.data.ptr, 4, _D2D, stream.ptr)
+        from ._lu import absolute_pivots
+        piv_rel = piv[:self.k].get(stream=stream)       # waits for this call's work
+        return absolute_pivots(piv_rel, self.blocks), int(info.get(stream=stream)[0])

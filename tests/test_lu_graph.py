@@ -1,0 +1,135 @@
+"""The GPU-panel LU replayed from a CUDA graph (gpulinalg/_lu_graph.py): which calls replay,
+and that replays give the ordinary driver's results bit for bit, call after call."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import _lu_graph
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    _lu_graph.clear()
+    yield
+    _lu_graph.clear()
+
+
+def test_eligible_cases():
+    assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
+    assert _lu_graph.eligible(1, 7, "gpu", None, None)
+    assert not _lu_graph.eligible(2048, 2048, "cpu", None, None)
+    assert not _lu_graph.eligible(2048, 2048, "gpu", [], None)     # a timeline is asked for
+    assert not _lu_graph.eligible(2048, 2048, "gpu", None, 2)      # several GPUs
+    assert not _lu_graph.eligible(0, 5, "gpu", None, None)
+    side = int(_lu_graph.MAX_ELEMENTS ** 0.5)
+    assert _lu_graph.eligible(side, side, "gpu", None, None)
+    assert not _lu_graph.eligible(side + 1, side, "gpu", None, None)
+    with _lu_graph.disabled():
+        assert not _lu_graph.eligible(2048, 2048, "gpu", None, None)
+    assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
+
+
+def _inputs(cp, rng, shape, count):
+    return [cp.asarray(rng.standard_normal(shape, dtype=np.float32)) for _ in range(count)]
+
+
+def _eager(a, **kw):
+    with _lu_graph.disabled():
+        return gpulinalg.lu_factor(a, panel="gpu", **kw)
+
+
+def _assert_same(got, want):
+    np.testing.assert_array_equal(got[1].get(), want[1].get())
+    # bit for bit: the graph holds the driver's kernels in the driver's order
+    np.testing.assert_array_equal(got[0].get().view(np.int32), want[0].get().view(np.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2048, 2048), (1000, 1300), (1300, 1000), (257, 257),
+                                   (129, 1), (4096, 300)])
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
+def test_replay_matches_driver(cp, rng, shape, precision):
+    inputs = _inputs(cp, rng, shape, 4)
+    want = [_eager(a, precision=precision) for a in inputs]
+    got = [gpulinalg.lu_factor(a, panel="gpu", precision=precision) for a in inputs]
+    assert not _lu_graph.failures
+    assert len(_lu_graph._entries) == 1      # calls 2-4 replayed one captured graph
+    for g, w in zip(got, want):
+        _assert_same(g, w)
+
+
+@pytest.mark.gpu
+def test_replay_after_other_allocations(cp, rng):
+    """The entry's private pool: memory freed and reallocated by others after the capture
+    (here filled with NaN) is never what the graph reads or writes."""
+    a, b = _inputs(cp, rng, (777, 777), 2)
+    want = _eager(b)
+    gpulinalg.lu_factor(a, panel="gpu")
+    gpulinalg.lu_factor(a, panel="gpu")          # captured
+    junk = [cp.full(777 * 777 + i, cp.nan, dtype=cp.float32) for i in range(8)]
+    del junk
+    noise = cp.full((777, 777), cp.nan, dtype=cp.float32)
+    _assert_same(gpulinalg.lu_factor(b, panel="gpu"), want)
+    assert bool(cp.isnan(noise).all())
+
+
+@pytest.mark.gpu
+def test_replay_reports_singularity_per_call(cp, rng):
+    a = rng.standard_normal((300, 300), dtype=np.float32)
+    s = a.copy()
+    s[:, 17] = 0.0
+    a, s = cp.asarray(a), cp.asarray(s)
+    gpulinalg.lu_factor(a, panel="gpu")
+    gpulinalg.lu_factor(a, panel="gpu")          # captured
+    with pytest.warns(Warning, match="Diagonal number 18 is exactly zero"):
+        gpulinalg.lu_factor(s, panel="gpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # the info of a replay starts from zero
+        gpulinalg.lu_factor(a, panel="gpu")
+
+
+@pytest.mark.gpu
+def test_replay_checks_finite_and_keeps_input(cp, rng):
+    a = cp.asarray(rng.standard_normal((200, 200), dtype=np.float32))
+    keep = a.copy()
+    for _ in range(3):
+        gpulinalg.lu_factor(a, panel="gpu")
+    np.testing.assert_array_equal(a.get(), keep.get())
+    bad = a.copy()
+    bad[5, 7] = cp.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu_factor(bad, panel="gpu")
+
+
+@pytest.mark.gpu
+def test_replay_in_place(cp, rng):
+    a = cp.asarray(rng.standard_normal((500, 500), dtype=np.float32))
+    want = _eager(a)
+    for _ in range(3):
+        x = a.copy()
+        lu, piv = gpulinalg.lu_factor(x, overwrite_a=True, panel="gpu")
+        _assert_same((lu, piv), want)
+        assert lu.data.ptr == x.data.ptr
+
+
+@pytest.mark.gpu
+def test_streams_and_eviction(cp, rng):
+    """One entry per stream; at most CACHE_ENTRIES entries, least recently used dropped."""
+    shapes = [(64 + 8 * i, 64 + 8 * i) for i in range(_lu_graph.CACHE_ENTRIES + 1)]
+    inputs = {s: _inputs(cp, rng, s, 1)[0] for s in shapes}
+    want = {s: _eager(a) for s, a in inputs.items()}
+    for s in shapes:
+        for _ in range(2):
+            _assert_same(gpulinalg.lu_factor(inputs[s], panel="gpu"), want[s])
+    assert len(_lu_graph._entries) == _lu_graph.CACHE_ENTRIES
+    assert not any(key[2] == shapes[0] for key in _lu_graph._entries)
+    other = cp.cuda.Stream(non_blocking=True)
+    with other:
+        for _ in range(2):
+            got = gpulinalg.lu_factor(inputs[shapes[-1]], panel="gpu")
+        other.synchronize()
+    _assert_same(got, want[shapes[-1]])
+    assert sum(key[2] == shapes[-1] for key in _lu_graph._entries) == 2
