@@ -118,13 +118,19 @@ TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a
 # 128 / 256, nb 128 / 256): 2048 5.32 / 5.61 / 5.28 / 5.07 ms, 4096 11.31 / 12.08 / 11.34 /
 # 10.93 (cuSOLVER 5.31, 13.16).
 GPU_NB_SWITCH = 8192
+# nb where every panel fits the column-slab leaf.  Again with the graph replay (no host
+# bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
+# 4096 10.52 / 10.63.
+COLS_NB = 2 * ROW_LW
 _NUM_SMS_GUESS = 132    # host emulation only: the H100's co-resident row-leaf blocks
 
 
 def default_block_size(m, n):
     """Panel width nb of the GPU panel (see GPU_NB_SWITCH)."""
     k = min(m, n)
-    return 2 * ROW_LW if k <= COLS_MAX_ROWS or k > GPU_NB_SWITCH else ROW_LW
+    if k <= COLS_MAX_ROWS:
+        return COLS_NB
+    return 2 * ROW_LW if k > GPU_NB_SWITCH else ROW_LW
 
 
 def leaf_shape(mp, max_blocks=GCAP):
