@@ -39,6 +39,7 @@ import threading
 import numpy as np
 
 from ._backend import cupy
+from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
 # n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
@@ -118,7 +119,6 @@ class _Entry:
     """One captured factorization: its buffers, workspaces, private pool and graph."""
 
     def __init__(self, shape, nb, precision, lookahead, inv_threshold):
-        from ._lu import enqueue_steps, panel_blocks
         from ._lu_ops import CupyOps
         from ._panel_gpu import GpuPanel
         cp = cupy()
@@ -161,6 +161,5 @@ class _Entry:
             rt.memcpyAsync(A.data.ptr, self.a.data.ptr, A.nbytes, _D2D, stream.ptr)
             rt.memcpyAsync(piv.data.ptr, self.ops.piv.data.ptr, piv.nbytes, _D2D, stream.ptr)
             rt.memcpyAsync(info.data.ptr, self.info.data.ptr, 4, _D2D, stream.ptr)
-        from ._lu import absolute_pivots
         piv_rel = piv[:self.k].get(stream=stream)       # waits for this call's work
         return absolute_pivots(piv_rel, self.blocks), int(info.get(stream=stream)[0])

@@ -297,7 +297,6 @@ class PanelWorkspace:
         """(lbuf, masks, flag, tag0) of a getrf_panel_cols launch using ntags flag tags: the
         buffers (allocated at the first launch) and its first tag; the flag is zeroed
         (stream-ordered) before the tags would wrap (the kernel compares signed differences)."""
-        cp = cupy()
         self._cols_buffers()
         if self.cols_epoch + ntags >= 2**31:
             self.cols[2].fill(0)

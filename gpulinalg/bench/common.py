@@ -181,6 +181,7 @@ def parse_sizes(text):
     """'1024,2048' -> [1024, 2048]."""
     return [int(s) for s in text.split(",") if s]
 
+
 def parse_vary(spec):
     """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
     --vary option; each value takes the type of the constant's current value (int or bool,
