@@ -18,6 +18,8 @@ tests' virtual devices.
 
 import numpy as np
 
+from ._lu import panel_blocks
+
 
 class ColumnCyclic:
     """Block column-cyclic map of n columns, blocks of nb, over `ndev` devices."""
@@ -120,7 +122,7 @@ def panel_schedule(k, nb, dist, lookahead=1):
     tests check its invariants.
     """
     n = dist.n
-    blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
+    blocks = panel_blocks(k, nb)
     steps = []
     for s, (j0, j1) in enumerate(blocks):
         o = dist.owner(j0)

@@ -105,9 +105,9 @@ class CpuPanel:
                            t0, t1, norm, t_sync, t0)
 
 
-def panel_blocks(m, n, nb):
-    """[(j0, j1)]: the panels' column ranges (at most nb wide) of an m x n factorization."""
-    k = min(m, n)
+def panel_blocks(k, nb):
+    """[(j0, j1)]: the panels' column ranges (at most nb wide) of a factorization with
+    k = min(m, n) pivot columns."""
     return [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
 
 
@@ -126,7 +126,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     `timeline`, if a list, receives one dict with per-step host and GPU stage times.
     """
     m, n = ops.shape
-    blocks = panel_blocks(m, n, nb)
+    blocks = panel_blocks(min(m, n), nb)
     t_start = time.perf_counter()
     origin = ops.record("update")
     if not blocks:

@@ -123,7 +123,8 @@ class _Entry:
         from ._panel_gpu import GpuPanel
         cp = cupy()
         m, n = shape
-        self.k, self.blocks = min(m, n), panel_blocks(m, n, nb)
+        self.k = min(m, n)
+        self.blocks = panel_blocks(self.k, nb)
         self.lock = threading.Lock()
         self.pool = cp.cuda.MemoryPool()
         self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin

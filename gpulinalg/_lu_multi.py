@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._distribution import ColumnCyclic, gather, panel_schedule
-from ._lu import INV_THRESHOLD
+from ._lu import INV_THRESHOLD, absolute_pivots, panel_blocks
 
 F32 = np.float32
 _H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
@@ -74,7 +74,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     panel_first = PANEL_FIRST if panel_first is None else panel_first
     m = devs[0].shape[0]
     k = min(m, dist.n)
-    blocks = [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
+    blocks = panel_blocks(k, nb)
     schedule = panel_schedule(k, nb, dist, lookahead)
     pending = _Pending(arrivals, len(devs))
     if not blocks:
@@ -163,10 +163,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         timeline.append(_timeline(devs, origin, marks, panel_marks))
         timeline[-1]["enqueue_ms"] = (enqueued - t_start) * 1e3
     # Every device holds every pivot (its own panels' and the received ones): take device 0's.
-    piv = pivs[0].astype(np.int64)
-    for j0, j1 in blocks:
-        piv[j0:j1] += j0
-    return piv.astype(np.int32), info
+    return absolute_pivots(pivs[0], blocks), info
 
 
 class _Pending:
