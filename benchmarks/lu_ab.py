@@ -3,7 +3,7 @@
     python3 benchmarks/lu_ab.py 8192,16384,32768 --vary _panel_gpu.ROW_BLOCK_CAP=160,64
 
 --vary MODULE.NAME=v1,v2,... sets the integer (or boolean: 0, 1) constant NAME of gpulinalg/MODULE.py to each
-value in turn.  Per size: cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then
+value in turn (dropping the captured CUDA graphs: gpulinalg/_lu_graph.py).  Per size: cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then
 `rounds` rounds that time every value once each (alternating, so that clock drift hits all
 values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
 cuSOLVER; the constant is restored at the end.
@@ -24,6 +24,7 @@ def main():
     from cupyx.scipy import linalg as cpx_linalg
 
     import gpulinalg
+    from gpulinalg import _lu_graph
     from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu
 
     mod, name, values = parse_vary(args.vary)
@@ -39,6 +40,7 @@ def main():
             for _ in range(args.rounds):
                 for v in values:
                     setattr(mod, name, v)
+                    _lu_graph.clear()   # a captured graph holds the old value's launches
                     times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=2,
                                              repeat=args.repeat))
             print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")

@@ -31,6 +31,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--calls", type=int, default=5, help="profiled calls (0: timings only)")
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--chars", type=int, default=12000, help="print at most this much profile")
     args = p.parse_args(argv)
     env = environment()
     print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}")
@@ -59,8 +60,9 @@ def main(argv=None):
         s = io.StringIO()
         st = pstats.Stats(prof, stream=s).sort_stats("tottime")
         st.print_stats(args.top)
+        st.sort_stats("cumulative").print_stats("gpulinalg", args.top)
         st.sort_stats("cumulative").print_callees(r"\(_factor\)|_lu_ops.py:\d+\(__init__\)|\(getrf\)")
-        print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:12000])
+        print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:args.chars])
         del a
         cp.get_default_memory_pool().free_all_blocks()
 

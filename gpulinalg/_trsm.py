@@ -12,17 +12,18 @@ from ._kernels import get_kernel
 from ._laswp import row_leading_dim
 
 FAMILY = "trsm"
-THREADS = 128               # TRSM_THREADS: threads per block = columns of B per block
-CHUNK = 32                  # TRSM_CHUNK: rows of B a thread keeps in registers at a time
+THREADS = 256               # TRSM_THREADS: threads per block (8 warps)
+COLS = 32                   # TRSM_COLS: columns of B per block (lane = column)
+CHUNK = 32                  # TRSM_CHUNK: rows solved per diagonal block
 NB_SHAPES = (32, 64, 128)   # template NB: largest diagonal block of one launch
 NBMAX = NB_SHAPES[-1]
-KERNEL_NAMES = tuple(f"trsm_llnu<{nb},{THREADS}>" for nb in NB_SHAPES)
+KERNEL_NAMES = tuple(f"trsm_llnu<{nb}>" for nb in NB_SHAPES)
 
 
 def shared_bytes(nb_shape):
     """Dynamic shared memory of one block: L's transposed triangle (row pitch NB + 4) and the
-    solved rows of the block's THREADS columns."""
-    return 4 * (nb_shape * (nb_shape + 4) + nb_shape * THREADS)
+    block's COLS columns of B."""
+    return 4 * (nb_shape * (nb_shape + 4) + nb_shape * COLS)
 
 
 def nb_shape(nb):
@@ -43,7 +44,7 @@ def blocks(nb):
 def _kernel(device_id, shape):
     """The kernel for template NB = shape, opted in to its shared memory (once per device)."""
     smem = shared_bytes(shape)
-    return get_kernel(FAMILY, f"trsm_llnu<{shape},{THREADS}>", dynamic_smem=smem), smem
+    return get_kernel(FAMILY, f"trsm_llnu<{shape}>", dynamic_smem=smem), smem
 
 
 def _row_ld(x, name):
@@ -93,7 +94,7 @@ def _launch(l, ldl, b, ldb, nb, ncols):
     if nb <= 1:
         return
     kernel, smem = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
-    kernel((-(-ncols // THREADS),), (THREADS,),
+    kernel((-(-ncols // COLS),), (THREADS,),
            (np.int32(nb), np.int32(ncols), l, np.int64(ldl), b, np.int64(ldb)),
            shared_mem=smem)
 

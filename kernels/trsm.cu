@@ -7,52 +7,47 @@
 // strict lower triangle of L is read: its diagonal and upper part (U11 in the LU) are never
 // touched, whatever they hold (NaN included).
 //
-// trsm_llnu<NB, T>: nb <= NB (NB = 32, 64, 128: template, gpulinalg/_trsm.py picks the smallest
-// that fits and blocks larger nb as trsm(128) + SGEMM + trsm(128) + ...).  Blocks of T = 128
-// threads; thread t of block b owns column c = b*T + t of B for the whole solve (no data moves
-// between threads, one __syncthreads per block); consecutive threads take consecutive columns,
-// so every load and store of a row of B is coalesced.  Per block:
+// trsm_llnu<NB>: nb <= NB (NB = 32, 64, 128: template, gpulinalg/_trsm.py picks the smallest
+// that fits and blocks larger nb as trsm(128) + SGEMM + trsm(128) + ...).  A block of
+// TRSM_THREADS = 256 threads (8 warps) owns TRSM_COLS = 32 columns of B (lane = column) and all
+// nb rows:
 //   1. the strict lower triangle of L goes to shared memory transposed, sL[k*(NB+4) + i] =
-//      L(i, k), with 4-byte cp.async (zero-fill outside the triangle, no register staging,
-//      all copies in flight at once); a warp copies a 4-row x 8-column tile per instruction:
-//      4 full 32-byte sectors from global memory, 32 distinct banks in shared memory (the
-//      row pitch NB+4 keeps every column 16-byte aligned);
-//   2. left-looking blocked forward substitution in chunks of CH = 32 rows: the chunk's rows
-//      of the column are loaded into registers (y[32]), reduced by the already solved rows
-//      (y -= L(chunk, 0:c0) x(0:c0), the solved values read back from the thread's own
-//      column of shared memory xs, L's columns as float4 broadcasts), solved against the
-//      32 x 32 diagonal block (unit diagonal), then kept in xs and stored (row 0 of B never
-//      changes).  Only the 32-row chunk is register-indexed, so only it is unrolled: the code
-//      is ~15 KB whatever NB.  (The first version kept all NB rows in registers with the whole
-//      substitution unrolled: 195 KB of SASS at NB = 128, which ran from L2 instead of the
-//      instruction cache -- 66-80 us per call on the H100 under Nsight Compute.)
-// Knobs: NB (32/64/128), T = 128 (TRSM_THREADS), CH = 32 (TRSM_CHUNK), checked by the Python
-// launcher.  Dynamic shared memory: (NB*(NB+4) + NB*T)*4 bytes (133 KB at NB = 128: the
-// launcher opts in beyond 48 KB).
-// Bound: neither flops nor bytes -- it is latency-bound.  nb^2 ncols flops and (nb^2/2 +
-// 2 nb ncols) * 4 bytes are tiny; a thread runs nb^2/2 FMAs (8128 at nb = 128; those of one
-// k are independent: ILP) plus ~nb^2/8 shared float4 broadcasts, ~1 instruction per cycle per
-// warp scheduler: ~5-10 us for any ncols up to ~17,000 columns (132 SMs x 128 threads).
+//      L(i, k), and the block's strip of B to Bs[r*32 + c], with 4-byte cp.async (zero-fill
+//      outside the triangle and past the last row or column; a warp copies a 4-row x 8-column
+//      tile of L per instruction: 4 full 32-byte sectors, 32 distinct banks; a 128-byte row
+//      segment of B);
+//   2. right-looking blocked forward substitution in chunks of CH = 32 rows: warp 0 solves
+//      the chunk against its unit lower 32 x 32 diagonal block (each lane its column in
+//      registers, L's columns as float4 broadcasts); barrier; the 8 warps apply the chunk to
+//      the rows below in tasks of 4 rows (acc -= L(r:r+4, c0:c0+32) x, the chunk's 32 solved
+//      values of the lane's column in registers); barrier;
+//   3. rows 1..nb-1 of the strip back to B (row 0 never changes).
+// Every element receives the FMAs of a column-oriented forward substitution, k ascending, so
+// the result is that of the plain algorithm (bit for bit the previous kernel's, which gave
+// each thread a whole column: 34.5 us at nb = 128 against 12.1 here, H100,
+// benchmarks/trsm_ab.py).
+// Knobs: NB (32/64/128), TRSM_THREADS = 256, TRSM_COLS = 32, TRSM_CHUNK = 32, checked by the
+// Python launcher.  Dynamic shared memory (NB*(NB+4) + NB*32)*4 bytes (84 KB at NB = 128: two
+// blocks per SM; the launcher opts in beyond 48 KB).
+// Bound: latency.  nb^2 ncols flops and (nb^2/2 + 2 nb ncols) * 4 bytes are tiny for the LU's
+// shapes; the critical path of a block is nb/32 diagonal solves of one warp (31 dependent
+// steps each) and one 4-row task per warp between barriers.  H100, GPU time per call (graph
+// replay): 12 us at nb = 128 for up to 8448 columns (264 co-resident blocks), 33 us at 16128.
 
 #include "async_copy.cuh"
 
-#define TRSM_THREADS 128
+#define TRSM_THREADS 256
+#define TRSM_COLS 32
 #define TRSM_CHUNK 32
 
-
+// L's strict lower triangle (rows i < nb) -> sL transposed, sL[k*(NB+4) + i] = L(i, k), by
+// 4-byte cp.async from the T threads of the block (zero-fill below the diagonal past row nb;
+// tiles on or above the diagonal are not written).  The caller commits and waits.
 template <int NB, int T>
-__global__ void __launch_bounds__(T)
-trsm_llnu(int nb, int ncols, const float* L, long long ldl, float* B, long long ldb)
+__device__ __forceinline__ void load_lower_transposed(float* sL, int nb, const float* L,
+                                                      long long ldl)
 {
-    constexpr int LDS = NB + 4;                 // shared row pitch: float4-aligned columns
-    constexpr int CH = TRSM_CHUNK;              // rows per chunk (one register tile)
-    static_assert(T == TRSM_THREADS, "the launcher's THREADS");
-    static_assert(NB % CH == 0 && NB <= 128, "NB in {32, 64, 96, 128}");
-    extern __shared__ float4 trsm_smem[];
-    float* sL = reinterpret_cast<float*>(trsm_smem);
-    float* xs = sL + NB * LDS;                  // solved rows of every thread's column
-
-    // 1. L's strict lower triangle -> sL (transposed), asynchronously.
+    constexpr int LDS = NB + 4;
     constexpr int KT = NB / 8;                  // 8-column tiles per 4-row band
     for (int e = threadIdx.x; e < (NB / 4) * KT * 32; e += T) {
         const int tile = e >> 5, t = e & 31;
@@ -64,60 +59,99 @@ trsm_llnu(int nb, int ncols, const float* L, long long ldl, float* B, long long 
         cp_async4(sL + k * LDS + i, need ? L + static_cast<long long>(i) * ldl + k : L,
                         need);
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
+}
 
-    const long long col = static_cast<long long>(blockIdx.x) * T + threadIdx.x;
-    const bool live = col < ncols;
-    float* bc = B + (live ? col : 0);
+// The 32 x 32 unit lower diagonal block of rows c0:c0+CH applied to y (one column, in
+// registers): y[i] -= L(c0+i, c0+k) y[k] for k < i, k in order; L's columns as float4
+// broadcasts from the transposed sL.
+template <int LDS, int CH>
+__device__ __forceinline__ void solve_diagonal_block(float (&y)[CH], const float* sL, int c0)
+{
+#pragma unroll
+    for (int k = 0; k < CH - 1; ++k) {
+        const float yk = y[k];
+        const float4* lk = reinterpret_cast<const float4*>(sL + (c0 + k) * LDS + c0);
+#pragma unroll
+        for (int i4 = (k + 1) / 4; i4 < CH / 4; ++i4) {
+            const float4 l = lk[i4];
+            const int i = 4 * i4;
+            if (i > k)
+                y[i] = fmaf(-l.x, yk, y[i]);
+            if (i + 1 > k)
+                y[i + 1] = fmaf(-l.y, yk, y[i + 1]);
+            if (i + 2 > k)
+                y[i + 2] = fmaf(-l.z, yk, y[i + 2]);
+            y[i + 3] = fmaf(-l.w, yk, y[i + 3]);
+        }
+    }
+}
+
+template <int NB>
+__global__ void __launch_bounds__(TRSM_THREADS)
+trsm_llnu(int nb, int ncols, const float* L, long long ldl, float* B, long long ldb)
+{
+    constexpr int T = TRSM_THREADS, CW = TRSM_COLS, CH = TRSM_CHUNK;
+    constexpr int LDS = NB + 4, WARPS = T / 32;
+    static_assert(CW == 32 && NB % CH == 0 && NB <= 128, "lane = column; NB in {32..128}");
+    extern __shared__ float4 trsm_smem[];
+    float* sL = reinterpret_cast<float*>(trsm_smem);
+    float* Bs = sL + NB * LDS;                  // Bs[r*CW + c] = B(r, col0 + c)
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long col0 = static_cast<long long>(blockIdx.x) * CW;
+
+    load_lower_transposed<NB, T>(sL, nb, L, ldl);
+    for (int e = threadIdx.x; e < NB * CW; e += T) {   // a warp copies 128 bytes of a row
+        const int r = e / CW, c = e % CW;
+        const bool in = r < nb && col0 + c < ncols;
+        cp_async4(Bs + e, in ? B + r * ldb + col0 + c : B, in);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
 
-    // 2. Left-looking blocked forward substitution over chunks of CH rows; the column never
-    //    leaves its thread, so no barrier is needed after the one above.
+    const int rows = (nb + CH - 1) / CH * CH;   // whole chunks (padding rows stay 0)
 #pragma unroll 1
-    for (int c0 = 0; c0 < nb; c0 += CH) {
-        float y[CH];
+    for (int c0 = 0; c0 < rows; c0 += CH) {
+        if (warp == 0) {
+            float y[CH];
 #pragma unroll
-        for (int i = 0; i < CH; ++i)
-            y[i] = (live && c0 + i < nb) ? bc[(c0 + i) * ldb] : 0.f;
-        // 2a. y -= L(c0:c0+CH, 0:c0) x(0:c0): the solved rows, from shared memory.
-#pragma unroll 4
-        for (int k = 0; k < c0; ++k) {
-            const float xk = xs[k * T + threadIdx.x];
-            const float4* lk = reinterpret_cast<const float4*>(sL + k * LDS + c0);
+            for (int i = 0; i < CH; ++i) y[i] = Bs[(c0 + i) * CW + lane];
+            solve_diagonal_block<LDS>(y, sL, c0);
 #pragma unroll
-            for (int i4 = 0; i4 < CH / 4; ++i4) {
-                const float4 l = lk[i4];
-                y[4 * i4] = fmaf(-l.x, xk, y[4 * i4]);
-                y[4 * i4 + 1] = fmaf(-l.y, xk, y[4 * i4 + 1]);
-                y[4 * i4 + 2] = fmaf(-l.z, xk, y[4 * i4 + 2]);
-                y[4 * i4 + 3] = fmaf(-l.w, xk, y[4 * i4 + 3]);
+            for (int i = 0; i < CH; ++i) Bs[(c0 + i) * CW + lane] = y[i];
+        }
+        __syncthreads();
+        if (c0 + CH >= rows)
+            break;
+        const int tasks = (rows - c0 - CH) / 4;
+        if (warp < tasks) {
+            float x[CH];
+#pragma unroll
+            for (int k = 0; k < CH; ++k) x[k] = Bs[(c0 + k) * CW + lane];
+#pragma unroll 1
+            for (int t = warp; t < tasks; t += WARPS) {
+                const int r = c0 + CH + 4 * t;
+                float acc[4];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[q] = Bs[(r + q) * CW + lane];
+#pragma unroll
+                for (int k = 0; k < CH; ++k) {
+                    const float4 l = *reinterpret_cast<const float4*>(sL + (c0 + k) * LDS + r);
+                    acc[0] = fmaf(-l.x, x[k], acc[0]);
+                    acc[1] = fmaf(-l.y, x[k], acc[1]);
+                    acc[2] = fmaf(-l.z, x[k], acc[2]);
+                    acc[3] = fmaf(-l.w, x[k], acc[3]);
+                }
+#pragma unroll
+                for (int q = 0; q < 4; ++q) Bs[(r + q) * CW + lane] = acc[q];
             }
         }
-        // 2b. The diagonal block (unit diagonal: y[k] is final once columns < k are applied).
-#pragma unroll
-        for (int k = 0; k < CH - 1; ++k) {
-            const float yk = y[k];
-            const float4* lk = reinterpret_cast<const float4*>(sL + (c0 + k) * LDS + c0);
-#pragma unroll
-            for (int i4 = (k + 1) / 4; i4 < CH / 4; ++i4) {
-                const float4 l = lk[i4];
-                const int i = 4 * i4;
-                if (i > k)
-                    y[i] = fmaf(-l.x, yk, y[i]);
-                if (i + 1 > k)
-                    y[i + 1] = fmaf(-l.y, yk, y[i + 1]);
-                if (i + 2 > k)
-                    y[i + 2] = fmaf(-l.z, yk, y[i + 2]);
-                y[i + 3] = fmaf(-l.w, yk, y[i + 3]);
-            }
-        }
-        // 2c. The chunk is solved: keep it for the chunks below, store it (row 0 never changes).
-#pragma unroll
-        for (int i = 0; i < CH; ++i) {
-            xs[(c0 + i) * T + threadIdx.x] = y[i];
-            if (live && c0 + i < nb && c0 + i > 0)
-                bc[(c0 + i) * ldb] = y[i];
-        }
+        __syncthreads();
+    }
+    // Rows 1..nb-1 back (row 0 never changes); a warp stores 128 bytes of a row.
+    for (int e = CW + threadIdx.x; e < nb * CW; e += T) {
+        const int r = e / CW, c = e % CW;
+        if (col0 + c < ncols)
+            B[r * ldb + col0 + c] = Bs[e];
     }
 }

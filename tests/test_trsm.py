@@ -6,7 +6,7 @@ import pytest
 import scipy.linalg as sl
 
 from gpulinalg import _trsm
-from gpulinalg._trsm import NB_SHAPES, NBMAX, THREADS, blocks, nb_shape, shared_bytes
+from gpulinalg._trsm import COLS, NB_SHAPES, NBMAX, THREADS, blocks, nb_shape, shared_bytes
 
 NB_SIZES = (1, 7, 32, 127, 128, 256)
 NCOLS = (1, 33, 1000, 4097)
@@ -21,8 +21,8 @@ def test_shapes_and_blocks():
     assert blocks(100) == [(0, 100)]
     assert blocks(256) == [(0, 128), (128, 256)]
     assert blocks(300) == [(0, 128), (128, 256), (256, 300)]
-    assert _trsm.KERNEL_NAMES == tuple(f"trsm_llnu<{s},{THREADS}>" for s in NB_SHAPES)
-    assert shared_bytes(NBMAX) <= 227 * 1024           # one block fits an H100 SM
+    assert _trsm.KERNEL_NAMES == tuple(f"trsm_llnu<{s}>" for s in NB_SHAPES)
+    assert 2 * shared_bytes(NBMAX) <= 227 * 1024       # two blocks fit an H100 SM
     assert shared_bytes(NBMAX) % 16 == 0
 
 
@@ -34,6 +34,8 @@ def test_kernel_constants_match():
     from gpulinalg._trsm import CHUNK
     assert re.search(r"#define TRSM_CHUNK (\d+)", _kernels.source("trsm")).group(1) == \
         str(CHUNK)
+    assert re.search(r"#define TRSM_COLS (\d+)", _kernels.source("trsm")).group(1) == \
+        str(COLS) == "32"                                # lane = column
     assert all(nb % CHUNK == 0 for nb in NB_SHAPES)
 
 
