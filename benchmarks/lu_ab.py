@@ -2,10 +2,11 @@
 
     python3 benchmarks/lu_ab.py 8192,16384,32768 --vary _panel_gpu.ROW_BLOCK_CAP=160,64
 
---vary MODULE.NAME=v1,v2,... sets the integer (or boolean: 0, 1) constant NAME of gpulinalg/MODULE.py to each
-value in turn (dropping the captured CUDA graphs: gpulinalg/_lu_graph.py).  Per size: cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then
-`rounds` rounds that time every value once each (alternating, so that clock drift hits all
-values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
+--vary MODULE.NAME=v1,v2,... sets the integer (or boolean: 0, 1) constant NAME of
+gpulinalg/MODULE.py to each value in turn, dropping the captured CUDA graphs each time
+(gpulinalg/_lu_graph.py: a replay keeps the launches it was captured with).  Per size:
+cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then `rounds` rounds that time every
+value once each (alternating, so that clock drift hits all values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
 cuSOLVER; the constant is restored at the end.
 """
 
