@@ -6,8 +6,9 @@
 gpulinalg/MODULE.py to each value in turn, dropping the captured CUDA graphs each time
 (gpulinalg/_lu_graph.py: a replay keeps the launches it was captured with).  Per size:
 cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then `rounds` rounds that time every
-value once each (alternating, so that clock drift hits all values alike).  Prints the median ms of each value, its TF/s (2/3 n^3) and its ratio to
-cuSOLVER; the constant is restored at the end.
+value once each (alternating, so that clock drift hits all values alike).  Prints the
+median ms of each value, its TF/s (2/3 n^3) and its ratio to cuSOLVER; the constant is
+restored at the end.
 """
 
 import argparse
