@@ -32,7 +32,7 @@ def main():
     import scipy.linalg as sl
 
     from gpulinalg import _trsm
-    from gpulinalg.bench.common import environment, parse_sizes, time_gpu
+    from gpulinalg.bench.common import environment, parse_sizes, time_gpu, time_graph
 
     env = environment()
     print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}")
@@ -49,27 +49,17 @@ def main():
             solve = lambda: _trsm.trsm_lower_unit(lv, bv)
             call = [time_gpu(solve, warmup=2, repeat=args.repeat, setup=restore)
                     for _ in range(args.rounds)]
-            copies = captured(cp, [restore] * args.calls)
-            solves = captured(cp, [restore, solve] * args.calls)
-            graph = [(time_gpu(solves.launch, warmup=1, repeat=args.repeat)
-                      - time_gpu(copies.launch, warmup=1, repeat=args.repeat)) / args.calls
-                     for _ in range(args.rounds)]
+            graph, hows = [], set()
+            for _ in range(args.rounds):
+                # time_graph: per call of the list's items taken in turn (restore, solve).
+                pair, how = time_graph([restore, solve], repeat=args.repeat,
+                                       calls=2 * args.calls)
+                copy, how_copy = time_graph(restore, repeat=args.repeat, calls=args.calls)
+                graph.append(2 * pair - copy)
+                hows |= {how, how_copy}
+            note = "" if hows == {"graph"} else f" ({'; '.join(sorted(hows - {'graph'}))})"
             print(f"nb {nb:4d} ncols {ncols:6d}: call {statistics.median(call) * 1e3:7.1f} us, "
-                  f"graph {statistics.median(graph) * 1e3:7.1f} us", flush=True)
-
-
-def captured(cp, fns):
-    """A CUDA graph of fns() called in order on a private stream (launch() replays it on the
-    current stream)."""
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        try:
-            for fn in fns:
-                fn()
-        finally:
-            graph = stream.end_capture()
-    return graph
+                  f"graph {statistics.median(graph) * 1e3:7.1f} us{note}", flush=True)
 
 
 if __name__ == "__main__":
