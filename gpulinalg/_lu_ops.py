@@ -46,9 +46,10 @@ _H2D, _D2H, _DEFAULT = 1, 2, 4  # cudaMemcpyHostToDevice, ...DeviceToHost, ...De
 
 def workspace_bytes(m, n, nb, receive=False):
     """Device bytes CupyOps allocates besides the matrix (n: its local columns): the
-    transposed panel T, the copy W of A12, two pairs of nb x nb matrices (L11^{-1}, L11), the
-    pivots (at most m), and with `receive` (several devices) the two received panels R."""
-    return 4 * (nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
+    transposed panel T, the column-major copy LT of L21, the copy W of A12, two pairs of
+    nb x nb matrices (L11^{-1}, L11), the pivots (at most m), and with `receive` (several
+    devices) the two received panels R."""
+    return 4 * (2 * nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
 
 
 def _panel_buffer(buf, m, j0, j1):
@@ -85,6 +86,13 @@ class _Columns:
 # blocks go to SMs before those of an SGEMM already running), 0 = the default (A/B runs).
 PANEL_PRIORITY = 1
 _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the greatest priority
+
+# The FP32 trailing update A22 -= L21 U12 reads L21 as a column-major copy (one transpose into
+# the workspace LT per update) when it spans at least this many local columns; 0: never.  Our
+# SGEMM's rank-256 update runs 44.3 TF/s with A column-major against 41.8 with A row-major,
+# the LU's L21 (H100, docs/design.md), and the copy (8 bytes per L21 element, ~11 us at
+# n = 16384) is paid once per update: worth it only for wide updates.
+L21_COLMAJOR_MIN_COLS = 2048
 
 
 def _priority_stream(cp):
@@ -129,6 +137,7 @@ class CupyOps(_Columns):
                             "comm": cp.cuda.Stream(non_blocking=True)}
             # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, pivots.
             self.T = cp.empty(max(nb * m, 1), dtype=F32)
+            self.LT = cp.empty(max(nb * m, 1), dtype=F32)
             self.W = cp.empty((nb, max(n, 1)), dtype=F32)
             # L11^{-1} and L11, double-buffered: step s uses linv[s % 2] (the previous step's
             # update may still read the other one).
@@ -268,7 +277,20 @@ class CupyOps(_Columns):
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
                 self._trsm(l11, u12)
             if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                self._product(-1.0, l21, u12, 1.0, a[j1:, lc], self.precision)
+                self._product(-1.0, self._l21_operand(l21, lc.stop - lc.start), u12, 1.0,
+                              a[j1:, lc], self.precision)
+
+    def _l21_operand(self, l21, width):
+        """L21 as the A operand of an update of `width` columns: transposed into LT (update
+        stream; the previous reader of LT is an earlier update on the same stream) and read
+        column-major where L21_COLMAJOR_MIN_COLS says it pays, else the row-major view."""
+        if (self.precision != "fp32" or not L21_COLMAJOR_MIN_COLS
+                or width < L21_COLMAJOR_MIN_COLS):
+            return l21
+        mp, jb = l21.shape
+        lt = self.LT[:jb * mp].reshape(jb, mp)
+        self._transpose(l21, lt)
+        return lt.T
 
     # -- several devices (gpulinalg/_lu_multi.py)
     def end_step(self, step):

@@ -314,6 +314,27 @@ def test_gpu_paths(rng, threshold, lookahead):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+@pytest.mark.parametrize("shape", [(1031, 1031), (1031, 517), (517, 1031), (2049, 2049)])
+def test_gpu_l21_column_major(monkeypatch, rng, panel, shape):
+    """The trailing update reading L21 through its column-major copy (forced on every update,
+    look-ahead ones included) gives the factors of the row-major path: the same pivots,
+    entries equal to rounding, LAPACK's backward error class."""
+    from gpulinalg import _lu_graph, _lu_ops
+    a = rng.standard_normal(shape).astype(np.float32)
+    out = {}
+    for cols in (0, 1):
+        monkeypatch.setattr(_lu_ops, "L21_COLMAJOR_MIN_COLS", cols)
+        _lu_graph.clear()          # a captured graph keeps the launches it was captured with
+        out[cols] = gpulinalg.lu_factor(a, panel=panel, block_size=128)
+    _lu_graph.clear()
+    np.testing.assert_array_equal(out[1][1], out[0][1])
+    np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-5, atol=1e-5)
+    ref_lu, ref_piv = sl.lu_factor(a)
+    assert backward_error(a, *out[1]) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["wilkinson", "cond1e6", "rank_deficient"])
 def test_gpu_hard_matrices(rng, kind):
     n = 300
