@@ -135,7 +135,8 @@ class CupyOps(_Columns):
                             "update": cp.cuda.Stream(non_blocking=True),
                             # Copies between devices (received panels, the home's blocks).
                             "comm": cp.cuda.Stream(non_blocking=True)}
-            # Device workspace: the transposed panel, the copy of A12, two L11^{-1}, pivots.
+            # Device workspace: the transposed panel, L21 column-major (_l21_operand), the
+            # copy of A12, two L11^{-1}, pivots.
             self.T = cp.empty(max(nb * m, 1), dtype=F32)
             self.LT = cp.empty(max(nb * m, 1), dtype=F32)
             self.W = cp.empty((nb, max(n, 1)), dtype=F32)
