@@ -59,6 +59,87 @@ __device__ __forceinline__ float4 load4(const float* p, bool row_ok, long long l
     return v;
 }
 
+// Copy 4 consecutive elements src[0..3] of an operand's contiguous dimension (left = elements
+// remaining, ok = the other index is in range) to dst[0], dst[step], dst[2 step], dst[3 step]:
+// step 1 is a straight copy (one 16-byte cp.async when VEC and whole), step > 1 transposes.
+template <bool VEC, int STEP>
+__device__ __forceinline__ void copy4(float* dst, const float* src, const float* safe, bool ok,
+                                      long long left) {
+    if (STEP == 1 && VEC && ok && left >= 4) {
+        cp_async16(dst, src);
+        return;
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const bool in = ok && left > q;
+        cp_async4(dst + q * STEP, in ? src + q : safe, in);
+    }
+}
+
+// Issue the cp.async copies of the BM x BN tile of C at (row0, col0) into Cs ([BM][BN],
+// row-major; zeros outside the matrix), spread over THREADS threads.  The caller commits the
+// group and waits for it (plus a barrier) before store_c_tile reads Cs.
+template <int BM, int BN, int THREADS, bool VEC>
+__device__ __forceinline__ void prefetch_c_tile(float* Cs, const float* C, long long ldc,
+                                                long long row0, long long col0, int M, int N,
+                                                int tid) {
+#pragma unroll 4
+    for (int e = tid * 4; e < BM * BN; e += THREADS * 4) {
+        const int r = e / BN, c = e % BN;
+        const long long gi = row0 + r, gj = col0 + c;
+        copy4<VEC, 1>(Cs + e, C + gi * ldc + gj, C, gi < M, N - gj);
+    }
+}
+
+// Epilogue of the SIMT kernels: C = alpha*acc + beta*C over the thread's TM x TN register
+// tile (4x4 sub-blocks STRIDE_M rows / STRIDE_N columns apart, at (ty*4, tx*4) in the first);
+// beta*C is read from Cs (the prefetched tile) when it is not null, else from C.  beta == 0
+// never reads C.  float4 accesses where the 4-column segment is whole (VEC).
+template <int TM, int TN, int BN, int STRIDE_M, int STRIDE_N, bool VEC>
+__device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], const float* Cs,
+                                             float* C, long long ldc, long long row0,
+                                             long long col0, int M, int N, int tx, int ty,
+                                             float alpha, float beta) {
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+        const int r = (i / 4) * STRIDE_M + ty * 4 + (i % 4);
+        const long long gi = row0 + r;
+        if (gi >= M) continue;
+        float* crow = C + gi * ldc;
+#pragma unroll
+        for (int s = 0; s < TN / 4; ++s) {
+            const int c = s * STRIDE_N + tx * 4;
+            const long long gj = col0 + c;
+            const bool whole = VEC && gj + 3 < N;
+            float v[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) v[q] = alpha * acc[i][4 * s + q];
+            if (beta != 0.0f) {
+                float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (Cs != nullptr) {
+                    o = *reinterpret_cast<const float4*>(Cs + r * BN + c);
+                } else if (whole) {
+                    o = *reinterpret_cast<const float4*>(crow + gj);
+                } else {
+                    if (gj < N) o.x = crow[gj];
+                    if (gj + 1 < N) o.y = crow[gj + 1];
+                    if (gj + 2 < N) o.z = crow[gj + 2];
+                    if (gj + 3 < N) o.w = crow[gj + 3];
+                }
+                v[0] = fmaf(beta, o.x, v[0]); v[1] = fmaf(beta, o.y, v[1]);
+                v[2] = fmaf(beta, o.z, v[2]); v[3] = fmaf(beta, o.w, v[3]);
+            }
+            if (whole) {
+                *reinterpret_cast<float4*>(crow + gj) = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (gj + q < N) crow[gj + q] = v[q];
+            }
+        }
+    }
+}
+
 }  // namespace
 
 template <int BM, int BN, int BK, int TM, int TN, int MINB, bool DBUF, bool A_KMAJOR,
@@ -230,53 +311,8 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
         }
     }
 
-    // Epilogue: C = alpha*acc + beta*C, float4 stores where the row segment is whole.
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const long long gi = row0 + (i / 4) * STRIDE_M + ty * 4 + (i % 4);
-        if (gi >= M) continue;
-        float* crow = C + gi * ldc;
-#pragma unroll
-        for (int s = 0; s < SN; ++s) {
-            const long long gj = col0 + s * STRIDE_N + tx * 4;
-            float v[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = alpha * acc[i][4 * s + q];
-            if (VEC && gj + 3 < N) {
-                float4* p = reinterpret_cast<float4*>(crow + gj);
-                if (beta != 0.0f) {
-                    const float4 c = *p;
-                    v[0] = fmaf(beta, c.x, v[0]); v[1] = fmaf(beta, c.y, v[1]);
-                    v[2] = fmaf(beta, c.z, v[2]); v[3] = fmaf(beta, c.w, v[3]);
-                }
-                *p = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    if (gj + q < N) {
-                        crow[gj + q] = beta != 0.0f ? fmaf(beta, crow[gj + q], v[q]) : v[q];
-                    }
-                }
-            }
-        }
-    }
-}
-
-// Copy 4 consecutive elements src[0..3] of an operand's contiguous dimension (left = elements
-// remaining, ok = the other index is in range) to dst[0], dst[step], dst[2 step], dst[3 step]:
-// step 1 is a straight copy (one 16-byte cp.async when VEC and whole), step > 1 transposes.
-template <bool VEC, int STEP>
-__device__ __forceinline__ void copy4(float* dst, const float* src, const float* safe, bool ok,
-                                      long long left) {
-    if (STEP == 1 && VEC && ok && left >= 4) {
-        cp_async16(dst, src);
-        return;
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const bool in = ok && left > q;
-        cp_async4(dst + q * STEP, in ? src + q : safe, in);
-    }
+    store_c_tile<TM, TN, BN, STRIDE_M, STRIDE_N, VEC>(acc, nullptr, C, ldc, row0, col0, M, N,
+                                                      tx, ty, alpha, beta);
 }
 
 // sgemm_pipelined: the same register tiling as sgemm_tiled, fed by a STAGES-deep ring of
@@ -348,13 +384,8 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
         }
     };
 
-    if (read_c) {  // the whole C tile, as its own (first) group of copies
-        for (int e = tid * 4; e < BM * BN; e += THREADS * 4) {
-            const int r = e / BN, c = e % BN;
-            const long long gi = row0 + r, gj = col0 + c;
-            copy4<VEC, 1>(Cs + e, C + gi * ldc + gj, C, gi < M, N - gj);
-        }
-    }
+    if (read_c)  // the whole C tile, as its own (first) group of copies
+        prefetch_c_tile<BM, BN, THREADS, VEC>(Cs, C, ldc, row0, col0, M, N, tid);
     cp_async_commit();
 
     const int ktiles = (K + BK - 1) / BK;
@@ -401,41 +432,8 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
     }
     cp_async_wait<0>();
     if (read_c) __syncthreads();  // C tile copied by other threads is visible
-
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-        const int r = (i / 4) * STRIDE_M + ty * 4 + (i % 4);
-        const long long gi = row0 + r;
-        if (gi >= M) continue;
-        float* crow = C + gi * ldc;
-#pragma unroll
-        for (int s = 0; s < SN; ++s) {
-            const int c = s * STRIDE_N + tx * 4;
-            const long long gj = col0 + c;
-            float v[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) v[q] = alpha * acc[i][4 * s + q];
-            if (beta != 0.0f) {
-                float old[4];
-                if (read_c) {
-                    const float4 t = *reinterpret_cast<const float4*>(Cs + r * BN + c);
-                    old[0] = t.x; old[1] = t.y; old[2] = t.z; old[3] = t.w;
-                } else {
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) old[q] = gj + q < N ? crow[gj + q] : 0.0f;
-                }
-#pragma unroll
-                for (int q = 0; q < 4; ++q) v[q] = fmaf(beta, old[q], v[q]);
-            }
-            if (VEC && gj + 3 < N) {
-                *reinterpret_cast<float4*>(crow + gj) = make_float4(v[0], v[1], v[2], v[3]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    if (gj + q < N) crow[gj + q] = v[q];
-            }
-        }
-    }
+    store_c_tile<TM, TN, BN, STRIDE_M, STRIDE_N, VEC>(acc, read_c ? Cs : nullptr, C, ldc, row0,
+                                                      col0, M, N, tx, ty, alpha, beta);
 }
 
 // Volkov & Demmel (2008) sgemmNN, column-major in its own terms: Cc (Mc x Nc, ldc) =

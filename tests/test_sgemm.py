@@ -114,7 +114,30 @@ def test_variants_edges_and_accuracy(cp, rng, variant, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", ["tiled128", "pipe128", "pipe256x128", "pipe64"])
+@pytest.mark.parametrize("variant", sorted(_blas.VARIANTS))
+@pytest.mark.parametrize("shape", SHAPES)
+def test_variants_beta_update_edges(cp, rng, variant, shape):
+    """C -= A B with beta = 1 (the LU's update) inside a NaN frame: every edge tile reads and
+    writes exactly its own elements, whether beta*C comes from the tile the pipelined kernels
+    stage in shared memory or from global memory."""
+    m, n, k = shape
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    ref = c0.astype(np.float64) - a.astype(np.float64) @ b.astype(np.float64)
+    big = cp.full((m + 2, n + 3), np.nan, dtype=np.float32)   # NaN frame: nothing else written
+    c = big[1:m + 1, 2:n + 2]
+    c[...] = cp.asarray(c0)
+    _blas.gemm_into(-1.0, cp.asarray(a), cp.asarray(b), 1.0, c, variant=variant)
+    assert rel_err(cp.asnumpy(c), ref) <= 2e-6 * max(1, np.sqrt(k))
+    frame = cp.asnumpy(big).copy()
+    frame[1:m + 1, 2:n + 2] = np.nan
+    assert np.isnan(frame).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["tiled128", "dbuf128", "dbuf256x128", "pipe128",
+                                     "pipe256x128", "pipe64"])
 @pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFF", "CCF", "FCF"])
 @pytest.mark.parametrize("vec", [True, False])
 def test_memory_orders_and_alignment(cp, rng, variant, orders, vec):
