@@ -115,7 +115,7 @@ class CupyOps(_Columns):
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
         npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`).
         """
-        from ._blas import gemm_into, product_into
+        from ._blas import gemm_into, pick_variant, product_into
         from ._laswp import WORKSPACE_INTS, laswp_inplace
         from ._transpose import transpose_into
         from ._trsm import trsm_lower_unit
@@ -123,6 +123,7 @@ class CupyOps(_Columns):
         cp = cupy()
         self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
         self._product, self.precision = product_into, precision   # the trailing update
+        self._pick = pick_variant
         self._transpose, self._trsm = transpose_into, trsm_lower_unit
         self.device = cp.cuda.Device(device)     # every method runs in this device's context
         self.cols = cols if cols is not None else Identity()
@@ -278,8 +279,16 @@ class CupyOps(_Columns):
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
                 self._trsm(l11, u12)
             if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                self._product(-1.0, self._l21_operand(l21, lc.stop - lc.start), u12, 1.0,
-                              a[j1:, lc], self.precision)
+                a22 = a[j1:, lc]
+                l21 = self._l21_operand(l21, a22.shape[1])
+                if self.precision == "fp32":
+                    # The tile of a K-major L21 also for its column-major copy: pipe128, which
+                    # the public pick takes for an M-major A at k = 128, ran 1.5% slower here
+                    # beside the panel (H100, lu_ab.py 8192 --vary
+                    # _blas.PIPE_MAX_K_MMAJOR=0,128: 25.66 / 26.05 ms).
+                    self._gemm(-1.0, l21, u12, 1.0, a22, self._pick(*a22.shape, jb, 1.0))
+                else:
+                    self._product(-1.0, l21, u12, 1.0, a22, self.precision)
 
     def _l21_operand(self, l21, width):
         """L21 as the A operand of an update of `width` columns: transposed into LT (update

@@ -85,6 +85,27 @@ def test_every_variant_divides_its_tile():
             assert _blas.pick_variant(m, n, k, beta) in _blas.VARIANTS
 
 
+def test_pick_variant_follows_k_and_the_major_of_a():
+    # the LU's rank-k updates: short k stages C in shared memory (pipe128), also k = 128 when
+    # A is M-contiguous (its cp.async copies need no transposing); longer k: dbuf128
+    assert _blas.pick_variant(16384, 16384, 64, 1.0) == "pipe128"
+    assert _blas.pick_variant(16384, 16384, 128, 1.0) == "dbuf128"
+    assert _blas.pick_variant(16384, 16384, 128, 1.0, a_kmajor=False) == "pipe128"
+    assert _blas.pick_variant(16384, 16384, 256, 1.0, a_kmajor=False) == "dbuf128"
+    assert _blas.pick_variant(16384, 16384, 64, 0.0) == "dbuf128"   # no C to read
+    assert _blas.pick_variant(8192, 8192, 8192) == "dbuf256x128"
+    a = np.empty((4096, 128), np.float32)          # row-major: K-contiguous
+    c = np.empty((4096, 4096), np.float32)
+    assert _blas.chosen_variant(a, a.T, 1.0, c) == "dbuf128"
+    assert _blas.chosen_variant(np.asfortranarray(a), a.T, 1.0, c) == "pipe128"
+    # a column-major C is computed as C^T = B^T A^T: B's major decides (row-major B: its
+    # transpose, the new A, is M-contiguous)
+    assert _blas.chosen_variant(a, a.T, 1.0, c.T) == "dbuf128"
+    assert _blas.chosen_variant(a, np.asfortranarray(a).T, 1.0, c.T) == "pipe128"
+    assert _blas.chosen_variant(np.zeros((8, 0), np.float32), np.zeros((0, 0), np.float32),
+                                1.0, np.zeros((8, 0), np.float32)) is None
+
+
 # ---------------------------------------------------------------- GPU: the kernels
 
 SHAPES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (1, 300, 7), (300, 1, 7), (127, 129, 65),

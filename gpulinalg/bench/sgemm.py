@@ -105,7 +105,7 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
         row["duel_cublas_tflops"] = flops / duel["cublas"] / 1e9
         row["duel_3xtf32_tflops"] = flops / duel["3xtf32"] / 1e9
         row["3xtf32_ratio"] = duel["cublas"] / duel["3xtf32"]
-    auto = _blas.pick_variant(m, n, k, beta)
+    auto = _blas.chosen_variant(a, b, beta, c)
     row["variant"] = auto
     row["ms"], row["tflops"] = rate(lambda: _blas.gemm_into(alpha, a, b, beta, c))
     row["ratio"] = row["tflops"] / row["cublas_tflops"]
