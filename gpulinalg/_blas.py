@@ -149,23 +149,50 @@ def row_major_problem(alpha, a, b, beta, c):
     return (n, m, k, alpha, b, ldb, not b_row, a, lda, not a_row, beta, c, ldc)
 
 
-def chosen_variant(a, b, beta, c):
-    """The variant gemm_into(alpha, a, b, beta, c) picks (None: nothing to compute)."""
+def _plan(args, beta, c, stage_a):
+    """(variant, stage): the tile pick_variant gives the row-major problem `args`, and whether
+    to stage A first (see gemm_into)."""
+    m, n, k, a_kmajor = args[0], args[1], args[2], args[6]
+    variant = pick_variant(m, n, k, beta, a_kmajor)
+    if stage_a and a_kmajor and _arrays.matrix_layout(c)[1]:
+        staged = pick_variant(m, n, k, beta, a_kmajor=False)
+        if staged == "pipe128":   # 16-byte copies of an M-contiguous A instead of 4-byte ones
+            return staged, True
+    return variant, False
+
+
+def chosen_variant(a, b, beta, c, stage_a=False):
+    """The tile gemm_into(alpha, a, b, beta, c, stage_a=stage_a) runs, with " (A staged)"
+    when it transposes A first; None when there is nothing to compute."""
     args = row_major_problem(1.0, a, b, beta, c)
-    return None if args is None else pick_variant(*args[:3], beta, a_kmajor=args[6])
+    if args is None:
+        return None
+    variant, stage = _plan(args, beta, c, stage_a)
+    return variant + " (A staged)" if stage else variant
 
 
-def gemm_into(alpha, a, b, beta, c, variant=None):
+def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False):
     """c = alpha * a @ b + beta * c in place, on the current device and stream.
 
     a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
     needs one unit stride (row- or column-major view).  beta == 0 never reads c.
+    stage_a (the public sgemm's choice; off for the LU's internal products, which sit on
+    latency-bound chains): where an M-contiguous A would run pipe128 (a rank-k update with
+    k <= PIPE_MAX_K_MMAJOR and two waves of tiles), a K-contiguous a (row-major C only) is
+    first transposed into a k x m temporary (8 bytes moved per element of a), so that pipe128
+    copies it with 16-byte cp.async instead of four transposing 4-byte ones.
     """
     args = row_major_problem(alpha, a, b, beta, c)
     if args is None:
         return c
     if variant is None:
-        variant = pick_variant(*args[:3], beta, a_kmajor=args[6])
+        variant, stage = _plan(args, beta, c, stage_a)
+        if stage:
+            from ._transpose import transpose_into
+            m, k = args[0], args[2]
+            pitch = -(-m // 64) * 64   # 16-byte aligned rows (and the transpose's 64 grid)
+            at = cupy().empty((k, pitch), dtype=np.float32)[:, :m]
+            return gemm_into(alpha, transpose_into(a, at).T, b, beta, c, variant)
     if variant == BASELINE:
         if not (args[6] and args[9]):
             raise ValueError("the volkov2008 baseline takes row-major operands only")
@@ -185,11 +212,12 @@ def _check_precision(precision):
     return precision
 
 
-def product_into(alpha, a, b, beta, c, precision="fp32"):
+def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False):
     """gemm_into with the arithmetic chosen by `precision` (see `sgemm`): the tensor-core
-    modes run through Hopper's wgmma where the device has it (sm_90), else through mma.sync."""
+    modes run through Hopper's wgmma where the device has it (sm_90), else through mma.sync.
+    stage_a: as gemm_into's (FP32 only)."""
     if precision == "fp32":
-        return gemm_into(alpha, a, b, beta, c)
+        return gemm_into(alpha, a, b, beta, c, stage_a=stage_a)
     from . import _gemm_wgmma
     if _gemm_wgmma.available():
         return _gemm_wgmma.gemm_wgmma_into(alpha, a, b, beta, c, mode=precision)
@@ -260,7 +288,9 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     -----
     The kernel is a register-tiled SIMT SGEMM in FP32 (kernels/sgemm.cu); strided views with
     one unit stride and both memory orders are used in place, other strides are copied once.
-    It performs ``2*m*n*k`` flops.
+    For a large rank-k update (beta != 0, k <= 128, a C-ordered result) with a row-major
+    op(a), op(a) is first transposed into a temporary of k x m floats, which the kernel then
+    reads with 16-byte copies.  It performs ``2*m*n*k`` flops.
     """
     alpha, beta = _real_scalar(alpha, "alpha"), _real_scalar(beta, "beta")
     _check_precision(precision)
@@ -292,7 +322,7 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
                 out = cp.empty((m, n), dtype=np.float32)
             else:
                 out = cp.array(C, dtype=np.float32, order="C")
-        product_into(alpha, A, B, beta, out, precision)
+        product_into(alpha, A, B, beta, out, precision, stage_a=True)
         if c is not None and out is C and kind == "torch":
             return c  # written in place through the DLPack view
         return _arrays.from_device(out, kind)

@@ -104,6 +104,20 @@ def test_pick_variant_follows_k_and_the_major_of_a():
     assert _blas.chosen_variant(a, np.asfortranarray(a).T, 1.0, c.T) == "pipe128"
     assert _blas.chosen_variant(np.zeros((8, 0), np.float32), np.zeros((0, 0), np.float32),
                                 1.0, np.zeros((8, 0), np.float32)) is None
+    # the public sgemm stages a K-contiguous A (transposes it first) where the M-contiguous
+    # A gets the faster tile, and only there
+    assert _blas.chosen_variant(a, a.T, 1.0, c, stage_a=True) == "pipe128 (A staged)"
+    assert _blas.chosen_variant(np.asfortranarray(a), a.T, 1.0, c, stage_a=True) == "pipe128"
+    assert _blas.chosen_variant(a, a.T, 0.0, c, stage_a=True) == "dbuf128"     # beta = 0
+    assert _blas.chosen_variant(a, a.T, 1.0, c.T, stage_a=True) == "dbuf128"   # C col-major
+    wide = np.empty((4096, 256), np.float32)
+    assert _blas.chosen_variant(wide, wide.T, 1.0, c, stage_a=True) == "dbuf128"   # k = 256
+    short = np.empty((4096, 64), np.float32)   # pipe128 either way: staged for its copies
+    assert _blas.chosen_variant(short, short.T, 1.0, c) == "pipe128"
+    assert _blas.chosen_variant(short, short.T, 1.0, c, stage_a=True) == "pipe128 (A staged)"
+    small = np.empty((512, 64), np.float32)    # one wave of tiles: not worth a launch
+    assert _blas.chosen_variant(small, small.T, 1.0, c[:512, :512], stage_a=True) == \
+        _blas.pick_variant(512, 512, 64, 1.0)
 
 
 # ---------------------------------------------------------------- GPU: the kernels
@@ -154,6 +168,27 @@ def test_variants_beta_update_edges(cp, rng, variant, shape):
     frame = cp.asnumpy(big).copy()
     frame[1:m + 1, 2:n + 2] = np.nan
     assert np.isnan(frame).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [1, 64, 127, 128])
+@pytest.mark.parametrize("view", ["contiguous", "block", "strided"])
+def test_public_rank_k_update_stages_a(cp, rng, k, view):
+    """sgemm(-1, a, b, 1, c) with a K-contiguous a: transposed into a temporary and run with
+    pipe128's M-contiguous copies (2 waves of 128 x 128 tiles); a is left as it was."""
+    m, n = 2177, 2200
+    big = cp.asarray(rng.standard_normal((m + 5, 2 * k + 3), dtype=np.float32))
+    a = {"contiguous": big[:m, :k].copy(), "block": big[3:m + 3, 1:k + 1],
+         "strided": big[:m, ::2][:, :k]}[view]
+    keep = big.copy()
+    b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
+    c = cp.asarray(rng.standard_normal((m, n), dtype=np.float32))
+    assert _blas.chosen_variant(a, b, 1.0, c, stage_a=True) == "pipe128 (A staged)"
+    ref = cp.asnumpy(c).astype(np.float64) - cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b)
+    got = gpulinalg.sgemm(-1.0, a, b, beta=1.0, c=c, overwrite_c=True)
+    assert got is c
+    assert rel_err(cp.asnumpy(c), ref) <= 2e-6 * np.sqrt(k)
+    assert bool((big == keep).all())
 
 
 @pytest.mark.gpu
