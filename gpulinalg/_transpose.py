@@ -14,11 +14,12 @@ FAMILY = "transpose"
 # TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
 # 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
 # aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
-Tile = namedtuple("Tile", "TILE BY PAIR", defaults=(False,))
+Tile = namedtuple("Tile", "TILE BY PAIR PF", defaults=(False, 0))
 VARIANTS = {
     "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
     "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
     "64x4-pair": Tile(64, 4, True),    # the same with float2 loads and stores
+    "32x8-pf256": Tile(32, 8, False, 256),   # 32x8 whose L2 misses fill 256 aligned bytes
 }
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
@@ -46,11 +47,21 @@ BASELINE = "32x8"
 # 64 x 64 with 256 threads 92.9 / 96.9.  Earlier: diagonal block order and streaming (.cs)
 # hints no gain on the grid and 2-5 points slower off it; 64 x 64 on 256 threads (64x8)
 # 92.6% at 6000 x 10000; 64 x 128 / 128 x 64 tiles on 256 threads slower than 64x4.
-# Off the grid nothing measured reaches 95% of copy at 6000 x 10000 (32x8 94.2-94.6%,
-# default run 94.3%); at 4000^2 32x8 ran 94.6-97.0% over three runs.
+# Off the grid nothing measured reaches 95% of copy at 6000 x 10000 on every H100 (32x8
+# 94.2-94.6%, default run 94.3%); at 4000^2 32x8 ran 94.6-97.0% over three runs.
+# Twelfth session (benchmarks/transpose_ab.py, two rounds per call on three H100s, a fresh
+# machine each call): the machine moves 32x8 at 6000 x 10000 by 3 points (96.1/96.2,
+# 94.2/94.6, 93.1/93.6%).  Reading A with a 256-byte L2 fill (ld.global.nc.L2::256B,
+# "32x8-pf256") gained on every size on both machines it ran on (the second and third): 4000^2 +0.7-1.5, 6000 x 10000 +0.6-0.7, 10000^2
+# +0.7-1.3, 12000^2 +0.7-0.8, 16384^2 +0.4-0.7 points; on the 64-wide float2 tile it lost
+# on the grid (16384^2 96.2 -> 95.8) -- so OFF_GRID is 32x8-pf256.  No gain, not kept:
+# column-major order in bands of 2 / 4 / 8 / 16 tile rows (6000 x 10000 32x8 96.1 / 96.0 /
+# 94.7 / 94.8 / 93.8; 10000^2 94.7 / 94.3 / 93.7 / 93.1 / 92.2), two 32 x 32 tiles per block
+# (6000 x 10000 93.1 -> 92.5, with the fill 93.8 against 93.7), 32 x 32 on 128 threads with
+# the fill (93.8, equal), on 512 threads (70%).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
-OFF_GRID = "32x8"
+OFF_GRID = "32x8-pf256"
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
 _NUM_SMS_GUESS = 132
@@ -59,7 +70,8 @@ _MAX_GRID_Y = 65535
 
 
 def _tiled_name(t):
-    return f"transpose_pair<{t.BY}>" if t.PAIR else f"transpose_tiled<{t.TILE},{t.BY}>"
+    return (f"transpose_pair<{t.BY}>" if t.PAIR
+            else f"transpose_tiled<{t.TILE},{t.BY},{t.PF}>")
 
 
 def _unpaired(t):

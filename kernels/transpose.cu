@@ -12,13 +12,14 @@
 // edge tiles themselves (a bounds-checked path taken only by edge blocks).  Every load of a
 // thread is issued before the first shared store.
 //
-// transpose_tiled<TILE, BY>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
+// transpose_tiled<TILE, BY, PF>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
 //   reads A rows r0+ty+BY*q, columns c0+tx+32*p into tile[row][col] (each warp load: 128
 //   contiguous bytes), then after one barrier writes B rows c0+ty+BY*q, columns r0+tx+32*p
 //   from the tile read column-wise (each warp store: 128 contiguous bytes).  The tile is padded
 //   to [TILE][TILE+1] so the column-wise reads hit 32 banks.  32 x 8 (the seed kernel, kept as
 //   the baseline, 4 elements per thread) and 64 x 4 (32 per thread, the fallback of
-//   transpose_pair<4> for odd strides).
+//   transpose_pair<4> for odd strides).  PF = 256: A is read with a 256-byte L2 fill size
+//   (load_a below), the off-grid choice.
 // transpose_pair<BY>: 64 x 64 tile, 8-byte (float2) global accesses: thread (tx, ty) reads A
 //   columns c0+2tx, c0+2tx+1 of rows r0+ty+BY*q (each warp load: 256 contiguous bytes) and
 //   writes B columns r0+2tx, r0+2tx+1 of rows c0+ty+BY*q; the tile is stored with rows and
@@ -38,14 +39,31 @@
 //   sizes.  Tried and removed (numbers in gpulinalg/_transpose.py): diagonal block order,
 //   streaming (.cs) cache hints, column-major order in bands of 32 tile rows, rectangular
 //   32 x 64 / 64 x 32 / 64 x 128 / 128 x 64 tiles, 32 x 32 on 128 threads, 64 x 64 on 256 or
-//   512 threads, and a persistent 64 x 64 kernel with 16-byte cp.async reads and float4
-//   writes (2423 vs 2814 GB/s at 16384^2; commit abad904).
+//   512 threads, a persistent 64 x 64 kernel with 16-byte cp.async reads and float4
+//   writes (2423 vs 2814 GB/s at 16384^2; commit abad904), column-major order in bands of
+//   2-16 tile rows, two 32 x 32 tiles per block, 32 x 32 on 512 threads (~70%), and the
+//   256-byte L2 fill on the 64-wide float2 tile (slower on the grid).
 //
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
 //   transposes that are strided copies; bandwidth-bound like the above.
 
-template <int TILE, int BY>
+// Loads of A in transpose_tiled.  PF = 0: plain loads; PF = 256: the L2 fills the 256 aligned
+// bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row segment
+// of a 32-wide tile, half of a 256-byte chunk or straddling two lines, brings in the
+// neighbouring tile's part from DRAM in the same access (src is read-only: .nc).
+template <int PF> __device__ __forceinline__ float load_a(const float* p)
+{
+    static_assert(PF == 0 || PF == 256, "L2 fill size: 0 (default) or 256 bytes");
+    float v;
+    if constexpr (PF == 256)
+        asm volatile("ld.global.nc.L2::256B.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    else
+        v = *p;
+    return v;
+}
+
+template <int TILE, int BY, int PF>
 __global__ void __launch_bounds__(32 * BY)
 transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds,
                 float* __restrict__ dst, long long ldd)
@@ -71,7 +89,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
         for (int q = 0; q < RY; ++q)
 #pragma unroll
             for (int p = 0; p < CX; ++p)
-                v[q][p] = s[(ty + BY * q) * lds + tx + 32 * p];
+                v[q][p] = load_a<PF>(s + (ty + BY * q) * lds + tx + 32 * p);
     } else {
         const long long rl = rows - r0, cl = cols - c0;   // rows / columns left in this tile
 #pragma unroll
@@ -79,7 +97,7 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
 #pragma unroll
             for (int p = 0; p < CX; ++p)
                 v[q][p] = (ty + BY * q < rl && tx + 32 * p < cl)
-                          ? s[(ty + BY * q) * lds + tx + 32 * p] : 0.0f;
+                          ? load_a<PF>(s + (ty + BY * q) * lds + tx + 32 * p) : 0.0f;
     }
 #pragma unroll
     for (int q = 0; q < RY; ++q)

@@ -77,13 +77,14 @@ def test_kernel_table():
         assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
         assert t.TILE * (t.TILE + 1) * 4 <= 48 * 1024, name   # static shared memory
         assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
+        assert t.PF in (0, 256) and not (t.PAIR and t.PF), name   # L2 fill: tiled only
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert _transpose.OFF_GRID in _transpose.VARIANTS
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
-    assert "transpose_tiled<64,4>" in _transpose.KERNEL_NAMES   # transpose_pair<4>'s fallback
+    assert "transpose_tiled<64,4,0>" in _transpose.KERNEL_NAMES   # transpose_pair<4>'s fallback
     assert _transpose.num_tiles(130, 129, "64x4") == 3 * 3
 
 
