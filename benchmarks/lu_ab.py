@@ -26,7 +26,7 @@ def main():
     from cupyx.scipy import linalg as cpx_linalg
 
     import gpulinalg
-    from gpulinalg import _lu_graph
+    from gpulinalg import _lu_graph, _transpose
     from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu
 
     mod, name, values = parse_vary(args.vary)
@@ -43,6 +43,7 @@ def main():
                 for v in values:
                     setattr(mod, name, v)
                     _lu_graph.clear()   # a captured graph holds the old value's launches
+                    _transpose.pick_variant.cache_clear()   # a memoised tile choice too
                     times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=2,
                                              repeat=args.repeat))
             print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")

@@ -5,11 +5,15 @@
 Per shape: B = A^T (both C-ordered) by each tile variant in `--variants` for each value of
 the constant, and a device-to-device copy of as many bytes, all timed in bursts that take
 turns round by round (gpulinalg.bench.common.time_burst), so that clock drift hits every
-candidate alike.  Prints GB/s (bytes read + written) and % of the copy; every result is
-checked against a.T.  The constant is restored at the end.
+candidate alike.  A burst pays for the dirty lines its predecessor left in L2 (worth 1-5
+points of copy bandwidth at 4000^2 between identical kernels), so each of `--rounds` rounds
+rotates the order by one place; the summary is the mean over the rounds.  Prints GB/s
+(bytes read + written) and % of the copy; every result is checked against a.T.  The
+constant is restored at the end.
 """
 
 import argparse
+import statistics
 
 
 def main():
@@ -17,10 +21,16 @@ def main():
     p.add_argument("--vary", default="_transpose.SMALL_TILES_PER_SM=4",
                    help="MODULE.NAME=v1,v2: constant and its values (default: none varied)")
     p.add_argument("--sizes", default="4000,6000x10000,10000,12288,16384")
-    p.add_argument("--variants", default="32x8,64x4-pair")
+    p.add_argument("--variants", default="32x8,64x4-pair",
+                   help="tile variants ('auto': the automatic choice)")
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--calls", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=1, help="repeat the whole sweep")
+    p.add_argument("--chain", choices=["copy", "matmul"],
+                   help="each transpose call is followed by a copy of as many bytes, or by "
+                        "cupy.matmul of two 2048^2 matrices, timed with it (what a kernel "
+                        "leaves in L2 for the next is charged to it)")
+    p.add_argument("--rounds", type=int, default=4,
+                   help="rounds per shape, each rotating the order by one place")
     args = p.parse_args()
     import cupy as cp
 
@@ -33,32 +43,49 @@ def main():
     dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
     print(f"{dev}; varying {mod.__name__}.{name} (default {original})")
     try:
-        for rnd in range(args.rounds):
-            for m, n in parse_shapes(args.sizes):
-                a = random_matrix((m, n), 1, cp)
-                out = cp.empty((n, m), dtype=cp.float32)
-                buf = cp.empty_like(a)
+        for m, n in parse_shapes(args.sizes):
+            a = random_matrix((m, n), 1, cp)
+            out = cp.empty((n, m), dtype=cp.float32)
+            buf = cp.empty_like(a)
 
-                def ours(variant, v):
-                    def run():
-                        setattr(mod, name, v)
-                        _transpose.transpose_into(a, out, variant)
-                    return run
+            def ours(variant, v):
+                def run():
+                    setattr(mod, name, v)
+                    _transpose.pick_variant.cache_clear()
+                    _transpose.transpose_into(a, out, variant)
+                    then()
+                return run
 
-                fns = {"copy": lambda: cp.copyto(buf, a)}
-                for variant in args.variants.split(","):
-                    for v in values:
-                        fns[f"{variant} {name}={v}"] = ours(variant, v)
-                        out.fill(cp.nan)
-                        fns[f"{variant} {name}={v}"]()
-                        if not bool(cp.array_equal(out, a.T)):
-                            raise AssertionError(f"{m}x{n} {variant} {name}={v}: wrong result")
-                ms = time_burst(fns, warmup=2, repeat=args.repeat, calls=args.calls)
-                print(f"{m} x {n} (round {rnd}):")
-                for key, t in ms.items():
-                    print(f"  {key:<28} {t:7.3f} ms  {8.0 * m * n / t / 1e6:6.0f} GB/s  "
-                          f"{100.0 * ms['copy'] / t:5.1f}% copy", flush=True)
-                del a, out, buf
+            g = random_matrix((2048, 2048), 2, cp) if args.chain == "matmul" else None
+            then = {"copy": lambda: cp.copyto(buf, a), "matmul": lambda: cp.matmul(g, g),
+                    None: lambda: None}[args.chain]
+            fns = {"copy": lambda: cp.copyto(buf, a)}
+            if args.chain == "matmul":
+                fns["matmul"] = then
+            for variant in [None if v == "auto" else v for v in args.variants.split(",")]:
+                for v in values:
+                    key = f"{variant or 'auto'} {name}={v}"
+                    fns[key] = ours(variant, v)
+                    out.fill(cp.nan)
+                    fns[key]()
+                    if not bool(cp.array_equal(out, a.T)):
+                        raise AssertionError(f"{m}x{n} {key}: wrong result")
+            names, pct = list(fns), {k: [] for k in fns}
+            for rnd in range(args.rounds):
+                order = names[rnd % len(names):] + names[:rnd % len(names)]
+                ms = time_burst({k: fns[k] for k in order}, warmup=2, repeat=args.repeat,
+                                calls=args.calls)
+                alone = ms.get(args.chain, 0.0)   # with --chain: its own time taken out
+                for k in names:
+                    pct[k].append(100.0 * ms["copy"] / (ms[k] - (alone if k not in ("copy",
+                                                                 args.chain) else 0.0)))
+                print(f"{m} x {n} round {rnd} (order {', '.join(order)}): copy "
+                      f"{8.0 * m * n / ms['copy'] / 1e6:.0f} GB/s; % copy " +
+                      " ".join(f"{k} {pct[k][-1]:.1f}" for k in names[1:]) +
+                      (f"; {args.chain} alone {alone:.3f} ms" if args.chain else ""), flush=True)
+            print(f"{m} x {n} mean % copy over {args.rounds} rounds: " +
+                  " | ".join(f"{k} {statistics.mean(pct[k]):.1f}" for k in names[1:]), flush=True)
+            del a, out, buf
     finally:
         setattr(mod, name, original)
 

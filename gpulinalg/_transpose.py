@@ -14,12 +14,13 @@ FAMILY = "transpose"
 # TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
 # 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
 # aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
-Tile = namedtuple("Tile", "TILE BY PAIR PF", defaults=(False, 0))
+Tile = namedtuple("Tile", "TILE BY PAIR PF EL", defaults=(False, 0, False))
 VARIANTS = {
     "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
     "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
     "64x4-pair": Tile(64, 4, True),    # the same with float2 loads and stores
     "32x8-pf256": Tile(32, 8, False, 256),   # 32x8 whose L2 misses fill 256 aligned bytes
+    "32x8-pf256-el": Tile(32, 8, False, 256, True),   # and stores B with L2 evict-last
 }
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
@@ -49,19 +50,34 @@ BASELINE = "32x8"
 # 92.6% at 6000 x 10000; 64 x 128 / 128 x 64 tiles on 256 threads slower than 64x4.
 # Off the grid nothing measured reaches 95% of copy at 6000 x 10000 on every H100 (32x8
 # 94.2-94.6%, default run 94.3%); at 4000^2 32x8 ran 94.6-97.0% over three runs.
-# Twelfth session (benchmarks/transpose_ab.py, two rounds per call on three H100s, a fresh
-# machine each call): the machine moves 32x8 at 6000 x 10000 by 3 points (96.1/96.2,
-# 94.2/94.6, 93.1/93.6%).  Reading A with a 256-byte L2 fill (ld.global.nc.L2::256B,
-# "32x8-pf256") gained on every size on both machines it ran on (the second and third): 4000^2 +0.7-1.5, 6000 x 10000 +0.6-0.7, 10000^2
-# +0.7-1.3, 12000^2 +0.7-0.8, 16384^2 +0.4-0.7 points; on the 64-wide float2 tile it lost
-# on the grid (16384^2 96.2 -> 95.8) -- so OFF_GRID is 32x8-pf256.  No gain, not kept:
-# column-major order in bands of 2 / 4 / 8 / 16 tile rows (6000 x 10000 32x8 96.1 / 96.0 /
-# 94.7 / 94.8 / 93.8; 10000^2 94.7 / 94.3 / 93.7 / 93.1 / 92.2), two 32 x 32 tiles per block
-# (6000 x 10000 93.1 -> 92.5, with the fill 93.8 against 93.7), 32 x 32 on 128 threads with
-# the fill (93.8, equal), on 512 threads (70%).
+# Twelfth session (benchmarks/transpose_ab.py; the machine moves 32x8 at 6000 x 10000 by 3
+# points between H100s: 96.1, 94.4, 93.4%).  A burst pays for the dirty lines its
+# predecessor left in L2 (1-5 points between identical kernels at 4000^2), so the figures
+# below are means over rounds that rotate the order (% of copy; 32x8 / 32x8-pf256 /
+# 32x8-pf256-el / 64x4-pair):
+#   4000^2       98.4 / 99.8 / 98.3 / 102.2     (B pitch on 128-byte lines)
+#   5000^2       98.4 / 100.2 / 102.0 / 103.3
+#   6000 x 10000 94.6 / 95.2 / 96.5 / 95.6      (second run 94.2 / 95.0 / 96.0)
+#   10000^2      93.8 / 94.8 / 96.3 / 93.7      (94.2 / 95.2 / 96.5)
+#   11000^2      92.4 / 93.3 / 95.3 / 91.6
+#   12000^2      93.6 / 94.2 / 94.5 / 93.0      (B pitch on 128-byte lines)
+#   16384^2      93.1 / 93.5 / 93.7 / 96.6
+# pf256: A read with a 256-byte L2 fill (ld.global.nc.L2::256B), so that the neighbour
+# tile's half of a chunk comes from DRAM in the same access: +0.4-1.8 everywhere.  el: B
+# also written with an L2 evict-last policy, so that the L2 evicts the consumed lines of A
+# before the half-written lines of B: +1.0-2.0 where B's rows are not on 128-byte lines,
+# -1.5 at 4000^2 where they are; still +0.5-1.3 when each call is charged with a following
+# copy or a 2048^2 cupy.matmul (--chain: what it leaves in L2 does not slow the next kernel).
+# So OFF_GRID is 32x8-pf256 and OFF_GRID_EL 32x8-pf256-el where B's pitch is not a multiple
+# of 32 floats.  No gain, not kept: column-major order in bands of 2 / 4 / 8 / 16 tile rows
+# (6000 x 10000 32x8 96.1 / 96.0 / 94.7 / 94.8 / 93.8), two 32 x 32 tiles per block (93.1 ->
+# 92.5), 32 x 32 on 128 threads with the fill (equal), on 512 threads (70%), the fill on
+# 64x4-pair (16384^2 96.2 -> 95.8), evict-first or L1::no_allocate loads (-5 to -10).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
+OFF_GRID_EL = "32x8-pf256-el"   # the same where B's row pitch is not a multiple of 128 bytes
+EVICT_LAST_STORES = True        # False: OFF_GRID there too (A/B switch; pick_variant caches)
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
 _NUM_SMS_GUESS = 132
@@ -71,7 +87,7 @@ _MAX_GRID_Y = 65535
 
 def _tiled_name(t):
     return (f"transpose_pair<{t.BY}>" if t.PAIR
-            else f"transpose_tiled<{t.TILE},{t.BY},{t.PF}>")
+            else f"transpose_tiled<{t.TILE},{t.BY},{t.PF},{str(t.EL).lower()}>")
 
 
 def _unpaired(t):
@@ -93,14 +109,17 @@ def num_tiles(rows, cols, variant):
 @functools.lru_cache(maxsize=1024)
 def pick_variant(rows, cols, lds=None, ldd=None, aligned=True):
     """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and where a
-    row pitch is not a multiple of 256 bytes; the 64-wide float2 tile otherwise (see
-    OFF_GRID).  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
+    row pitch is not a multiple of 256 bytes (with evict-last stores where B's is not a
+    multiple of 128); the 64-wide float2 tile otherwise (see OFF_GRID).  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
     both pointers 256-byte aligned."""
     tiles = num_tiles(rows, cols, DEFAULT)
     if tiles < SMALL_TILES_PER_SM * _NUM_SMS_GUESS:
         return SMALL
     lds, ldd = cols if lds is None else lds, rows if ldd is None else ldd
-    return DEFAULT if aligned and lds % 64 == 0 and ldd % 64 == 0 else OFF_GRID
+    if aligned and lds % 64 == 0 and ldd % 64 == 0:
+        return DEFAULT
+    # B's rows not on 128-byte lines: each tile's row segment shares lines with its neighbours'
+    return OFF_GRID_EL if EVICT_LAST_STORES and not (aligned and ldd % 32 == 0) else OFF_GRID
 
 
 @functools.lru_cache(maxsize=1024)

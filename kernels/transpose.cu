@@ -12,14 +12,15 @@
 // edge tiles themselves (a bounds-checked path taken only by edge blocks).  Every load of a
 // thread is issued before the first shared store.
 //
-// transpose_tiled<TILE, BY, PF>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
+// transpose_tiled<TILE, BY, PF, EL>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
 //   reads A rows r0+ty+BY*q, columns c0+tx+32*p into tile[row][col] (each warp load: 128
 //   contiguous bytes), then after one barrier writes B rows c0+ty+BY*q, columns r0+tx+32*p
 //   from the tile read column-wise (each warp store: 128 contiguous bytes).  The tile is padded
 //   to [TILE][TILE+1] so the column-wise reads hit 32 banks.  32 x 8 (the seed kernel, kept as
 //   the baseline, 4 elements per thread) and 64 x 4 (32 per thread, the fallback of
-//   transpose_pair<4> for odd strides).  PF = 256: A is read with a 256-byte L2 fill size
-//   (load_a below), the off-grid choice.
+//   transpose_pair<4> for odd strides).  PF = 256: A is read with a 256-byte L2 fill size;
+//   EL: B is written with an L2 evict-last policy (load_a / store_b below): the off-grid
+//   choices.
 // transpose_pair<BY>: 64 x 64 tile, 8-byte (float2) global accesses: thread (tx, ty) reads A
 //   columns c0+2tx, c0+2tx+1 of rows r0+ty+BY*q (each warp load: 256 contiguous bytes) and
 //   writes B columns r0+2tx, r0+2tx+1 of rows c0+ty+BY*q; the tile is stored with rows and
@@ -41,8 +42,10 @@
 //   32 x 64 / 64 x 32 / 64 x 128 / 128 x 64 tiles, 32 x 32 on 128 threads, 64 x 64 on 256 or
 //   512 threads, a persistent 64 x 64 kernel with 16-byte cp.async reads and float4
 //   writes (2423 vs 2814 GB/s at 16384^2; commit abad904), column-major order in bands of
-//   2-16 tile rows, two 32 x 32 tiles per block, 32 x 32 on 512 threads (~70%), and the
-//   256-byte L2 fill on the 64-wide float2 tile (slower on the grid).
+//   2-16 tile rows, two 32 x 32 tiles per block, 32 x 32 on 512 threads (~70%), the
+//   256-byte L2 fill on the 64-wide float2 tile (slower on the grid), evict-first loads.
+//   Off the grid the 256-byte fill and the evict-last stores gain 1-3 points of copy
+//   (6000 x 10000: 94.6 -> 96.5%; the table in gpulinalg/_transpose.py).
 //
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
@@ -52,6 +55,12 @@
 // bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row segment
 // of a 32-wide tile, half of a 256-byte chunk or straddling two lines, brings in the
 // neighbouring tile's part from DRAM in the same access (src is read-only: .nc).
+// Global accesses of transpose_tiled.  PF = 0: plain loads; PF = 256: the L2 fills the 256
+// aligned bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row
+// segment of a 32-wide tile, half of a 256-byte chunk or straddling two lines, brings in the
+// neighbouring tile's part from DRAM in the same access (src is read-only: .nc).  EL: the
+// stores of whole tiles carry an L2 evict-last policy, so the L2 drops the (consumed) lines
+// of A before the lines of B that the neighbouring tiles have not finished.
 template <int PF> __device__ __forceinline__ float load_a(const float* p)
 {
     static_assert(PF == 0 || PF == 256, "L2 fill size: 0 (default) or 256 bytes");
@@ -63,7 +72,16 @@ template <int PF> __device__ __forceinline__ float load_a(const float* p)
     return v;
 }
 
-template <int TILE, int BY, int PF>
+template <bool EL> __device__ __forceinline__ void store_b(float* p, float v, unsigned long long pol)
+{
+    if constexpr (EL)
+        asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" :: "l"(p), "f"(v), "l"(pol)
+                     : "memory");
+    else
+        *p = v;
+}
+
+template <int TILE, int BY, int PF, bool EL>
 __global__ void __launch_bounds__(32 * BY)
 transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds,
                 float* __restrict__ dst, long long ldd)
@@ -109,11 +127,15 @@ transpose_tiled(int rows, int cols, const float* __restrict__ src, long long lds
     // B rows c0.. (A's columns), B columns r0.. (A's rows): tile read column-wise.
     float* d = dst + c0 * ldd + r0;
     if (full) {
+        unsigned long long pol = 0;
+        if constexpr (EL)
+            asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
 #pragma unroll
         for (int q = 0; q < RY; ++q)
 #pragma unroll
             for (int p = 0; p < CX; ++p)
-                d[(ty + BY * q) * ldd + tx + 32 * p] = tile[tx + 32 * p][ty + BY * q];
+                store_b<EL>(d + (ty + BY * q) * ldd + tx + 32 * p, tile[tx + 32 * p][ty + BY * q],
+                            pol);
     } else {
         const long long rl = rows - r0, cl = cols - c0;
 #pragma unroll

@@ -77,27 +77,32 @@ def test_kernel_table():
         assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
         assert t.TILE * (t.TILE + 1) * 4 <= 48 * 1024, name   # static shared memory
         assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
-        assert t.PF in (0, 256) and not (t.PAIR and t.PF), name   # L2 fill: tiled only
+        assert t.PF in (0, 256) and not (t.PAIR and (t.PF or t.EL)), name   # tiled only
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert _transpose.OFF_GRID in _transpose.VARIANTS
+    assert _transpose.OFF_GRID_EL in _transpose.VARIANTS
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
-    assert "transpose_tiled<64,4,0>" in _transpose.KERNEL_NAMES   # transpose_pair<4>'s fallback
+    assert "transpose_tiled<64,4,0,false>" in _transpose.KERNEL_NAMES   # transpose_pair<4>'s fallback
     assert _transpose.num_tiles(130, 129, "64x4") == 3 * 3
 
 
 def test_pick_variant_follows_the_row_pitches():
     assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
     assert _transpose.pick_variant(4096, 4096) == _transpose.DEFAULT
-    assert _transpose.pick_variant(6000, 10000) == _transpose.OFF_GRID
+    # B's pitch (the rows of A) a multiple of 32 floats: the lines are whole, no evict-last
     assert _transpose.pick_variant(4000, 4096) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(4096, 4000) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(6000, 10000) == _transpose.OFF_GRID_EL   # 6000 % 32 = 16
+    assert _transpose.pick_variant(10000, 6016) == _transpose.OFF_GRID_EL
     assert _transpose.pick_variant(100, 100) == _transpose.SMALL
     # off-grid extents in buffers whose leading dimensions are multiples of 64
     assert _transpose.pick_variant(10000, 10000, 10048, 10048) == _transpose.DEFAULT
-    assert _transpose.pick_variant(8192, 8192, 8192, 8200) == _transpose.OFF_GRID
-    assert _transpose.pick_variant(8192, 8192, aligned=False) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(8192, 8192, 8200, 8192) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(8192, 8192, 8192, 8200) == _transpose.OFF_GRID_EL
+    assert _transpose.pick_variant(8192, 8192, aligned=False) == _transpose.OFF_GRID_EL
 
 
 # ---------------------------------------------------------------- GPU
