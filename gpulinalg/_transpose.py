@@ -14,13 +14,14 @@ FAMILY = "transpose"
 # TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
 # 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
 # aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
-Tile = namedtuple("Tile", "TILE BY PAIR PF EL", defaults=(False, 0, False))
+Tile = namedtuple("Tile", "TILE BY PAIR PF EL SKEW", defaults=(False, 0, False, False))
 VARIANTS = {
     "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
     "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
     "64x4-pair": Tile(64, 4, True),    # the same with float2 loads and stores
     "32x8-pf256": Tile(32, 8, False, 256),   # 32x8 whose L2 misses fill 256 aligned bytes
     "32x8-pf256-el": Tile(32, 8, False, 256, True),   # and stores B with L2 evict-last
+    "64x8-skew": Tile(64, 8, False, 256, False, True),   # 64 x 32, B rows in whole sectors
 }
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
@@ -73,10 +74,19 @@ BASELINE = "32x8"
 # (6000 x 10000 32x8 96.1 / 96.0 / 94.7 / 94.8 / 93.8), two 32 x 32 tiles per block (93.1 ->
 # 92.5), 32 x 32 on 128 threads with the fill (equal), on 512 threads (70%), the fill on
 # 64x4-pair (16384^2 96.2 -> 95.8), evict-first or L1::no_allocate loads (-5 to -10).
+# Odd sizes (the --sweep's n + 1) ran at 57-74% of copy with every tile above (16385^2:
+# 32x8 56.8%, 64x4 64.9%): B's rows start mid-sector, and a sector half written by one
+# tile and finished by the next tile row's, gx blocks later, costs DRAM a read-modify-write
+# when it leaves L2 in between.  transpose_skew writes each B row in whole sectors (its
+# window of A rows shifted by the row's sector offset, kernels/transpose.cu): with 32 A rows
+# a tile 83-88%, with 64 ("64x8-skew", OFF_SECTOR) 91.5-95.6% (4097^2 95.1, 8193^2 92.4,
+# 12289^2 91.5, 16385^2 91.8, 6001 x 10003 93.2, 4002^2 95.6, 2049^2 99.0); its stores with
+# evict-last lost 4-5 points.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
 OFF_GRID_EL = "32x8-pf256-el"   # the same where B's row pitch is not a multiple of 128 bytes
+OFF_SECTOR = "64x8-skew"        # where B's pitch or dst is off the 32-byte sector grid
 EVICT_LAST_STORES = True        # False: OFF_GRID there too (A/B switch; pick_variant caches)
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
@@ -86,6 +96,8 @@ _MAX_GRID_Y = 65535
 
 
 def _tiled_name(t):
+    if t.SKEW:
+        return f"transpose_skew<{t.TILE},{t.PF}>"   # TILE A rows x 32 A columns
     return (f"transpose_pair<{t.BY}>" if t.PAIR
             else f"transpose_tiled<{t.TILE},{t.BY},{t.PF},{str(t.EL).lower()}>")
 
@@ -103,11 +115,11 @@ KERNEL_NAMES = tuple(dict.fromkeys(
 
 def num_tiles(rows, cols, variant):
     t = VARIANTS[variant]
-    return -(-rows // t.TILE) * -(-cols // t.TILE)
+    return -(-rows // t.TILE) * -(-cols // (32 if t.SKEW else t.TILE))
 
 
 @functools.lru_cache(maxsize=1024)
-def pick_variant(rows, cols, lds=None, ldd=None, aligned=True):
+def pick_variant(rows, cols, lds=None, ldd=None, aligned=True, dst_sector=True):
     """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and where a
     row pitch is not a multiple of 256 bytes (with evict-last stores where B's is not a
     multiple of 128); the 64-wide float2 tile otherwise (see OFF_GRID).  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
@@ -116,6 +128,8 @@ def pick_variant(rows, cols, lds=None, ldd=None, aligned=True):
     if tiles < SMALL_TILES_PER_SM * _NUM_SMS_GUESS:
         return SMALL
     lds, ldd = cols if lds is None else lds, rows if ldd is None else ldd
+    if ldd % 8 or not dst_sector:   # B's rows off the 32-byte sector grid
+        return OFF_SECTOR
     if aligned and lds % 64 == 0 and ldd % 64 == 0:
         return DEFAULT
     # B's rows not on 128-byte lines: each tile's row segment shares lines with its neighbours'
@@ -145,7 +159,10 @@ def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
     pairs_ok = (lds | ldd) % 2 == 0 and (src.data.ptr | dst.data.ptr) % 8 == 0
     kernel, grid, block = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
-    kernel(grid, block, (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
+    args = (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd))
+    if VARIANTS[variant].SKEW:   # dst's offset in floats from a 32-byte sector boundary
+        args += (np.uint32(dst.data.ptr // 4 % 8),)
+    kernel(grid, block, args)
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
@@ -179,7 +196,8 @@ def transpose_into(src, dst, variant=None):
         raise ValueError(f"unknown transpose variant {variant!r}; choose from {list(VARIANTS)}")
     if src.flags.c_contiguous and dst.flags.c_contiguous:   # the common case, fewest steps
         if auto:   # memoised per shape
-            variant = pick_variant(m, n, aligned=(src.data.ptr | dst.data.ptr) % 256 == 0)
+            variant = pick_variant(m, n, aligned=(src.data.ptr | dst.data.ptr) % 256 == 0,
+                                   dst_sector=dst.data.ptr % 32 == 0)
         _launch_transpose(m, n, src, n, dst, m, variant)
         return dst
     d_layout = _arrays.matrix_layout(dst)
@@ -201,7 +219,8 @@ def transpose_into(src, dst, variant=None):
         _launch_copy(m, n, src, lds, dst, ldd)
         return dst
     if auto:   # for the row-major problem (rows x cols, lds, ldd) the kernel sees
-        variant = pick_variant(rows, cols, lds, ldd, (src.data.ptr | dst.data.ptr) % 256 == 0)
+        variant = pick_variant(rows, cols, lds, ldd, (src.data.ptr | dst.data.ptr) % 256 == 0,
+                               dst.data.ptr % 32 == 0)
     _launch_transpose(rows, cols, src, lds, dst, ldd, variant)
     return dst
 
@@ -246,8 +265,9 @@ def transpose(a, out=None):
     -----
     Unlike ``a.T``, which is a view, this moves the data: the kernel (kernels/transpose.cu)
     goes through 64 x 64 shared-memory tiles with 8-byte accesses (32 x 32 tiles with 4-byte
-    accesses for small matrices and for row pitches that are not multiples of 256 bytes) so
-    that reads and writes are both coalesced.  It is bandwidth-bound:
+    accesses for small matrices and for row pitches that are not multiples of 256 bytes;
+    64 x 32 tiles that write each result row in whole 32-byte sectors where those rows do
+    not start on one, e.g. odd sizes) so that reads and writes are both coalesced.  It is bandwidth-bound:
     ``8*m*n`` bytes are read and written.  A column-major `a` transposes to a C-ordered result
     by a plain strided copy.
     """

@@ -215,6 +215,71 @@ transpose_pair(int rows, int cols, const float* __restrict__ src, long long lds,
     }
 }
 
+// transpose_skew<TR, PF>: B's row pitch (or dst) off the 32-byte sector grid (ldd not a
+//   multiple of 8 floats: odd sizes).  A tile whose B rows are written from c0 + r0 on would
+//   start mid-sector in almost every row, and the next tile row's block (gx blocks later)
+//   writes the rest of that sector: a partially written sector that leaves L2 in between
+//   costs DRAM a read-modify-write (H100, 16385^2: 57% of copy with the 32 x 32 tile).
+//   Here each B row's window of A rows is shifted back to the sector grid: B row j of tile
+//   row k takes A rows TR*k - t(j) ... TR*k - t(j) + TR - 1, t(j) = (doff + j*ldd) mod 8
+//   (doff: dst's offset in floats from a 32-byte boundary), so each warp store is 4 whole
+//   sectors; t(j) does not depend on k, so the windows of one B row tile it exactly (the
+//   first is clipped at row 0, the last runs to `rows`: up to TR + 7 elements).  A block
+//   reads A rows TR*k - 7 ... TR*k + TR - 1 by 32 columns into a [TR + 7][33] tile (the 7
+//   rows above are the tile above's, read again from L2).  32 x 8 threads, (TR + 7) / 8
+//   loads each with the 256-byte L2 fill (PF).  TR = 64 is the launched one (91.5-95.6% of
+//   copy at odd sizes 2049-16385; TR = 32: 83-88%, 22% of its reads are the rows above).
+template <int TR, int PF>
+__global__ void __launch_bounds__(256)
+transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,
+               float* __restrict__ dst, long long ldd, unsigned doff)
+{
+    static_assert(TR % 32 == 0, "the windows are written 32 lanes at a time");
+    constexpr int TC = 32, BY = 8, H = TR + 7;   // tile rows kept: 7 above the tile's own TR
+    constexpr int NQ = (H + BY - 1) / BY;       // loads per thread
+    __shared__ float tile[H][TC + 1];
+    const unsigned gx = (static_cast<unsigned>(cols) + TC - 1) / TC;
+    const unsigned gy = (static_cast<unsigned>(rows) + TR - 1) / TR;
+    const unsigned k = blockIdx.x / gx;
+    const long long r0 = static_cast<long long>(k) * TR;
+    const long long c0 = static_cast<long long>(blockIdx.x % gx) * TC;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+
+    // A rows r0 - 7 + lr, lr < H, columns c0 + tx
+    float v[NQ];
+#pragma unroll
+    for (int q = 0; q < NQ; ++q) {
+        const int lr = ty + BY * q;
+        const long long r = r0 - 7 + lr;
+        v[q] = (lr < H && r >= 0 && r < rows && c0 + tx < cols)
+               ? load_a<PF>(src + r * lds + c0 + tx) : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+        if (ty + BY * q < H)
+            tile[ty + BY * q][tx] = v[q];
+    __syncthreads();
+
+    const bool last = k + 1 == gy;
+#pragma unroll
+    for (int p = 0; p < TC / BY; ++p) {
+        const int jj = ty + BY * p;   // B row c0 + jj = A column c0 + jj
+        if (c0 + jj >= cols)
+            break;
+        const long long j = c0 + jj;
+        const int t = static_cast<int>((doff + static_cast<unsigned long long>(j) *
+                                        static_cast<unsigned long long>(ldd)) & 7);
+        const long long end = last ? rows : r0 + TR - t;   // this window: A rows [r0 - t, end)
+        float* d = dst + j * ldd;
+#pragma unroll
+        for (int w = 0; w <= TR / 32; ++w) {   // w = TR/32: the last window's up to 7 more
+            const long long i = r0 - t + 32 * w + tx;
+            if (i >= 0 && i < end)
+                d[i] = tile[32 * w + tx - t + 7][jj];
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 copy2d(int rows, int cols, const float* __restrict__ src, long long lds,
        float* __restrict__ dst, long long ldd)

@@ -64,12 +64,62 @@ def emulate_tiled(a, variant):
     return out
 
 
-@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+@pytest.mark.parametrize("variant", sorted(v for v, t in _transpose.VARIANTS.items()
+                                            if not t.SKEW))
 @pytest.mark.parametrize("shape", [(1, 1), (33, 65), (64, 64), (97, 31), (130, 70), (128, 192),
                                    (129, 257)])
 def test_tile_model_covers_every_element(variant, shape):
     a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
     np.testing.assert_array_equal(emulate_tiled(a, variant), a.T)
+
+
+def emulate_skew(a, ldd, doff, tr):
+    """NumPy model of transpose_skew<tr>: B = a.T written into a flat buffer at offset doff
+    with pitch ldd, each B row's window of tr A rows per tile row shifted to the 32-byte
+    sector grid.  Returns (B, write counts, whether every full 32-element warp store was
+    sector-aligned)."""
+    rows, cols = a.shape
+    buf = np.full(doff + (cols - 1) * ldd + rows, np.nan, np.float32)
+    count = np.zeros(buf.size, np.int32)
+    aligned = True
+    gx, gy = -(-cols // 32), -(-rows // tr)
+    for bid in range(gx * gy):
+        k, c0 = bid // gx, bid % gx * 32
+        r0 = tr * k
+        lo = r0 - 7   # the tile holds A rows r0 - 7 .. r0 + tr - 1 (those that exist)
+        tile = np.zeros((tr + 7, 32), np.float32)
+        rr = np.arange(lo, lo + tr + 7)
+        okr = (rr >= 0) & (rr < rows)
+        tile[okr, :min(32, cols - c0)] = a[rr[okr], c0:c0 + 32]
+        for jj in range(min(32, cols - c0)):
+            j = c0 + jj
+            t = (doff + j * ldd) % 8
+            end = rows if k + 1 == gy else r0 + tr - t
+            for w in range(tr // 32 + 1):   # the last pass only in the last tile row
+                start = r0 - t + 32 * w
+                i = start + np.arange(32)
+                ok = (i >= 0) & (i < end)
+                if ok.all():
+                    aligned &= (doff + j * ldd + start) % 8 == 0
+                e = doff + j * ldd + i[ok]
+                buf[e] = tile[i[ok] - lo, jj]
+                count[e] += 1
+    b = np.stack([buf[doff + j * ldd: doff + j * ldd + rows] for j in range(cols)])
+    c = np.stack([count[doff + j * ldd: doff + j * ldd + rows] for j in range(cols)])
+    return b, c, aligned
+
+
+@pytest.mark.parametrize("tr", [32, 64])
+@pytest.mark.parametrize("shape,ldd_extra,doff", [((1, 1), 0, 0), ((33, 65), 1, 3),
+                                                  ((64, 64), 5, 7), ((97, 31), 0, 1),
+                                                  ((129, 70), 3, 6), ((40, 9), 2, 5),
+                                                  ((200, 40), 1, 2)])
+def test_skew_model_writes_each_element_once_in_whole_sectors(shape, ldd_extra, doff, tr):
+    a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    b, count, aligned = emulate_skew(a, shape[0] + ldd_extra, doff, tr)
+    np.testing.assert_array_equal(b, a.T)
+    assert (count == 1).all()
+    assert aligned
 
 
 def test_kernel_table():
@@ -78,10 +128,12 @@ def test_kernel_table():
         assert t.TILE * (t.TILE + 1) * 4 <= 48 * 1024, name   # static shared memory
         assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
         assert t.PF in (0, 256) and not (t.PAIR and (t.PF or t.EL)), name   # tiled only
+        assert not t.SKEW or (t.BY, t.PAIR, t.EL) == (8, False, False), name
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert _transpose.OFF_GRID in _transpose.VARIANTS
     assert _transpose.OFF_GRID_EL in _transpose.VARIANTS
+    assert _transpose.VARIANTS[_transpose.OFF_SECTOR].SKEW
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
@@ -103,6 +155,11 @@ def test_pick_variant_follows_the_row_pitches():
     assert _transpose.pick_variant(8192, 8192, 8200, 8192) == _transpose.OFF_GRID
     assert _transpose.pick_variant(8192, 8192, 8192, 8200) == _transpose.OFF_GRID_EL
     assert _transpose.pick_variant(8192, 8192, aligned=False) == _transpose.OFF_GRID_EL
+    # B's rows off the 32-byte sector grid: odd sizes, pitches of 2 mod 8, an offset dst
+    assert _transpose.pick_variant(8193, 8193) == _transpose.OFF_SECTOR
+    assert _transpose.pick_variant(4002, 4000) == _transpose.OFF_SECTOR
+    assert _transpose.pick_variant(4000, 4002) == _transpose.OFF_GRID
+    assert _transpose.pick_variant(8192, 8192, dst_sector=False) == _transpose.OFF_SECTOR
 
 
 # ---------------------------------------------------------------- GPU
