@@ -27,13 +27,9 @@ def main():
 
     import gpulinalg
     from gpulinalg import _lu_graph, _transpose
-    from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu
+    from gpulinalg.bench.common import random_matrix, time_gpu, varied_constant
 
-    mod, name, values = parse_vary(args.vary)
-    original = getattr(mod, name)
-    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; varying {mod.__name__}.{name} (default {original})")
-    try:
+    with varied_constant(args.vary) as (mod, name, values):
         for n in (int(x) for x in args.sizes.split(",")):
             a = random_matrix((n, n), n)
             flop = 2.0 / 3.0 * n ** 3
@@ -54,8 +50,6 @@ def main():
                       " ".join(f"{t:.2f}" for t in times[v]), flush=True)
             a = None
             cp.get_default_memory_pool().free_all_blocks()
-    finally:
-        setattr(mod, name, original)
 
 
 if __name__ == "__main__":

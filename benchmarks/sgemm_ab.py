@@ -26,17 +26,13 @@ def main():
     import cupy as cp
 
     from gpulinalg import _blas
-    from gpulinalg.bench.common import parse_sizes, parse_vary, random_matrix, time_burst
+    from gpulinalg.bench.common import parse_sizes, random_matrix, time_burst, varied_constant
     from gpulinalg.bench.sgemm import cublas_gemm
 
-    mod, name, values = parse_vary(args.vary)
-    original = getattr(mod, name)
-    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; varying {mod.__name__}.{name} (default {original}); n = {args.n}"
-          f"{', A column-major' if args.a_colmajor else ''}")
     n = args.n
-    c = random_matrix((n, n), 1, cp)
-    try:
+    note = f"; n = {n}{', A column-major' if args.a_colmajor else ''}"
+    with varied_constant(args.vary, note) as (mod, name, values):
+        c = random_matrix((n, n), 1, cp)
         for k in parse_sizes(args.ks):
             a = random_matrix((k, n), 2, cp).T if args.a_colmajor else random_matrix((n, k), 2, cp)
             b = random_matrix((k, n), 3, cp)
@@ -57,8 +53,6 @@ def main():
             for key, t in ms.items():
                 print(f"  {key:<32} {t:7.3f} ms  {flop / t / 1e9:6.1f} TF/s  "
                       f"x{ms['cuBLAS'] / t:.3f} cuBLAS", flush=True)
-    finally:
-        setattr(mod, name, original)
 
 
 if __name__ == "__main__":

@@ -35,14 +35,10 @@ def main():
     import cupy as cp
 
     from gpulinalg import _transpose
-    from gpulinalg.bench.common import parse_vary, random_matrix, time_burst
+    from gpulinalg.bench.common import random_matrix, time_burst, varied_constant
     from gpulinalg.bench.transpose import parse_shapes
 
-    mod, name, values = parse_vary(args.vary)
-    original = getattr(mod, name)
-    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; varying {mod.__name__}.{name} (default {original})")
-    try:
+    with varied_constant(args.vary) as (mod, name, values):
         for m, n in parse_shapes(args.sizes):
             a = random_matrix((m, n), 1, cp)
             out = cp.empty((n, m), dtype=cp.float32)
@@ -85,9 +81,7 @@ def main():
                       (f"; {args.chain} alone {alone:.3f} ms" if args.chain else ""), flush=True)
             print(f"{m} x {n} mean % copy over {args.rounds} rounds: " +
                   " | ".join(f"{k} {statistics.mean(pct[k]):.1f}" for k in names[1:]), flush=True)
-            del a, out, buf
-    finally:
-        setattr(mod, name, original)
+            a = out = buf = None   # free the device memory before the next shape
 
 
 if __name__ == "__main__":

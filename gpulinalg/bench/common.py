@@ -1,5 +1,6 @@
 """Shared benchmark machinery: event timing, environment record, table and JSON output."""
 
+import contextlib
 import datetime
 import json
 import os
@@ -180,6 +181,21 @@ def random_matrix(shape, seed, xp=None):
 def parse_sizes(text):
     """'1024,2048' -> [1024, 2048]."""
     return [int(s) for s in text.split(",") if s]
+
+
+@contextlib.contextmanager
+def varied_constant(spec, note=""):
+    """The A/B scripts' --vary 'MODULE.NAME=v1,v2': prints the device and the constant, yields
+    (module, NAME, values) and puts the constant's value back at the end."""
+    import cupy as cp
+    mod, name, values = parse_vary(spec)
+    original = getattr(mod, name)
+    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+    print(f"{dev}; varying {mod.__name__}.{name} (default {original}){note}")
+    try:
+        yield mod, name, values
+    finally:
+        setattr(mod, name, original)
 
 
 def parse_vary(spec):
