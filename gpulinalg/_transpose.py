@@ -120,10 +120,12 @@ def num_tiles(rows, cols, variant):
 
 @functools.lru_cache(maxsize=1024)
 def pick_variant(rows, cols, lds=None, ldd=None, aligned=True, dst_sector=True):
-    """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM) and where a
-    row pitch is not a multiple of 256 bytes (with evict-last stores where B's is not a
-    multiple of 128); the 64-wide float2 tile otherwise (see OFF_GRID).  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
-    both pointers 256-byte aligned."""
+    """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM); the
+    sector-aligned 64 x 32 tile where B's rows do not start on 32-byte sectors (OFF_SECTOR);
+    the 32-wide tile where a row pitch is not a multiple of 256 bytes (with evict-last
+    stores where B's is not a multiple of 128: OFF_GRID_EL); the 64-wide float2 tile
+    otherwise.  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
+    both pointers 256-byte aligned; dst_sector: dst 32-byte aligned."""
     tiles = num_tiles(rows, cols, DEFAULT)
     if tiles < SMALL_TILES_PER_SM * _NUM_SMS_GUESS:
         return SMALL
@@ -267,9 +269,9 @@ def transpose(a, out=None):
     goes through 64 x 64 shared-memory tiles with 8-byte accesses (32 x 32 tiles with 4-byte
     accesses for small matrices and for row pitches that are not multiples of 256 bytes;
     64 x 32 tiles that write each result row in whole 32-byte sectors where those rows do
-    not start on one, e.g. odd sizes) so that reads and writes are both coalesced.  It is bandwidth-bound:
-    ``8*m*n`` bytes are read and written.  A column-major `a` transposes to a C-ordered result
-    by a plain strided copy.
+    not start on one, e.g. odd sizes) so that reads and writes are both coalesced. It is
+    bandwidth-bound: ``8*m*n`` bytes are read and written. A column-major `a` transposes to a
+    C-ordered result by a plain strided copy.
     """
     kind = _arrays.common_kind(a, out)
     m, n = _arrays.check_matrix(a, "a")

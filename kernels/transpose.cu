@@ -72,7 +72,8 @@ template <int PF> __device__ __forceinline__ float load_a(const float* p)
     return v;
 }
 
-template <bool EL> __device__ __forceinline__ void store_b(float* p, float v, unsigned long long pol)
+template <bool EL>
+__device__ __forceinline__ void store_b(float* p, float v, unsigned long long pol)
 {
     if constexpr (EL)
         asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" :: "l"(p), "f"(v), "l"(pol)
