@@ -139,15 +139,17 @@ def pick_variant(rows, cols, lds=None, ldd=None, aligned=True, dst_sector=True):
 
 
 @functools.lru_cache(maxsize=1024)
-def _transpose_launch(device_id, rows, cols, variant, pairs_ok):
-    """(kernel, grid, block) of one transpose launch; memoised: the launch path stays short."""
+def _transpose_launch(device_id, rows, cols, lds, ldd, variant, pairs_ok):
+    """(kernel, grid, block, scalar arguments, skew) of one transpose launch; memoised with
+    the scalars already converted: small transposes are host-bound, so the path stays short."""
     t = VARIANTS[variant]
     if not pairs_ok:
         t = _unpaired(t)
     tiles = num_tiles(rows, cols, variant)
     if tiles >= 2**31:
         raise ValueError("matrix too large for one launch")
-    return get_kernel(FAMILY, _tiled_name(t)), (tiles,), (32, t.BY)
+    scalars = (np.int32(rows), np.int32(cols), np.int64(lds), np.int64(ldd))
+    return get_kernel(FAMILY, _tiled_name(t)), (tiles,), (32, t.BY), scalars, t.SKEW
 
 
 @functools.lru_cache(maxsize=1024)
@@ -158,13 +160,15 @@ def _copy_launch(device_id, rows, cols):
 
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
+    sp, dp = src.data.ptr, dst.data.ptr
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
-    pairs_ok = (lds | ldd) % 2 == 0 and (src.data.ptr | dst.data.ptr) % 8 == 0
-    kernel, grid, block = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
-    args = (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd))
-    if VARIANTS[variant].SKEW:   # dst's offset in floats from a 32-byte sector boundary
-        args += (np.uint32(dst.data.ptr // 4 % 8),)
-    kernel(grid, block, args)
+    pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
+    kernel, grid, block, (r, c, ls, ld), skew = _transpose_launch(
+        _device_id(), rows, cols, lds, ldd, variant, pairs_ok)
+    if skew:   # dst's offset in floats from a 32-byte sector boundary
+        kernel(grid, block, (r, c, src, ls, dst, ld, np.uint32(dp // 4 % 8)))
+    else:
+        kernel(grid, block, (r, c, src, ls, dst, ld))
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
@@ -175,6 +179,13 @@ def _launch_copy(rows, cols, src, lds, dst, ldd):
 
 def _device_id():
     return cupy().cuda.runtime.getDevice()
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _is_f32(dtype):
+    return dtype is _F32 or dtype == _F32   # identity first: the builtin dtype is a singleton
 
 
 def transpose_into(src, dst, variant=None):
@@ -188,7 +199,7 @@ def transpose_into(src, dst, variant=None):
     auto = variant is None
     if dst.shape != (n, m):
         raise ValueError(f"dst has shape {dst.shape}, expected {(n, m)}")
-    if src.dtype != np.float32 or dst.dtype != np.float32:
+    if not (_is_f32(src.dtype) and _is_f32(dst.dtype)):
         raise TypeError("transpose_into takes float32 arrays")
     if max(m, n) >= 2**31:
         raise ValueError("dimensions must be below 2**31")
@@ -196,10 +207,10 @@ def transpose_into(src, dst, variant=None):
         return dst
     if not auto and variant not in VARIANTS:
         raise ValueError(f"unknown transpose variant {variant!r}; choose from {list(VARIANTS)}")
-    if src.flags.c_contiguous and dst.flags.c_contiguous:   # the common case, fewest steps
-        if auto:   # memoised per shape
-            variant = pick_variant(m, n, aligned=(src.data.ptr | dst.data.ptr) % 256 == 0,
-                                   dst_sector=dst.data.ptr % 32 == 0)
+    if src.strides == (4 * n, 4) and dst.strides == (4 * m, 4):   # both C-contiguous: the
+        if auto:                                                    # common case, fewest steps
+            sp, dp = src.data.ptr, dst.data.ptr
+            variant = pick_variant(m, n, n, m, (sp | dp) % 256 == 0, dp % 32 == 0)  # memoised
         _launch_transpose(m, n, src, n, dst, m, variant)
         return dst
     d_layout = _arrays.matrix_layout(dst)

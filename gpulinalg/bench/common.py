@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import platform
+import random
 import statistics
 
 import numpy as np
@@ -113,15 +114,21 @@ def time_burst(fns, warmup=2, repeat=10, calls=10):
     of `calls` back-to-back calls between two CUDA events on the current stream (no host
     synchronisation inside a burst: the steady-state throughput of a loop of calls, launch
     overhead included only where the GPU outruns the host).  The candidates take turns in
-    every round, so drift in clocks or in the neighbours' load hits them alike."""
+    every round, so drift in clocks or in the neighbours' load hits them alike, in an order
+    shuffled each round (seeded): a burst pays for what its predecessor left in the L2 (dirty
+    lines: 1-5% of a transpose's time at 4000^2), so no candidate always follows the same
+    one."""
     import cupy as cp
     for fn in fns.values():
         for _ in range(warmup):
             fn()
     cp.cuda.get_current_stream().synchronize()
     times = {name: [] for name in fns}
+    names, rng = list(fns), random.Random(0)
     for _ in range(repeat):
-        for name, fn in fns.items():
+        rng.shuffle(names)
+        for name in names:
+            fn = fns[name]
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record()
             for _ in range(calls):

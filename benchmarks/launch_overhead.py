@@ -1,0 +1,104 @@
+"""Host time of one transpose call, and of its parts, next to cupy.copyto's.
+
+    python3 benchmarks/launch_overhead.py --sizes 1024,1536,2048
+
+At 1024-2048 a burst of transposes is bound by the host: each call's Python path costs more
+than its kernel (2.5-8 us), so the burst's % of copy is the ratio of two host paths.  This
+times, per call (median over --rounds rounds of --calls calls, time.perf_counter, the stream
+synchronised between rounds so the launch queue never fills):
+- copyto: cupy.copyto(buf, a), the copy the transpose is measured against;
+- transpose_into / transpose: gpulinalg's internal and public paths;
+- raw launch: the same kernel launched with a prebuilt argument tuple (CuPy's launch alone);
+- driver launch: cuLaunchKernel through cupy.cuda.driver with a prebuilt parameter block
+  (the floor of any launch from Python);
+- the pieces of the path (device id, pointers, strides, dtype test, memoised lookups).
+"""
+
+import argparse
+import ctypes
+import statistics
+import time
+
+
+def per_call_us(fn, calls, rounds, sync):
+    """Median over rounds of the host microseconds one call of fn takes."""
+    for _ in range(3):
+        fn()
+    sync()
+    out = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out.append((time.perf_counter() - t0) / calls * 1e6)
+        sync()
+    return statistics.median(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1024,1536,2048")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=21)
+    args = p.parse_args()
+    import cupy as cp
+    import numpy as np
+
+    from gpulinalg import _transpose, transpose
+    from gpulinalg.bench.common import environment, parse_sizes, print_table, random_matrix
+
+    env = environment()
+    print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, "
+          f"Python {env.get('python', '')}")
+    sync = cp.cuda.get_current_stream().synchronize
+    rows = []
+    for n in parse_sizes(args.sizes):
+        a = random_matrix((n, n), 0)
+        out, buf = cp.empty((n, n), cp.float32), cp.empty_like(a)
+        variant = _transpose.pick_variant(n, n, n, n, True, True)
+        kernel, grid, block, (r, c, ls, ld), skew = _transpose._transpose_launch(
+            _transpose._device_id(), n, n, n, n, variant, True)
+        raw_args = (r, c, a, ls, out, ld) + ((np.uint32(0),) if skew else ())
+        # the kernel's parameters as cuLaunchKernel takes them: an array of pointers to values
+        values = [ctypes.c_int32(n), ctypes.c_int32(n), ctypes.c_void_p(a.data.ptr),
+                  ctypes.c_int64(n), ctypes.c_void_p(out.data.ptr), ctypes.c_int64(n)]
+        values += [ctypes.c_uint32(0)] if skew else []
+        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        stream = cp.cuda.get_current_stream().ptr
+        fptr = getattr(getattr(kernel, "kernel", None), "ptr", None)   # the CUfunction
+
+        def driver_launch():
+            cp.cuda.driver.launchKernel(fptr, grid[0], 1, 1, block[0], block[1], 1, 0,
+                                        stream, ctypes.addressof(params), 0)
+
+        cases = {
+            "copyto": lambda: cp.copyto(buf, a),
+            "transpose_into": lambda: _transpose.transpose_into(a, out),
+            "transpose(out=)": lambda: transpose(a, out=out),
+            "raw launch": lambda: kernel(grid, block, raw_args),
+            "raw launch, np.int32 args": lambda: kernel(
+                grid, block, (np.int32(n), np.int32(n), a, np.int64(n), out, np.int64(n))),
+            "driver launch": driver_launch if fptr else None,
+            "getDevice": _transpose._device_id,
+            "current stream ptr": lambda: cp.cuda.get_current_stream().ptr,
+            "a.data.ptr": lambda: a.data.ptr,
+            "a.strides == ...": lambda: a.strides == (4 * n, 4),
+            "a.flags.c_contiguous": lambda: a.flags.c_contiguous,
+            "dtype test": lambda: _transpose._is_f32(a.dtype),
+            "pick_variant (cached)": lambda: _transpose.pick_variant(n, n, n, n, True, True),
+            "_transpose_launch (cached)": lambda: _transpose._transpose_launch(
+                0, n, n, n, n, variant, True),
+            "empty lambda": lambda: None,
+        }
+        for name, fn in cases.items():
+            if fn is None:
+                print(f"{name}: not available with this CuPy")
+                continue
+            rows.append({"n": n, "what": name,
+                         "us": per_call_us(fn, args.calls, args.rounds, sync)})
+    print_table([("n", "n", "{}"), ("what", "what", "{}"), ("us", "host us/call", "{:.2f}")],
+                rows, title="host time per call (median of rounds)")
+
+
+if __name__ == "__main__":
+    main()
