@@ -44,7 +44,7 @@ def main():
     import cupy as cp
     import numpy as np
 
-    from gpulinalg import _transpose, transpose
+    from gpulinalg import _arrays, _transpose, transpose
     from gpulinalg.bench.common import environment, parse_sizes, print_table, random_matrix
 
     env = environment()
@@ -75,6 +75,7 @@ def main():
             "copyto": lambda: cp.copyto(buf, a),
             "transpose_into": lambda: _transpose.transpose_into(a, out),
             "transpose(out=)": lambda: transpose(a, out=out),
+            "transpose(a)": lambda: transpose(a),
             "raw launch": lambda: kernel(grid, block, raw_args),
             "raw launch, np.int32 args": lambda: kernel(
                 grid, block, (np.int32(n), np.int32(n), a, np.int64(n), out, np.int64(n))),
@@ -84,7 +85,7 @@ def main():
             "a.data.ptr": lambda: a.data.ptr,
             "a.strides == ...": lambda: a.strides == (4 * n, 4),
             "a.flags.c_contiguous": lambda: a.flags.c_contiguous,
-            "dtype test": lambda: _transpose._is_f32(a.dtype),
+            "dtype test": lambda: _arrays.is_float32(a.dtype),
             "pick_variant (cached)": lambda: _transpose.pick_variant(n, n, n, n, True, True),
             "_transpose_launch (cached)": lambda: _transpose._transpose_launch(
                 0, n, n, n, n, variant, True),

@@ -15,12 +15,17 @@ from ._backend import cupy
 FLOAT32 = np.dtype(np.float32)
 
 
+def is_float32(dtype):
+    """dtype == float32, by identity first (the builtin dtype is a singleton): on launch paths."""
+    return dtype is FLOAT32 or dtype == FLOAT32
+
+
 def array_kind(x):
     """'cupy', 'torch', 'torch_cpu' or 'numpy' (anything else is converted with numpy.asarray)."""
-    mod = type(x).__module__.split(".")[0]
-    if mod == "cupy":
+    mod = type(x).__module__
+    if mod.startswith("cupy") and (len(mod) == 4 or mod[4] == "."):
         return "cupy"
-    if mod == "torch":
+    if mod.startswith("torch") and (len(mod) == 5 or mod[5] == "."):
         return "torch" if x.is_cuda else "torch_cpu"
     return "numpy"
 
@@ -37,6 +42,8 @@ def common_kind(*arrays):
 
 def check_dtype(dtype, name):
     """Single-precision policy: float32, or a type that converts to it exactly; never downcast."""
+    if dtype is FLOAT32:   # the common case first: the builtin dtype is a singleton
+        return
     dtype = np.dtype(dtype)
     if dtype == FLOAT32:
         return
@@ -91,17 +98,24 @@ def device_of(arrays):
     return ids.pop() if ids else None
 
 
-@contextlib.contextmanager
 def launch_context(kind, device_id):
-    """Make `device_id` current; for torch inputs also make torch's current stream CuPy's."""
+    """Make `device_id` current; for torch inputs also make torch's current stream CuPy's.
+    (A plain function: on the common path, CuPy arrays on the current device, it returns a
+    context that does nothing, and small calls are bound by the host.)"""
     cp = cupy()
-    dev = cp.cuda.Device(device_id if device_id is not None else cp.cuda.Device().id)
-    with dev:
-        if kind == "torch":
-            import torch
-            with _external_stream(cp, torch.cuda.current_stream(dev.id), dev.id):
-                yield
-        else:
+    current = cp.cuda.runtime.getDevice()
+    if kind == "torch":
+        return _torch_context(cp, current if device_id is None else device_id)
+    if device_id is None or device_id == current:
+        return contextlib.nullcontext()
+    return cp.cuda.Device(device_id)
+
+
+@contextlib.contextmanager
+def _torch_context(cp, device_id):
+    import torch
+    with cp.cuda.Device(device_id):
+        with _external_stream(cp, torch.cuda.current_stream(device_id), device_id):
             yield
 
 
@@ -117,6 +131,8 @@ def to_device(x, kind, name):
     """x as a CuPy array on the current device (a view for CuPy/torch CUDA input when float32)."""
     cp = cupy()
     if kind == "cupy":
+        if x.dtype is FLOAT32:
+            return x
         check_dtype(x.dtype, name)
         return x if x.dtype == FLOAT32 else x.astype(FLOAT32)
     if kind == "torch":

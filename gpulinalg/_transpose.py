@@ -181,13 +181,6 @@ def _device_id():
     return cupy().cuda.runtime.getDevice()
 
 
-_F32 = np.dtype(np.float32)
-
-
-def _is_f32(dtype):
-    return dtype is _F32 or dtype == _F32   # identity first: the builtin dtype is a singleton
-
-
 def transpose_into(src, dst, variant=None):
     """dst = src.T, on the current device and stream; returns dst.
 
@@ -199,7 +192,7 @@ def transpose_into(src, dst, variant=None):
     auto = variant is None
     if dst.shape != (n, m):
         raise ValueError(f"dst has shape {dst.shape}, expected {(n, m)}")
-    if not (_is_f32(src.dtype) and _is_f32(dst.dtype)):
+    if not (_arrays.is_float32(src.dtype) and _arrays.is_float32(dst.dtype)):
         raise TypeError("transpose_into takes float32 arrays")
     if max(m, n) >= 2**31:
         raise ValueError("dimensions must be below 2**31")
@@ -289,7 +282,8 @@ def transpose(a, out=None):
     if out is not None:
         if tuple(out.shape) != (n, m):
             raise ValueError(f"out has shape {tuple(out.shape)}, expected {(n, m)}")
-        if _arrays.dtype_of(out) != np.float32 or str(out.dtype).endswith("bfloat16"):
+        bf16 = kind.startswith("torch") and str(out.dtype).endswith("bfloat16")
+        if bf16 or not _arrays.is_float32(_arrays.dtype_of(out)):
             raise TypeError(f"out must be float32, got {out.dtype}")
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((a, out))):
