@@ -8,7 +8,9 @@ times, per call (median over --rounds rounds of --calls calls, time.perf_counter
 synchronised between rounds so the launch queue never fills):
 - copyto: cupy.copyto(buf, a), the copy the transpose is measured against;
 - transpose_into / transpose: gpulinalg's internal and public paths;
-- raw launch: the same kernel launched with a prebuilt argument tuple (CuPy's launch alone);
+- CuPy launch: the same kernel through CuPy's RawKernel call, arguments prebuilt or converted
+  per call (how gpulinalg launched it before gpulinalg._kernels.Launcher);
+- Launcher: gpulinalg's struct-packed cuLaunchKernel (what transpose_into now uses);
 - driver launch: cuLaunchKernel through cupy.cuda.driver with a prebuilt parameter block
   (the floor of any launch from Python);
 - the pieces of the path (device id, pointers, strides, dtype test, memoised lookups).
@@ -56,30 +58,35 @@ def main():
         a = random_matrix((n, n), 0)
         out, buf = cp.empty((n, n), cp.float32), cp.empty_like(a)
         variant = _transpose.pick_variant(n, n, n, n, True, True)
-        kernel, grid, block, (r, c, ls, ld), skew = _transpose._transpose_launch(
-            _transpose._device_id(), n, n, n, n, variant, True)
-        raw_args = (r, c, a, ls, out, ld) + ((np.uint32(0),) if skew else ())
+        launcher, grid, block, skew = _transpose._transpose_launch(
+            _transpose._device_id(), n, n, variant, True)
+        kernel = launcher.kernel   # the CuPy RawKernel
+        extra = (0,) if skew else ()
+        raw_args = (np.int32(n), np.int32(n), a, np.int64(n), out, np.int64(n))
+        raw_args += tuple(np.uint32(x) for x in extra)
+        sp, dp = a.data.ptr, out.data.ptr
         # the kernel's parameters as cuLaunchKernel takes them: an array of pointers to values
-        values = [ctypes.c_int32(n), ctypes.c_int32(n), ctypes.c_void_p(a.data.ptr),
-                  ctypes.c_int64(n), ctypes.c_void_p(out.data.ptr), ctypes.c_int64(n)]
-        values += [ctypes.c_uint32(0)] if skew else []
+        values = [ctypes.c_int32(n), ctypes.c_int32(n), ctypes.c_void_p(sp),
+                  ctypes.c_int64(n), ctypes.c_void_p(dp), ctypes.c_int64(n)]
+        values += [ctypes.c_uint32(x) for x in extra]
         params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
         stream = cp.cuda.get_current_stream().ptr
-        fptr = getattr(getattr(kernel, "kernel", None), "ptr", None)   # the CUfunction
 
         def driver_launch():
-            cp.cuda.driver.launchKernel(fptr, grid[0], 1, 1, block[0], block[1], 1, 0,
-                                        stream, ctypes.addressof(params), 0)
+            cp.cuda.driver.launchKernel(launcher.func, *grid, *block, 0, stream,
+                                        ctypes.addressof(params), 0)
 
         cases = {
             "copyto": lambda: cp.copyto(buf, a),
             "transpose_into": lambda: _transpose.transpose_into(a, out),
             "transpose(out=)": lambda: transpose(a, out=out),
             "transpose(a)": lambda: transpose(a),
-            "raw launch": lambda: kernel(grid, block, raw_args),
-            "raw launch, np.int32 args": lambda: kernel(
-                grid, block, (np.int32(n), np.int32(n), a, np.int64(n), out, np.int64(n))),
-            "driver launch": driver_launch if fptr else None,
+            "CuPy launch, prebuilt args": lambda: kernel(grid, block, raw_args),
+            "CuPy launch, np.int32 args": lambda: kernel(grid, block, (
+                np.int32(n), np.int32(n), a, np.int64(n), out, np.int64(n)) + tuple(
+                np.uint32(x) for x in extra)),
+            "Launcher (struct-packed)": lambda: launcher(grid, block, n, n, sp, n, dp, n, *extra),
+            "driver launch, prebuilt params": driver_launch if launcher.func else None,
             "getDevice": _transpose._device_id,
             "current stream ptr": lambda: cp.cuda.get_current_stream().ptr,
             "a.data.ptr": lambda: a.data.ptr,
@@ -88,7 +95,7 @@ def main():
             "dtype test": lambda: _arrays.is_float32(a.dtype),
             "pick_variant (cached)": lambda: _transpose.pick_variant(n, n, n, n, True, True),
             "_transpose_launch (cached)": lambda: _transpose._transpose_launch(
-                0, n, n, n, n, variant, True),
+                0, n, n, variant, True),
             "empty lambda": lambda: None,
         }
         for name, fn in cases.items():

@@ -7,6 +7,7 @@ stream; CPU tensors go through NumPy).  The result has the kind of the inputs.
 """
 
 import contextlib
+import sys
 
 import numpy as np
 
@@ -38,6 +39,26 @@ def common_kind(*arrays):
             f"inputs must all be of one kind (NumPy, CuPy or torch), got {sorted(kinds)}; "
             "move them to one place first")
     return kinds.pop() if kinds else "numpy"
+
+
+def plain_cupy(*arrays):
+    """True when every array that is not None is a float32 CuPy array on the current device:
+    the common GPU call, which a public routine can launch without the conversions and
+    device switch of the general path (a small call is bound by its host time)."""
+    cp = sys.modules.get("cupy")
+    if cp is None:
+        return False
+    device = None
+    for x in arrays:
+        if x is None:
+            continue
+        if type(x) is not cp.ndarray or x.dtype is not FLOAT32:
+            return False
+        if device is None:
+            device = cp.cuda.runtime.getDevice()
+        if x.data.device_id != device:
+            return False
+    return True
 
 
 def check_dtype(dtype, name):

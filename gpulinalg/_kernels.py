@@ -6,10 +6,13 @@ up by name.  Local headers (#include "x.cuh") are pasted into the text so they a
 CuPy's on-disk cache key.
 """
 
+import ctypes
 import functools
 import importlib.resources
 import pathlib
 import re
+import struct
+import threading
 
 from ._backend import cupy
 
@@ -102,3 +105,53 @@ def get_kernel(family, name, options=(), cooperative=False, dynamic_smem=0,
         return _function_smem(dev, family, name, tuple(options), cooperative, arch_specific,
                               dynamic_smem)
     return _function(dev, family, name, tuple(options), cooperative, arch_specific)
+
+
+
+class Launcher:
+    """A kernel launched through cuLaunchKernel with its arguments packed by `struct`.
+
+    CuPy's launch converts every scalar argument on every call (a NumPy view and a C box per
+    scalar), most of the host time of a small call; here one `struct.pack_into` writes the
+    whole parameter block.  `fmt` lists the kernel's parameters in order ('i' int, 'I'
+    unsigned, 'q' long long, 'P' pointer), native alignment being the kernel's parameter
+    layout.  Called as launcher(grid, block, *args) with 3-tuples grid and block and pointers
+    as integers (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no
+    CUfunction handle, CuPy's own launch is used."""
+
+    _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "P": "uint64"}
+
+    def __init__(self, kernel, fmt):
+        self.kernel, self.pack = kernel, struct.Struct("@" + fmt)
+        self.types = [self._SCALAR[c] for c in fmt]
+        self.func = getattr(getattr(kernel, "kernel", None), "ptr", None)   # CUfunction
+        if self.func is not None:
+            cp = cupy()
+            self.launch, self.stream = cp.cuda.driver.launchKernel, cp.cuda.get_current_stream
+
+    def __call__(self, grid, block, *args):
+        if self.func is None:
+            import numpy as np
+            self.kernel(grid, block, tuple(getattr(np, t)(x) for t, x in zip(self.types, args)))
+            return
+        params, size, extra = _scratch()
+        self.pack.pack_into(params, 0, *args)
+        size.value = self.pack.size
+        self.launch(self.func, *grid, *block, 0, self.stream().ptr, 0, extra)
+
+
+_TLS = threading.local()
+_PARAM_BYTES = 4096   # cuLaunchKernel's classic limit on a kernel's parameter bytes
+
+
+def _scratch():
+    """(parameter block, its size, address of the cuLaunchKernel `extra` list naming them) of
+    this thread (CU_LAUNCH_PARAM_BUFFER_POINTER = 1, _SIZE = 2, _END = 0).  The driver copies
+    the parameters during the call, so one block per thread serves every launch."""
+    s = getattr(_TLS, "scratch", None)
+    if s is None:
+        params, size = ctypes.create_string_buffer(_PARAM_BYTES), ctypes.c_size_t(0)
+        _TLS.extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(params), 2,
+                                           ctypes.addressof(size), 0)
+        s = _TLS.scratch = (params, size, ctypes.addressof(_TLS.extra))
+    return s

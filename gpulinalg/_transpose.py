@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _arrays
 from ._backend import cupy
-from ._kernels import get_kernel
+from ._kernels import Launcher, get_kernel
 
 FAMILY = "transpose"
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
@@ -138,24 +138,28 @@ def pick_variant(rows, cols, lds=None, ldd=None, aligned=True, dst_sector=True):
     return OFF_GRID_EL if EVICT_LAST_STORES and not (aligned and ldd % 32 == 0) else OFF_GRID
 
 
+# The kernels' parameters (rows, cols, src, lds, dst, ldd[, dst's sector offset]), for Launcher
+_ARGS = "iiPqPq"
+
+
 @functools.lru_cache(maxsize=1024)
-def _transpose_launch(device_id, rows, cols, lds, ldd, variant, pairs_ok):
-    """(kernel, grid, block, scalar arguments, skew) of one transpose launch; memoised with
-    the scalars already converted: small transposes are host-bound, so the path stays short."""
+def _transpose_launch(device_id, rows, cols, variant, pairs_ok):
+    """(launcher, grid, block, skew) of one transpose launch; memoised: small transposes are
+    bound by the host, so the launch path stays short."""
     t = VARIANTS[variant]
     if not pairs_ok:
         t = _unpaired(t)
     tiles = num_tiles(rows, cols, variant)
     if tiles >= 2**31:
         raise ValueError("matrix too large for one launch")
-    scalars = (np.int32(rows), np.int32(cols), np.int64(lds), np.int64(ldd))
-    return get_kernel(FAMILY, _tiled_name(t)), (tiles,), (32, t.BY), scalars, t.SKEW
+    kernel = Launcher(get_kernel(FAMILY, _tiled_name(t)), _ARGS + ("I" if t.SKEW else ""))
+    return kernel, (tiles, 1, 1), (32, t.BY, 1), t.SKEW
 
 
 @functools.lru_cache(maxsize=1024)
 def _copy_launch(device_id, rows, cols):
-    grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y))
-    return get_kernel(FAMILY, "copy2d"), grid, (_COPY_THREADS,)
+    grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y), 1)
+    return Launcher(get_kernel(FAMILY, "copy2d"), _ARGS), grid, (_COPY_THREADS, 1, 1)
 
 
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
@@ -163,18 +167,17 @@ def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     sp, dp = src.data.ptr, dst.data.ptr
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
     pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
-    kernel, grid, block, (r, c, ls, ld), skew = _transpose_launch(
-        _device_id(), rows, cols, lds, ldd, variant, pairs_ok)
+    kernel, grid, block, skew = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
     if skew:   # dst's offset in floats from a 32-byte sector boundary
-        kernel(grid, block, (r, c, src, ls, dst, ld, np.uint32(dp // 4 % 8)))
+        kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 8)
     else:
-        kernel(grid, block, (r, c, src, ls, dst, ld))
+        kernel(grid, block, rows, cols, sp, lds, dp, ldd)
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
     """dst[r, c] = src[r, c] for two row-major views with leading dimensions lds, ldd."""
     kernel, grid, block = _copy_launch(_device_id(), rows, cols)
-    kernel(grid, block, (np.int32(rows), np.int32(cols), src, np.int64(lds), dst, np.int64(ldd)))
+    kernel(grid, block, rows, cols, src.data.ptr, lds, dst.data.ptr, ldd)
 
 
 def _device_id():
@@ -277,6 +280,12 @@ def transpose(a, out=None):
     bandwidth-bound: ``8*m*n`` bytes are read and written. A column-major `a` transposes to a
     C-ordered result by a plain strided copy.
     """
+    if _arrays.plain_cupy(a, out) and a.ndim == 2:
+        m, n = a.shape   # the common GPU call, on the shortest host path (errors: below)
+        if out is None:
+            return transpose_into(a, cupy().empty((n, m), dtype=np.float32))
+        if out.shape == (n, m):
+            return transpose_into(a, out)
     kind = _arrays.common_kind(a, out)
     m, n = _arrays.check_matrix(a, "a")
     if out is not None:

@@ -122,6 +122,35 @@ def test_skew_model_writes_each_element_once_in_whole_sectors(shape, ldd_extra, 
     assert aligned
 
 
+def test_launcher_packs_the_kernel_parameter_layout():
+    """Launcher's struct format lays the transpose kernels' parameters out as C does (the
+    layout cuLaunchKernel reads); without a CUfunction handle it hands CuPy NumPy scalars
+    of the kernel's types."""
+    import ctypes
+
+    from gpulinalg._kernels import Launcher
+
+    c = ctypes   # transpose_skew's parameters: rows, cols, src, lds, dst, ldd, doff
+    types = (c.c_int, c.c_int, c.c_void_p, c.c_longlong, c.c_void_p, c.c_longlong, c.c_uint)
+
+    class Params(ctypes.Structure):
+        _fields_ = [(f"p{i}", t) for i, t in enumerate(types)]
+
+    calls = []
+    launcher = Launcher(lambda grid, block, args: calls.append((grid, block, args)),
+                        _transpose._ARGS + "I")
+    assert launcher.pack.size == Params.p6.offset + ctypes.sizeof(c.c_uint) == 44
+    raw = launcher.pack.pack(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)
+    assert ctypes.string_at(ctypes.addressof(Params(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)),
+                            len(raw)) == raw
+    launcher((3, 1, 1), (32, 8, 1), 5, 6, 1 << 40, -7, 3 << 40, 8, 2)
+    (grid, block, args), = calls
+    assert grid == (3, 1, 1) and block == (32, 8, 1)
+    assert [a.dtype.name for a in args] == ["int32", "int32", "uint64", "int64", "uint64",
+                                            "int64", "uint32"]
+    assert [int(a) for a in args] == [5, 6, 1 << 40, -7, 3 << 40, 8, 2]
+
+
 def test_kernel_table():
     for name, t in _transpose.VARIANTS.items():
         assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
