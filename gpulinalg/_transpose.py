@@ -22,6 +22,7 @@ VARIANTS = {
     "32x8-pf256": Tile(32, 8, False, 256),   # 32x8 whose L2 misses fill 256 aligned bytes
     "32x8-pf256-el": Tile(32, 8, False, 256, True),   # and stores B with L2 evict-last
     "64x8-skew": Tile(64, 8, False, 256, False, True),   # 64 x 32, B rows in whole sectors
+    "128x8-skew": Tile(128, 8, False, 256, False, True),   # 128 x 32: 7 / 128 rows reread
 }
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
@@ -79,14 +80,19 @@ BASELINE = "32x8"
 # tile and finished by the next tile row's, gx blocks later, costs DRAM a read-modify-write
 # when it leaves L2 in between.  transpose_skew writes each B row in whole sectors (its
 # window of A rows shifted by the row's sector offset, kernels/transpose.cu): with 32 A rows
-# a tile 83-88%, with 64 ("64x8-skew", OFF_SECTOR) 91.5-95.6% (4097^2 95.1, 8193^2 92.4,
-# 12289^2 91.5, 16385^2 91.8, 6001 x 10003 93.2, 4002^2 95.6, 2049^2 99.0); its stores with
-# evict-last lost 4-5 points.
+# a tile 83-88%, with 64 ("64x8-skew", the first OFF_SECTOR) 91.5-95.6% (4097^2 95.1,
+# 8193^2 92.4, 12289^2 91.5, 16385^2 91.8, 6001 x 10003 93.2, 4002^2 95.6, 2049^2 99.0); its stores with
+# evict-last lost 4-5 points.  Thirteenth session (transpose_ab, rounds rotating the order;
+# --sweep --variants): 128 A rows ("128x8-skew", 7 / 128 of the rows read twice instead of
+# 7 / 64) against 64: 6145^2 97.7 / 96.2, 8193^2 94.6 / 92.8, 10241^2 94.5 / 93.3, 12289^2
+# 93.0 / 91.9, 14337^2 93.4 / 92.7, 16385^2 92.7 / 92.2, 4097^2 98.5 / 96.4, 5001^2
+# 96.8 / 94.5, 6001 x 10003 94.2 / 93.2 (one sweep had 4097^2 99.5 / 100.6; 2049^2
+# kernel-only 97.9 / 97.3): OFF_SECTOR is the 128-row tile.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
 OFF_GRID_EL = "32x8-pf256-el"   # the same where B's row pitch is not a multiple of 128 bytes
-OFF_SECTOR = "64x8-skew"        # where B's pitch or dst is off the 32-byte sector grid
+OFF_SECTOR = "128x8-skew"       # where B's pitch or dst is off the 32-byte sector grid
 EVICT_LAST_STORES = True        # False: OFF_GRID there too (A/B switch; pick_variant caches)
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
@@ -121,7 +127,7 @@ def num_tiles(rows, cols, variant):
 @functools.lru_cache(maxsize=1024)
 def pick_variant(rows, cols, lds=None, ldd=None, aligned=True, dst_sector=True):
     """The 32-wide tile for small matrices (fewer than a few 64-wide tiles per SM); the
-    sector-aligned 64 x 32 tile where B's rows do not start on 32-byte sectors (OFF_SECTOR);
+    sector-aligned 128 x 32 tile where B's rows do not start on 32-byte sectors (OFF_SECTOR);
     the 32-wide tile where a row pitch is not a multiple of 256 bytes (with evict-last
     stores where B's is not a multiple of 128: OFF_GRID_EL); the 64-wide float2 tile
     otherwise.  lds, ldd: leading dimensions (default: contiguous, cols and rows); aligned:
@@ -275,7 +281,7 @@ def transpose(a, out=None):
     Unlike ``a.T``, which is a view, this moves the data: the kernel (kernels/transpose.cu)
     goes through 64 x 64 shared-memory tiles with 8-byte accesses (32 x 32 tiles with 4-byte
     accesses for small matrices and for row pitches that are not multiples of 256 bytes;
-    64 x 32 tiles that write each result row in whole 32-byte sectors where those rows do
+    128 x 32 tiles that write each result row in whole 32-byte sectors where those rows do
     not start on one, e.g. odd sizes) so that reads and writes are both coalesced. It is
     bandwidth-bound: ``8*m*n`` bytes are read and written. A column-major `a` transposes to a
     C-ordered result by a plain strided copy.
