@@ -95,7 +95,7 @@ def main():
             "dtype test": lambda: _arrays.is_float32(a.dtype),
             "pick_variant (cached)": lambda: _transpose.pick_variant(n, n, n, n, True, True),
             "_transpose_launch (cached)": lambda: _transpose._transpose_launch(
-                0, n, n, variant, True),
+                _transpose._device_id(), n, n, variant, True),
             "empty lambda": lambda: None,
         }
         for name, fn in cases.items():
