@@ -152,10 +152,10 @@ def to_device(x, kind, name):
     """x as a CuPy array on the current device (a view for CuPy/torch CUDA input when float32)."""
     cp = cupy()
     if kind == "cupy":
-        if x.dtype is FLOAT32:
+        if is_float32(x.dtype):
             return x
         check_dtype(x.dtype, name)
-        return x if x.dtype == FLOAT32 else x.astype(FLOAT32)
+        return x.astype(FLOAT32)
     if kind == "torch":
         dname = _torch_dtype_name(x)
         if dname == "bfloat16":  # no NumPy/CuPy dtype: widen on the torch side (exact)

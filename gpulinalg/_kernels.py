@@ -107,7 +107,6 @@ def get_kernel(family, name, options=(), cooperative=False, dynamic_smem=0,
     return _function(dev, family, name, tuple(options), cooperative, arch_specific)
 
 
-
 class Launcher:
     """A kernel launched through cuLaunchKernel with its arguments packed by `struct`.
 

@@ -81,8 +81,8 @@ BASELINE = "32x8"
 # when it leaves L2 in between.  transpose_skew writes each B row in whole sectors (its
 # window of A rows shifted by the row's sector offset, kernels/transpose.cu): with 32 A rows
 # a tile 83-88%, with 64 ("64x8-skew", the first OFF_SECTOR) 91.5-95.6% (4097^2 95.1,
-# 8193^2 92.4, 12289^2 91.5, 16385^2 91.8, 6001 x 10003 93.2, 4002^2 95.6, 2049^2 99.0); its stores with
-# evict-last lost 4-5 points.  Thirteenth session (transpose_ab, rounds rotating the order;
+# 8193^2 92.4, 12289^2 91.5, 16385^2 91.8, 6001 x 10003 93.2, 4002^2 95.6, 2049^2 99.0);
+# its stores with evict-last lost 4-5 points.  Thirteenth session (transpose_ab, rounds rotating the order;
 # --sweep --variants): 128 A rows ("128x8-skew", 7 / 128 of the rows read twice instead of
 # 7 / 64) against 64: 6145^2 97.7 / 96.2, 8193^2 94.6 / 92.8, 10241^2 94.5 / 93.3, 12289^2
 # 93.0 / 91.9, 14337^2 93.4 / 92.7, 16385^2 92.7 / 92.2, 4097^2 98.5 / 96.4, 5001^2

@@ -7,10 +7,10 @@ medians of CUDA-event intervals: "burst" (the headline) times --graph-calls back
 calls with the copy and ours taking turns round by round (the steady-state bandwidth of a
 loop of calls; ours through the internal entry point on CuPy arrays, "api" the same through
 the public gpulinalg.transpose(a, out=out), whose argument checks can show below ~2048^2,
-where a call's host path outlasts its kernel); "call" times one Python call with the GPU idle before it (argument handling
-and launch latency included, what one isolated call costs); "graph" replays the calls
-captured in a CUDA graph (kernel-only; a graph's memcpy node may run on a copy engine, so
-the copy's graph figure is not always the SM copy's).  The copy is timed all three ways, so
+where a call's host path outlasts its kernel); "call" times one Python call with the GPU
+idle before it (argument handling and launch latency included, what one isolated call
+costs); "graph" replays the calls captured in a CUDA graph (kernel-only; a graph's memcpy
+node may run on a copy engine, so the copy's graph figure is not always the SM copy's).  The copy is timed all three ways, so
 each "% copy" compares like with like.  GB/s counts bytes read + written (8 m n).  Every
 result is checked against a.T on the device.
 """
