@@ -7,7 +7,9 @@ Per size: the median of `--repeat` calls timed with CUDA events (as gpulinalg-be
 same with `_timeline` (what the benchmark's one-GPU rows record), the driver's own wall time
 (the timeline's), cuSOLVER's median, then the functions with the most own time over
 `--calls` profiled calls (each synchronised).  A call whose host enqueue is longer than its
-GPU work is bound by Python: the profile says which wrapper to slim.
+GPU work is bound by Python: the profile says which wrapper to slim.  `--methods` adds the
+host's real time in each device-step method of CupyOps (no profiler inflating it), per call
+and per step: what the CPU panel's gap between two panels is made of.
 """
 
 import argparse
@@ -32,6 +34,8 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=5, help="profiled calls (0: timings only)")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--chars", type=int, default=12000, help="print at most this much profile")
+    p.add_argument("--methods", action="store_true",
+                   help="also the host's real time in each device-step method (no profiler)")
     args = p.parse_args(argv)
     env = environment()
     print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}")
@@ -49,6 +53,8 @@ def main(argv=None):
               f"(with timeline {ms_tl:.3f}; driver wall {med('wall_ms'):.3f}, host gaps "
               f"{med('gap_ms'):.3f}, panels {med('transfer_ms'):.3f}, look-ahead chain "
               f"{med('next_ms'):.3f}), cuSOLVER {ms_cus:.3f} ms, ratio {ms_cus / ms:.3f}")
+        if args.methods:
+            method_times(lambda: lu_factor(a, **kw), args.calls or 1, n)
         if not args.calls:
             continue
         prof = cProfile.Profile()
@@ -65,6 +71,57 @@ def main(argv=None):
         print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:args.chars])
         del a
         cp.get_default_memory_pool().free_all_blocks()
+
+
+METHODS = ("record", "wait", "host_sync", "panel_to_host", "panel_to_device", "swap", "update")
+
+
+def method_times(call, calls, n):
+    """Host wall time spent inside each CupyOps method over `calls` calls (perf_counter around
+    each call, no profiler inflating Python), per call and per step: what the enqueue between
+    two panels is made of.  host_sync is the host's wait for the next panel, not enqueue."""
+    import time
+
+    import cupy as cp
+
+    from gpulinalg import _lu_ops
+    totals = {name: [0.0, 0] for name in METHODS}
+    saved = {name: getattr(_lu_ops.CupyOps, name) for name in METHODS}
+
+    def timed(name, fn):
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                totals[name][0] += time.perf_counter() - t
+                totals[name][1] += 1
+        return wrapper
+
+    try:
+        for name, fn in saved.items():
+            setattr(_lu_ops.CupyOps, name, timed(name, fn))
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            call()
+            cp.cuda.Device().synchronize()
+        wall = (time.perf_counter() - t0) / calls
+    finally:
+        for name, fn in saved.items():
+            setattr(_lu_ops.CupyOps, name, fn)
+    steps = max(1, totals["host_sync"][1] // calls)   # one wait per panel (CPU panel)
+    print(f"-- host time per call in CupyOps methods (n = {n}, {calls} calls, wall "
+          f"{wall * 1e3:.2f} ms, {steps} waits per call)")
+    print(f"{'method':>16} {'calls/call':>10} {'ms/call':>9} {'us/step':>9} {'us each':>9}")
+    enqueue = 0.0
+    for name, (sec, cnt) in totals.items():
+        if cnt:
+            per_call = sec / calls
+            enqueue += per_call if name != "host_sync" else 0.0
+            print(f"{name:>16} {cnt / calls:10.1f} {per_call * 1e3:9.3f} "
+                  f"{per_call / steps * 1e6:9.1f} {sec / cnt * 1e6:9.2f}")
+    print(f"{'enqueue (all but host_sync)':>30}: {enqueue * 1e3:.3f} ms/call, "
+          f"{enqueue / steps * 1e6:.1f} us/step")
 
 
 if __name__ == "__main__":

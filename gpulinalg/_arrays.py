@@ -190,9 +190,10 @@ def matrix_layout(a):
     m, n = a.shape
     if m == 0 or n == 0:  # nothing is ever accessed
         return max(n, 1), True
-    s0, s1 = (s // a.itemsize for s in a.strides)
-    if any(s * a.itemsize != t for s, t in zip((s0, s1), a.strides)):
+    size, (t0, t1) = a.itemsize, a.strides
+    if t0 % size or t1 % size:   # not whole elements
         return None
+    s0, s1 = t0 // size, t1 // size
     if n <= 1 or s1 == 1:
         if m <= 1:
             return max(n, 1), True

@@ -7,7 +7,7 @@ import numpy as np
 
 from . import _arrays
 from ._backend import cupy
-from ._kernels import get_kernel
+from ._kernels import Launcher, get_kernel
 
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
 # KIND: "tiled" = sgemm_tiled (register-staged, the first tuning step), "dbuf" = sgemm_tiled
@@ -91,25 +91,30 @@ def aligned16(ptr, ld):
     return ptr % 16 == 0 and ld % 4 == 0
 
 
+# sgemm_tiled's and sgemm_pipelined's parameters (M, N, K, alpha, A, lda, B, ldb, beta, C,
+# ldc) in Launcher's struct notation.
+_GEMM_ARGS = "iiifPqPqfPq"
+
+
 @functools.lru_cache(maxsize=None)
 def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c):
-    """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
+    """(Launcher, block) for one instantiation, opted in to its dynamic shared memory beyond
+    48 KiB; memoised, so that a launch costs the host one lookup and one cuLaunchKernel."""
     t = VARIANTS[variant]
     smem = _dynamic_smem(t, prefetch_c)
     kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c),
                         dynamic_smem=smem)
-    return kernel, smem
+    return Launcher(kernel, _GEMM_ARGS, smem), (tile_threads(t), 1, 1)
 
 
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
     t = VARIANTS[variant]
-    vec = all(aligned16(x.data.ptr, ld) for x, ld in ((a, lda), (b, ldb), (c, ldc)))
-    kernel, smem = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor, b_nmajor,
-                                 vec, t.KIND == "pipe" and beta != 0.0)
-    grid = (-(-m // t.BM) * -(-n // t.BN),)
-    kernel(grid, (tile_threads(t),),
-           (np.int32(m), np.int32(n), np.int32(k), np.float32(alpha), a, np.int64(lda),
-            b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
+    ap, bp, cp = a.data.ptr, b.data.ptr, c.data.ptr
+    vec = aligned16(ap, lda) and aligned16(bp, ldb) and aligned16(cp, ldc)
+    launch, block = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor,
+                                  b_nmajor, vec, t.KIND == "pipe" and beta != 0.0)
+    launch((-(-m // t.BM) * -(-n // t.BN), 1, 1), block,
+           m, n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
 
 
 def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
@@ -232,9 +237,12 @@ def _as_trans_flag(t, name):
 
 
 def _real_scalar(x, name):
+    """x as the float32 value the kernels use (beyond float32's range: +-inf, as NumPy casts),
+    returned as a Python float."""
     if isinstance(x, complex) or np.iscomplexobj(x):
         raise TypeError(f"{name} must be real, got {x!r}")
-    return float(x)
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
 def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite_c=False, *,

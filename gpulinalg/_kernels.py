@@ -113,16 +113,19 @@ class Launcher:
     CuPy's launch converts every scalar argument on every call (a NumPy view and a C box per
     scalar), most of the host time of a small call; here one `struct.pack_into` writes the
     whole parameter block.  `fmt` lists the kernel's parameters in order ('i' int, 'I'
-    unsigned, 'q' long long, 'P' pointer), native alignment being the kernel's parameter
-    layout.  Called as launcher(grid, block, *args) with 3-tuples grid and block and pointers
-    as integers (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no
+    unsigned, 'q' long long, 'f' float, 'P' pointer), native alignment being the kernel's
+    parameter layout; `shared_mem`: the launch's dynamic shared memory bytes (a kernel
+    asking beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does).
+    Called as launcher(grid, block, *args) with 3-tuples grid and block and pointers as
+    integers (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no
     CUfunction handle, CuPy's own launch is used."""
 
-    _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "P": "uint64"}
+    _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "f": "float32", "P": "uint64"}
 
-    def __init__(self, kernel, fmt):
+    def __init__(self, kernel, fmt, shared_mem=0):
         self.kernel, self.pack = kernel, struct.Struct("@" + fmt)
         self.types = [self._SCALAR[c] for c in fmt]
+        self.smem = shared_mem
         self.func = getattr(getattr(kernel, "kernel", None), "ptr", None)   # CUfunction
         if self.func is not None:
             cp = cupy()
@@ -131,12 +134,13 @@ class Launcher:
     def __call__(self, grid, block, *args):
         if self.func is None:
             import numpy as np
-            self.kernel(grid, block, tuple(getattr(np, t)(x) for t, x in zip(self.types, args)))
+            self.kernel(grid, block, tuple(getattr(np, t)(x) for t, x in zip(self.types, args)),
+                        shared_mem=self.smem)
             return
         params, size, extra = _scratch()
         self.pack.pack_into(params, 0, *args)
         size.value = self.pack.size
-        self.launch(self.func, *grid, *block, 0, self.stream().ptr, 0, extra)
+        self.launch(self.func, *grid, *block, self.smem, self.stream().ptr, 0, extra)
 
 
 _TLS = threading.local()

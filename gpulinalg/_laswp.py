@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _arrays
 from ._backend import cupy
-from ._kernels import get_kernel
+from ._kernels import Launcher, get_kernel
 
 FAMILY = "laswp"
 KMAX = 512                  # pivots per launch (LASWP_KMAX in the kernel)
@@ -99,11 +99,18 @@ def _sm_count(device_id):
     return cupy().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]
 
 
+# Kernel parameters in Launcher's struct notation (kernels/laswp.cu).
+_FUSED_ARGS = "iPqiPiiii"   # laswp_fused(n, A, lda, k, piv, offset, inverse, log2h, cap)
+_PLAN_ARGS = "iPiiiP"       # laswp_plan(k, piv, offset, inverse, log2h, ws)
+_APPLY_ARGS = "iPqPi"       # laswp_apply(n, A, lda, ws, cap)
+
+
 @functools.lru_cache(maxsize=None)
-def _opt_in(device_id, name, smem):
-    """Kernel `name` on the current device (device_id), allowed `smem` bytes of dynamic shared
-    memory (beyond the 48 KiB default); memoised, so the attribute is set once, not per call."""
-    return get_kernel(FAMILY, name, dynamic_smem=smem)
+def _launcher(device_id, name, fmt, smem=0):
+    """Launcher of kernel `name` on the current device (device_id) with `smem` bytes of
+    dynamic shared memory (opted in beyond the 48 KiB default); memoised, so the attribute is
+    set once and a launch costs the host one lookup."""
+    return Launcher(get_kernel(FAMILY, name, dynamic_smem=smem), fmt, smem)
 
 
 _workspaces = collections.OrderedDict()
@@ -212,12 +219,10 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     if a.ndim != 2 or a.dtype != np.float32:
         raise ValueError("a must be a 2-D float32 array")
     m, n = a.shape
-    if a.flags.c_contiguous:   # the common case without the stride analysis
-        lda = max(n, 1)
-    else:
-        lda = row_leading_dim(a.shape, tuple(s // a.itemsize for s in a.strides))
-        if lda is None or any(s % a.itemsize for s in a.strides):
-            raise ValueError("a must be a row-major view (unit column stride)")
+    t0, t1 = a.strides
+    lda = None if t0 % 4 or t1 % 4 else row_leading_dim((m, n), (t0 // 4, t1 // 4))
+    if lda is None:
+        raise ValueError("a must be a row-major view (unit column stride)")
     k = piv_dev.shape[0] if piv_dev.ndim == 1 else -1
     if k < 0:
         raise ValueError("piv must be 1-D")
@@ -231,11 +236,11 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     if m >= 2**31 or n >= 2**31:
         raise ValueError("dimensions must be below 2**31")
     # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
-    if piv_dev.dtype != np.int32 or not piv_dev.flags.c_contiguous:
+    if piv_dev.dtype != np.int32 or (k > 1 and piv_dev.strides[0] != 4):
         piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
     chunks = ((0, k),) if k <= KMAX else launch_plan(k, inverse)
     dev = cp.cuda.runtime.getDevice()
-    inv = np.int32(bool(inverse))
+    inv = int(bool(inverse))
     if variant == "strip":
         for start, count in chunks:
             w = strip_width(count)
@@ -243,34 +248,31 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
             kernel((-(-n // w),), (THREADS,),
                    (np.int32(n), a, np.int64(lda), np.int32(count),
                     _piv_chunk(piv_dev, start, count, k), np.int32(offset + start),
-                    inv, np.int32(hash_bits(count))),
+                    np.int32(inv), np.int32(hash_bits(count))),
                    shared_mem=shared_bytes(count, w))
         return a
-    vw = 4 if a.data.ptr % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
-    grid = (apply_grid(n, _sm_count(dev)),)
+    ap = a.data.ptr
+    vw = 4 if ap % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
+    grid = (apply_grid(n, _sm_count(dev)), 1, 1)
+    pp = piv_dev.data.ptr
     if variant == "fused":
-        fused = _opt_in(dev, _fused_name(vw), FUSED_SMEM)
+        fused = _launcher(dev, _fused_name(vw), _FUSED_ARGS, FUSED_SMEM)
         for start, count in chunks:
-            fused(grid, (FUSED_THREADS,),
-                  (np.int32(n), a, np.int64(lda), np.int32(count),
-                   _piv_chunk(piv_dev, start, count, k), np.int32(offset + start), inv,
-                   np.int32(hash_bits(count)), np.int32(FUSED_CAP)),
-                  shared_mem=FUSED_SMEM)
+            fused(grid, (FUSED_THREADS, 1, 1), n, ap, lda, count, pp + 4 * start,
+                  offset + start, inv, hash_bits(count), FUSED_CAP)
         return a
     if workspace is None:
         workspace = _workspace(dev)
     elif (workspace.dtype != np.int32 or workspace.size < WORKSPACE_INTS
           or not workspace.flags.c_contiguous):
         raise ValueError(f"workspace must be a contiguous int32 array of {WORKSPACE_INTS}")
-    plan = get_kernel(FAMILY, PLAN_NAME)
-    apply = _opt_in(dev, _apply_name(vw), APPLY_SMEM)
+    plan = _launcher(dev, PLAN_NAME, _PLAN_ARGS)
+    apply = _launcher(dev, _apply_name(vw), _APPLY_ARGS, APPLY_SMEM)
+    wp = workspace.data.ptr
     for start, count in chunks:
-        plan((1,), (PLAN_THREADS,),
-             (np.int32(count), _piv_chunk(piv_dev, start, count, k), np.int32(offset + start),
-              inv, np.int32(hash_bits(count)), workspace))
-        apply(grid, (APPLY_THREADS,),
-              (np.int32(n), a, np.int64(lda), workspace, np.int32(APPLY_CAP)),
-              shared_mem=APPLY_SMEM)
+        plan((1, 1, 1), (PLAN_THREADS, 1, 1), count, pp + 4 * start, offset + start, inv,
+             hash_bits(count), wp)
+        apply(grid, (APPLY_THREADS, 1, 1), n, ap, lda, wp, APPLY_CAP)
     return a
 
 

@@ -41,7 +41,7 @@ from ._laswp import laswp_reference
 
 F32 = np.float32
 I32 = np.int32
-_H2D, _D2H, _DEFAULT = 1, 2, 4  # cudaMemcpyHostToDevice, ...DeviceToHost, ...Default
+_H2D, _D2H, _D2D, _DEFAULT = 1, 2, 3, 4  # cudaMemcpyHostToDevice, ...DeviceToHost, ...
 
 
 def workspace_bytes(m, n, nb, receive=False):
@@ -269,7 +269,10 @@ class CupyOps(_Columns):
         with self.device, self.streams["update"]:
             if use_inverse:
                 w = self.W[:jb, lc]
-                w[...] = u12                                   # A12 -> workspace
+                # A12 -> workspace: one 2-D copy (an elementwise kernel costs the host more).
+                self._cp.cuda.runtime.memcpy2DAsync(
+                    w.data.ptr, w.strides[0], u12.data.ptr, u12.strides[0], 4 * w.shape[1],
+                    jb, _D2D, self.streams["update"].ptr)
                 linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
                 self._gemm(1.0, linv, w, 0.0, u12)             # X = L11^{-1} A12
                 self._gemm(-1.0, l11, u12, 1.0, w)             # R = A12 - L11 X

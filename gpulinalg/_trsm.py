@@ -8,7 +8,7 @@ import numpy as np
 
 from ._arrays import array_kind
 from ._backend import cupy
-from ._kernels import get_kernel
+from ._kernels import Launcher, get_kernel
 from ._laswp import row_leading_dim
 
 FAMILY = "trsm"
@@ -42,9 +42,11 @@ def blocks(nb):
 
 @functools.lru_cache(maxsize=None)
 def _kernel(device_id, shape):
-    """The kernel for template NB = shape, opted in to its shared memory (once per device)."""
+    """Launcher of the kernel for template NB = shape (parameters nb, ncols, L, ldl, B, ldb),
+    opted in to its shared memory (once per device)."""
     smem = shared_bytes(shape)
-    return get_kernel(FAMILY, f"trsm_llnu<{shape}>", dynamic_smem=smem), smem
+    return Launcher(get_kernel(FAMILY, f"trsm_llnu<{shape}>", dynamic_smem=smem), "iiPqPq",
+                    smem)
 
 
 def _row_ld(x, name):
@@ -93,10 +95,9 @@ def trsm_lower_unit(l, b):
 def _launch(l, ldl, b, ldb, nb, ncols):
     if nb <= 1:
         return
-    kernel, smem = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
-    kernel((-(-ncols // COLS),), (THREADS,),
-           (np.int32(nb), np.int32(ncols), l, np.int64(ldl), b, np.int64(ldb)),
-           shared_mem=smem)
+    launch = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
+    launch((-(-ncols // COLS), 1, 1), (THREADS, 1, 1), nb, ncols, l.data.ptr, ldl, b.data.ptr,
+           ldb)
 
 
 def reference(l, b):

@@ -137,15 +137,15 @@ def test_launcher_packs_the_kernel_parameter_layout():
         _fields_ = [(f"p{i}", t) for i, t in enumerate(types)]
 
     calls = []
-    launcher = Launcher(lambda grid, block, args: calls.append((grid, block, args)),
-                        _transpose._ARGS + "I")
+    launcher = Launcher(lambda grid, block, args, shared_mem: calls.append(
+        (grid, block, args, shared_mem)), _transpose._ARGS + "I")
     assert launcher.pack.size == Params.p6.offset + ctypes.sizeof(c.c_uint) == 44
     raw = launcher.pack.pack(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)
     assert ctypes.string_at(ctypes.addressof(Params(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)),
                             len(raw)) == raw
     launcher((3, 1, 1), (32, 8, 1), 5, 6, 1 << 40, -7, 3 << 40, 8, 2)
-    (grid, block, args), = calls
-    assert grid == (3, 1, 1) and block == (32, 8, 1)
+    (grid, block, args, smem), = calls
+    assert grid == (3, 1, 1) and block == (32, 8, 1) and smem == 0
     assert [a.dtype.name for a in args] == ["int32", "int32", "uint64", "int64", "uint64",
                                             "int64", "uint32"]
     assert [int(a) for a in args] == [5, 6, 1 << 40, -7, 3 << 40, 8, 2]
