@@ -108,8 +108,20 @@ def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c):
 
 
 def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+    gemm_ptr(m, n, k, alpha, a.data.ptr, lda, a_kmajor, b.data.ptr, ldb, b_nmajor, beta,
+             c.data.ptr, ldc, variant)
+
+
+def gemm_ptr(m, n, k, alpha, ap, lda, a_kmajor, bp, ldb, b_nmajor, beta, cp, ldc,
+             variant=None):
+    """C = alpha A B + beta C for a row-major C (m x n, leading dimension ldc) given by device
+    pointers, on the current device and stream: A (m x k) K-major (row-major) when a_kmajor,
+    else M-major, B (k x n) N-major when b_nmajor, else K-major.  No validation and no views:
+    the LU's steps (gpulinalg/_lu_ops.py) address their blocks by pointer, so that a launch
+    costs the host little more than cuLaunchKernel.  m, n >= 1; variant None: pick_variant."""
+    if variant is None:
+        variant = pick_variant(m, n, k, beta, a_kmajor)
     t = VARIANTS[variant]
-    ap, bp, cp = a.data.ptr, b.data.ptr, c.data.ptr
     vec = aligned16(ap, lda) and aligned16(bp, ldb) and aligned16(cp, ldc)
     launch, block = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor,
                                   b_nmajor, vec, t.KIND == "pipe" and beta != 0.0)

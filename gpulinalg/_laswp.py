@@ -238,11 +238,9 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
     if piv_dev.dtype != np.int32 or (k > 1 and piv_dev.strides[0] != 4):
         piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
-    chunks = ((0, k),) if k <= KMAX else launch_plan(k, inverse)
-    dev = cp.cuda.runtime.getDevice()
-    inv = int(bool(inverse))
     if variant == "strip":
-        for start, count in chunks:
+        inv = int(bool(inverse))
+        for start, count in (((0, k),) if k <= KMAX else launch_plan(k, inverse)):
             w = strip_width(count)
             kernel = get_kernel(FAMILY, _kernel_name(w))
             kernel((-(-n // w),), (THREADS,),
@@ -251,29 +249,42 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
                     np.int32(inv), np.int32(hash_bits(count))),
                    shared_mem=shared_bytes(count, w))
         return a
-    ap = a.data.ptr
+    if variant == "planned":
+        if workspace is None:
+            workspace = _workspace(cp.cuda.runtime.getDevice())
+        elif (workspace.dtype != np.int32 or workspace.size < WORKSPACE_INTS
+              or not workspace.flags.c_contiguous):
+            raise ValueError(f"workspace must be a contiguous int32 array of {WORKSPACE_INTS}")
+    laswp_ptr(n, a.data.ptr, lda, k, piv_dev.data.ptr, offset, inverse, variant,
+              0 if workspace is None else workspace.data.ptr)
+    return a
+
+
+def laswp_ptr(n, ap, lda, k, pp, offset=0, inverse=False, variant=None, wp=0):
+    """laswp_inplace by device pointer, on the current device and stream: the interchanges
+    offset+i <-> piv[i] (int32 at pp, 0 <= i < k) on the n columns of the row-major float32
+    matrix at ap (leading dimension lda).  No validation and no views (the LU's steps address
+    blocks by pointer); variant "fused" (None: DEFAULT) or "planned" (wp: its workspace)."""
+    variant = DEFAULT if variant is None else variant
+    if variant not in ("fused", "planned"):
+        raise ValueError(f"laswp_ptr runs the fused and planned variants, not {variant!r}")
+    dev = cupy().cuda.runtime.getDevice()
     vw = 4 if ap % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
     grid = (apply_grid(n, _sm_count(dev)), 1, 1)
-    pp = piv_dev.data.ptr
+    inv = int(bool(inverse))
+    chunks = ((0, k),) if k <= KMAX else launch_plan(k, inverse)
     if variant == "fused":
         fused = _launcher(dev, _fused_name(vw), _FUSED_ARGS, FUSED_SMEM)
         for start, count in chunks:
             fused(grid, (FUSED_THREADS, 1, 1), n, ap, lda, count, pp + 4 * start,
                   offset + start, inv, hash_bits(count), FUSED_CAP)
-        return a
-    if workspace is None:
-        workspace = _workspace(dev)
-    elif (workspace.dtype != np.int32 or workspace.size < WORKSPACE_INTS
-          or not workspace.flags.c_contiguous):
-        raise ValueError(f"workspace must be a contiguous int32 array of {WORKSPACE_INTS}")
+        return
     plan = _launcher(dev, PLAN_NAME, _PLAN_ARGS)
     apply = _launcher(dev, _apply_name(vw), _APPLY_ARGS, APPLY_SMEM)
-    wp = workspace.data.ptr
     for start, count in chunks:
         plan((1, 1, 1), (PLAN_THREADS, 1, 1), count, pp + 4 * start, offset + start, inv,
              hash_bits(count), wp)
         apply(grid, (APPLY_THREADS, 1, 1), n, ap, lda, wp, APPLY_CAP)
-    return a
 
 
 def _piv_chunk(piv_dev, start, count, k):

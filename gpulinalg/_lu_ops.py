@@ -31,6 +31,7 @@ Shared conventions (both backends):
 
 import collections
 import functools
+import threading
 import time
 
 import numpy as np
@@ -115,16 +116,18 @@ class CupyOps(_Columns):
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
         npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`).
         """
-        from ._blas import gemm_into, pick_variant, product_into
-        from ._laswp import WORKSPACE_INTS, laswp_inplace
-        from ._transpose import transpose_into
-        from ._trsm import trsm_lower_unit
+        from ._blas import gemm_ptr, pick_variant, product_into
+        from ._laswp import WORKSPACE_INTS, laswp_ptr
+        from ._transpose import transpose_ptr
+        from ._trsm import trsm_ptr
 
         cp = cupy()
-        self._cp, self._gemm, self._laswp = cp, gemm_into, laswp_inplace
+        # The steps address their blocks by device pointer (the *_ptr launchers: no views, no
+        # validation), since the CPU panel's host enqueues them between two panels.
+        self._cp, self._gemm, self._laswp = cp, gemm_ptr, laswp_ptr
         self._product, self.precision = product_into, precision   # the trailing update
         self._pick = pick_variant
-        self._transpose, self._trsm = transpose_into, trsm_lower_unit
+        self._transpose, self._trsm = transpose_ptr, trsm_ptr
         self.device = cp.cuda.Device(device)     # every method runs in this device's context
         self.cols = cols if cols is not None else Identity()
         self.a = a
@@ -136,7 +139,7 @@ class CupyOps(_Columns):
                             "update": cp.cuda.Stream(non_blocking=True),
                             # Copies between devices (received panels, the home's blocks).
                             "comm": cp.cuda.Stream(non_blocking=True)}
-            # Device workspace: the transposed panel, L21 column-major (_l21_operand), the
+            # Device workspace: the transposed panel, L21 column-major (_trailing), the
             # copy of A12, two L11^{-1}, pivots.
             self.T = cp.empty(max(nb * m, 1), dtype=F32)
             self.LT = cp.empty(max(nb * m, 1), dtype=F32)
@@ -173,6 +176,12 @@ class CupyOps(_Columns):
     def host_piv(self):
         return self._pinned((max(self.npiv, 1),), I32)
 
+    @functools.cached_property
+    def _host_addr(self):
+        """Addresses of host_panel, host_linv, host_piv (NumPy's .ctypes builds an object on
+        every access)."""
+        return tuple(x.ctypes.data for x in (self.host_panel, self.host_linv, self.host_piv))
+
     # -- the caller's stream
     def fork(self, caller):
         """Make every stream of ours wait for the work enqueued so far on `caller` (a CuPy
@@ -204,7 +213,8 @@ class CupyOps(_Columns):
         self.streams[stream].wait_event(ev)
 
     def host_sync(self, ev):
-        ev.synchronize()
+        with self.device:   # also from CpuPanel's worker thread (the GIL is released)
+            ev.synchronize()
 
     def elapsed_ms(self, ev0, ev1):
         return self._cp.cuda.get_elapsed_time(ev0, ev1)
@@ -218,14 +228,19 @@ class CupyOps(_Columns):
             rt = self._cp.cuda.runtime
             rt.memcpyAsync(dst, src, nbytes, kind, self.streams[stream].ptr)
 
+    def _ptr(self, r, c):
+        """Device address of a[r, c] (c a local column)."""
+        return self.a.data.ptr + 4 * (r * self.shape[1] + c)
+
     def panel_to_host(self, step, j0, j1):
         """Transpose a[j0:, j0:j1] into T (= the panel column-major, ld m-j0), copy it to host."""
         mp, jb = self.shape[0] - j0, j1 - j0
-        t = self.T[:jb * mp].reshape(jb, mp)
+        tp = self.T.data.ptr
         with self.device, self.streams["panel"]:
             # Layout: the row-major panel's transpose is the column-major panel LAPACK wants.
-            self._transpose(self.panel_view(j0, j1)[0], t)
-            self._copy(self.host_panel.ctypes.data, t.data.ptr, 4 * jb * mp, _D2H)
+            self._transpose(mp, jb, self._ptr(j0, self._local(j0, j1).start), self.shape[1],
+                            tp, mp)
+            self._copy(self._host_addr[0], tp, 4 * jb * mp, _D2H)
 
     def host_panel_view(self, j0, j1):
         """The staged panel as an F-ordered (m-j0) x jb view of the pinned buffer (no copy)."""
@@ -235,18 +250,18 @@ class CupyOps(_Columns):
     def panel_to_device(self, step, j0, j1, use_inverse):
         """Copy the factored panel, its pivots and L11^{-1} back; transpose the panel into place."""
         mp, jb = self.shape[0] - j0, j1 - j0
-        t = self.T[:jb * mp].reshape(jb, mp)
+        tp = self.T.data.ptr
         h2d = _H2D
         with self.device, self.streams["panel"]:
-            self._copy(t.data.ptr, self.host_panel.ctypes.data, 4 * jb * mp, h2d)
+            self._copy(tp, self._host_addr[0], 4 * jb * mp, h2d)
             # Layout: column-major panel (= row-major jb x mp) back to the row-major matrix.
-            self._transpose(t, self.panel_view(j0, j1)[0])
+            self._transpose(jb, mp, tp, mp, self._ptr(j0, self._local(j0, j1).start),
+                            self.shape[1])
             # Pivots stay 0-based, relative to row j0 (laswp's convention on a[j0:, :]).
-            self._copy(self.piv.data.ptr + 4 * j0, self.host_piv.ctypes.data + 4 * j0,
-                       4 * jb, h2d)
-            if use_inverse:
-                self._copy(self.linv[step % 2].data.ptr, self.host_linv.ctypes.data,
-                           4 * self.host_linv.size, h2d)
+            self._copy(self.piv.data.ptr + 4 * j0, self._host_addr[2] + 4 * j0, 4 * jb, h2d)
+            if use_inverse:   # linv[step % 2] <- host_linv, both 2 x nb*nb
+                self._copy(self.linv.data.ptr + (step % 2) * self.host_linv.nbytes,
+                           self._host_addr[1], self.host_linv.nbytes, h2d)
 
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
@@ -255,55 +270,69 @@ class CupyOps(_Columns):
         if lc.stop <= lc.start or j1 <= j0:
             return
         with self.device, self.streams["update"]:
-            self._laswp(self.a[j0:, lc], self.piv[j0:j1], workspace=self._laswp_ws)
+            self._laswp(lc.stop - lc.start, self._ptr(j0, lc.start), self.shape[1], j1 - j0,
+                        self.piv.data.ptr + 4 * j0, wp=self._laswp_ws.data.ptr)
+
+    def _factors_ptr(self, step, j0, j1):
+        """(address of L11, address of L21, their leading dimension) of panel `step`, where
+        `factors` finds them."""
+        lc, jb = self._local(j0, j1), j1 - j0
+        if lc.stop > lc.start:
+            return self._ptr(j0, lc.start), self._ptr(j1, lc.start), self.shape[1]
+        p = self.R[step % 2].data.ptr   # the received panel, (m - j0) x jb row-major
+        return p, p + 4 * jb * jb, jb
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
         """U12 = L11^{-1} A12 on (global) columns c0:c1 (c0 >= j1), then A22 -= L21 U12."""
         lc = self._local(c0, c1)
         if lc.stop <= lc.start:
             return
-        m = self.shape[0]
-        jb, a = j1 - j0, self.a
-        u12 = a[j0:j1, lc]
-        l11, l21 = self.factors(step, j0, j1)
+        (m, lda), gemm = self.shape, self._gemm
+        jb, width = j1 - j0, lc.stop - lc.start
+        u12 = self._ptr(j0, lc.start)                    # A12, then U12, in place
+        l11, l21, ldl = self._factors_ptr(step, j0, j1)
         with self.device, self.streams["update"]:
             if use_inverse:
-                w = self.W[:jb, lc]
+                w, ldw = self.W.data.ptr + 4 * lc.start, self.W.shape[1]
                 # A12 -> workspace: one 2-D copy (an elementwise kernel costs the host more).
-                self._cp.cuda.runtime.memcpy2DAsync(
-                    w.data.ptr, w.strides[0], u12.data.ptr, u12.strides[0], 4 * w.shape[1],
-                    jb, _D2D, self.streams["update"].ptr)
-                linv, l11 = (x[:jb * jb].reshape(jb, jb) for x in self.linv[step % 2])
-                self._gemm(1.0, linv, w, 0.0, u12)             # X = L11^{-1} A12
-                self._gemm(-1.0, l11, u12, 1.0, w)             # R = A12 - L11 X
-                self._gemm(1.0, linv, w, 1.0, u12)             # U12 = X + L11^{-1} R
+                self._cp.cuda.runtime.memcpy2DAsync(w, 4 * ldw, u12, 4 * lda, 4 * width, jb,
+                                                    _D2D, self.streams["update"].ptr)
+                # L11^{-1} and L11, row-major jb x jb (panel_to_device, receive).
+                linv = self.linv.data.ptr + 4 * self.linv.shape[2] * 2 * (step % 2)
+                l11r = linv + 4 * self.linv.shape[2]
+                gemm(jb, width, jb, 1.0, linv, jb, True, w, ldw, True, 0.0, u12, lda)
+                # X = L11^{-1} A12, R = A12 - L11 X, U12 = X + L11^{-1} R
+                gemm(jb, width, jb, -1.0, l11r, jb, True, u12, lda, True, 1.0, w, ldw)
+                gemm(jb, width, jb, 1.0, linv, jb, True, w, ldw, True, 1.0, u12, lda)
             else:
                 # Triangular solve with the unit lower L11 (the GPU panel's path, and the
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
-                self._trsm(l11, u12)
+                self._trsm(jb, width, l11, ldl, u12, lda)
             if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                a22 = a[j1:, lc]
-                l21 = self._l21_operand(l21, a22.shape[1])
-                if self.precision == "fp32":
-                    # The tile of a K-major L21 also for its column-major copy: pipe128, which
-                    # the public pick takes for an M-major A at k = 128, ran 1.5% slower here
-                    # beside the panel (H100, lu_ab.py 8192 --vary
-                    # _blas.PIPE_MAX_K_MMAJOR=0,128: 25.66 / 26.05 ms).
-                    self._gemm(-1.0, l21, u12, 1.0, a22, self._pick(*a22.shape, jb, 1.0))
-                else:
-                    self._product(-1.0, l21, u12, 1.0, a22, self.precision)
+                self._trailing(step, j0, j1, lc, l21, ldl, u12)
 
-    def _l21_operand(self, l21, width):
-        """L21 as the A operand of an update of `width` columns: transposed into LT (update
-        stream; the previous reader of LT is an earlier update on the same stream) and read
-        column-major where L21_COLMAJOR_MIN_COLS says it pays, else the row-major view."""
-        if (self.precision != "fp32" or not L21_COLMAJOR_MIN_COLS
-                or width < L21_COLMAJOR_MIN_COLS):
-            return l21
-        mp, jb = l21.shape
-        lt = self.LT[:jb * mp].reshape(jb, mp)
-        self._transpose(l21, lt)
-        return lt.T
+    def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
+        """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
+        (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
+        a22, mp2 = self._ptr(j1, lc.start), m - j1
+        if self.precision != "fp32":   # the tensor-core products, on views
+            self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
+                          self.a[j1:, lc], self.precision)
+            return
+        # The tile of a K-major L21 also for its column-major copy: pipe128, which the public
+        # pick takes for an M-major A at k = 128, ran 1.5% slower here beside the panel (H100,
+        # lu_ab.py 8192 --vary _blas.PIPE_MAX_K_MMAJOR=0,128: 25.66 / 26.05 ms).
+        variant = self._pick(mp2, width, jb, 1.0)
+        if L21_COLMAJOR_MIN_COLS and width >= L21_COLMAJOR_MIN_COLS:
+            # L21 column-major: transposed into LT (update stream; the previous reader of LT
+            # is an earlier update on the same stream).
+            lt = self.LT.data.ptr
+            self._transpose(mp2, jb, l21, ldl, lt, mp2)
+            self._gemm(mp2, width, jb, -1.0, lt, mp2, False, u12, lda, True, 1.0, a22, lda,
+                       variant)
+        else:
+            self._gemm(mp2, width, jb, -1.0, l21, ldl, True, u12, lda, True, 1.0, a22, lda,
+                       variant)
 
     # -- several devices (gpulinalg/_lu_multi.py)
     def end_step(self, step):
@@ -365,6 +394,20 @@ class CupyOps(_Columns):
 
 # ------------------------------------------------------------------------------------ host
 
+# The emulated streams are shared by two host threads (the driver's, and CpuPanel's worker,
+# which waits on events): one lock over every queue of every NumpyOps, re-entrant because an
+# event's wait runs other streams (and other NumpyOps) that far.
+_EMULATION_LOCK = threading.RLock()
+
+
+def _locked(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _EMULATION_LOCK:
+            return method(*args, **kwargs)
+    return wrapper
+
+
 class _Token:
     """A host-emulated CUDA event: recorded on one stream of one NumpyOps, done once executed."""
 
@@ -411,16 +454,19 @@ class NumpyOps(_Columns):
         self._step_end = [None, None]
 
     # -- emulated streams and events
+    @_locked
     def _enqueue(self, stream, label, step, fn):
         self._queues[stream].append(("op", fn, label, step))
         self._pump()
 
+    @_locked
     def record(self, stream):
         tok = _Token(self, stream)
         self._queues[stream].append(("record", tok, None, None))
         self._pump()
         return tok
 
+    @_locked
     def wait(self, stream, tok):
         self._queues[stream].append(("wait", tok, None, None))
         self._pump()
@@ -449,6 +495,7 @@ class NumpyOps(_Columns):
                             self._running.discard(stream)
                         self.log.append((stream, label, step))
 
+    @_locked
     def _run(self, stream, until=None):
         if stream in self._running:
             raise RuntimeError(f"stream {stream!r} waits on its own later work: deadlock")

@@ -170,7 +170,19 @@ def _copy_launch(device_id, rows, cols):
 
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
-    sp, dp = src.data.ptr, dst.data.ptr
+    _launch_ptr(rows, cols, src.data.ptr, lds, dst.data.ptr, ldd, variant)
+
+
+def transpose_ptr(rows, cols, sp, lds, dp, ldd):
+    """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T for float32
+    device pointers sp, dp on the current device and stream, the variant as transpose_into
+    picks it.  No validation and no views (the LU's steps address blocks by pointer);
+    rows, cols >= 1."""
+    _launch_ptr(rows, cols, sp, lds, dp, ldd,
+                pick_variant(rows, cols, lds, ldd, (sp | dp) % 256 == 0, dp % 32 == 0))
+
+
+def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant):
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
     pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
     kernel, grid, block, skew = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)

@@ -81,23 +81,31 @@ def trsm_lower_unit(l, b):
         raise ValueError("dimensions must be below 2**31")
     if nb <= 1 or ncols == 0:
         return b                                # unit diagonal: nothing to do
-    if nb <= NBMAX:
-        _launch(l, ldl, b, ldb, nb, ncols)
-        return b
-    from ._blas import gemm_into
-    for r0, r1 in blocks(nb):
-        _launch(l[r0:r1, r0:r1], ldl, b[r0:r1], ldb, r1 - r0, ncols)
-        if r1 < nb:                             # rows below the block: pure L (i > k)
-            gemm_into(-1.0, l[r1:, r0:r1], b[r0:r1], 1.0, b[r1:])
+    trsm_ptr(nb, ncols, l.data.ptr, ldl, b.data.ptr, ldb)
     return b
 
 
-def _launch(l, ldl, b, ldb, nb, ncols):
+def trsm_ptr(nb, ncols, lp, ldl, bp, ldb):
+    """trsm_lower_unit by device pointer, on the current device and stream: B (nb x ncols at
+    bp, leading dimension ldb) := L^{-1} B with the unit lower triangle of the nb x nb L at lp
+    (ldl), both row-major.  No validation and no views (the LU's steps address blocks by
+    pointer); ncols >= 1."""
+    if nb <= NBMAX:
+        _launch(lp, ldl, bp, ldb, nb, ncols)
+        return
+    from ._blas import gemm_ptr
+    for r0, r1 in blocks(nb):
+        _launch(lp + 4 * r0 * (ldl + 1), ldl, bp + 4 * r0 * ldb, ldb, r1 - r0, ncols)
+        if r1 < nb:                             # rows below the block: pure L (i > k)
+            gemm_ptr(nb - r1, ncols, r1 - r0, -1.0, lp + 4 * (r1 * ldl + r0), ldl, True,
+                     bp + 4 * r0 * ldb, ldb, True, 1.0, bp + 4 * r1 * ldb, ldb)
+
+
+def _launch(lp, ldl, bp, ldb, nb, ncols):
     if nb <= 1:
         return
     launch = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
-    launch((-(-ncols // COLS), 1, 1), (THREADS, 1, 1), nb, ncols, l.data.ptr, ldl, b.data.ptr,
-           ldb)
+    launch((-(-ncols // COLS), 1, 1), (THREADS, 1, 1), nb, ncols, lp, ldl, bp, ldb)
 
 
 def reference(l, b):
