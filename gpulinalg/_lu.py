@@ -41,16 +41,21 @@ def default_block_size(m, n):
     return 128 if min(m, n) <= 8192 else 256
 
 
-def unit_lower_inverse(l11):
-    """(inv(L11), its infinity norm) for the unit lower triangle of l11 (its diagonal is
-    U's); the norm is inf where the inverse is not usable (strtri failed, or not finite)."""
+def unit_lower_inverse(l11, threshold):
+    """(inv(L11), use_inverse) for the unit lower triangle of l11 (its diagonal is U's)."""
     from scipy.linalg.lapack import strtri
     inv, info = strtri(l11, lower=1, unitdiag=1)
     # strtri with unitdiag leaves the diagonal (U11's) and upper triangle as given: clean them.
     inv = np.tril(inv, -1)
     np.fill_diagonal(inv, 1.0)
     norm = float(np.abs(inv).sum(axis=1).max()) if inv.size else 1.0
-    return inv, norm if info == 0 and np.isfinite(norm) else float("inf")
+    return inv, bool(info == 0 and np.isfinite(norm) and norm < threshold), norm
+
+
+def mark(ops, stream):
+    """An event on `stream` that only the timeline reads: None unless ops.timed (getrf sets
+    it from its `timeline`; other callers get events), saving the host an event a time."""
+    return ops.record(stream) if getattr(ops, "timed", True) else None
 
 
 @dataclass
@@ -67,41 +72,23 @@ class PanelResult:
 
 
 class CpuPanel:
-    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri.
-
-    The host work runs on a worker thread (sgetrf and the event wait release the GIL): `send`
-    enqueues the panel's trip to the host and hands the worker the job "wait for it, factor
-    it, invert L11", and `factor` collects the result and ships the panel back.  Between the
-    two the driver's thread enqueues the rest of the trailing update, which therefore no longer
-    sits between two panels on the host's critical path.  At most one job is out at a time
-    (the driver sends panel s + 1 only after factoring panel s).
-    """
+    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri."""
 
     name = "cpu"
-    host_wait = True    # the panel's factorization waits on the host for the panel to arrive
-
-    def __init__(self):
-        self._job = None   # (step, future) of the panel the worker factors
+    host_wait = True    # factor() waits on the host for the panel to arrive
 
     def send(self, ops, step, j0, j1, after):
-        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory;
-        the worker waits for it and factors it."""
+        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory."""
         ops.wait("panel", after)
-        start = ops.record("panel")
+        start = mark(ops, "panel")
         ops.panel_to_host(step, j0, j1)
-        sent = start, ops.record("panel")
-        self._job = step, _worker().submit(self._host_factor, ops, step, j0, j1, sent[1])
-        return sent
+        return start, ops.record("panel")
 
-    @staticmethod
-    def _host_factor(ops, step, j0, j1, arrived):
-        """The worker's job: wait for panel `step`, factor it in the pinned buffer, write its
-        pivots, L11^{-1} and L11.  Returns (info, linv_norm, sync_start, host_start,
-        host_end); linv_norm is inf where L11^{-1} is not usable."""
+    def factor(self, ops, step, j0, j1, sent, inv_threshold):
         from scipy.linalg.lapack import sgetrf
         jb = j1 - j0
         t_sync = time.perf_counter()
-        ops.host_sync(arrived)                 # the only host wait: panel s has arrived
+        ops.host_sync(sent[1])                 # the only host wait: panel s has arrived
         t0 = time.perf_counter()
         panel = ops.host_panel_view(j0, j1)    # F-ordered (m-j0) x jb view of pinned memory
         lu, ipiv, info = sgetrf(panel, overwrite_a=True)
@@ -111,37 +98,17 @@ class CpuPanel:
         # Pivots: SciPy's sgetrf returns them 0-based (LAPACK's are 1-based), relative to the
         # panel's first row j0 -- exactly what laswp takes on the view a[j0:, :].
         ops.host_piv[j0:j1] = ipiv[:jb]
-        linv, norm = unit_lower_inverse(panel[:jb, :jb])
-        if np.isfinite(norm):   # row-major jb x jb, as the update reads them: L11^{-1}, L11
+        linv, use_inverse, norm = unit_lower_inverse(panel[:jb, :jb], inv_threshold)
+        if use_inverse:  # row-major jb x jb, as gemm_into reads them: L11^{-1}, then L11
             ops.host_linv[0, :jb * jb] = linv.ravel()
             l11 = np.tril(panel[:jb, :jb], -1) + np.eye(jb, dtype=np.float32)
             ops.host_linv[1, :jb * jb] = l11.ravel()
-        return int(info), norm, t_sync, t0, time.perf_counter()
-
-    def factor(self, ops, step, j0, j1, sent, inv_threshold):
-        job, self._job = self._job, None
-        if job is None or job[0] != step:
-            raise RuntimeError(f"panel {step} was not sent to the host")
-        info, norm, t_sync, t0, t1 = job[1].result()
-        use_inverse = norm < inv_threshold
-        recv_start = ops.record("panel")
+        t1 = time.perf_counter()
+        recv_start = mark(ops, "panel")
         ops.panel_to_device(step, j0, j1, use_inverse)
         done = ops.record("panel")
-        return PanelResult(j0 + info if info > 0 else 0, use_inverse, done, recv_start,
+        return PanelResult(j0 + int(info) if info > 0 else 0, use_inverse, done, recv_start,
                            t0, t1, norm, t_sync, t0)
-
-
-_WORKER = None
-
-
-def _worker():
-    """The thread that runs the host panels' jobs (created at the first CPU panel; several
-    factorizations at once queue their panels on it, as they would on one host thread)."""
-    global _WORKER
-    if _WORKER is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpulinalg-panel")
-    return _WORKER
 
 
 def panel_blocks(k, nb):
@@ -166,6 +133,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     """
     m, n = ops.shape
     blocks = panel_blocks(min(m, n), nb)
+    ops.timed = timeline is not None   # events for the timeline only when it is asked for
     t_start = time.perf_counter()
     origin = ops.record("update")
     if not blocks:
@@ -203,7 +171,7 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
         info = info or res.info
         # 2. The update stream waits for the factored panel, its pivots and L11^{-1}.
         ops.wait("update", res.done)
-        rec.update(res=res, update_start=ops.record("update"))
+        rec.update(res=res, update_start=mark(ops, "update"))
         if nxt is not None and lookahead:
             # 3. Look-ahead: the row interchanges, U12 and the update of the next panel's
             #    columns only (the chain the next panel waits for).
@@ -225,7 +193,7 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
                 sent = panel.send(ops, s + 1, *nxt, after=ops.record("update"))
         # 6. Row interchanges left of the panel (finished columns of L), off the critical path.
         ops.swap(s, j0, j1, 0, j0, "swap_left")
-        rec["update_end"] = ops.record("update")
+        rec["update_end"] = mark(ops, "update")
         rec["enqueued"] = time.perf_counter()
         steps.append(rec)
     return info, steps
