@@ -239,14 +239,13 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0, variant=None, workspace=N
     if piv_dev.dtype != np.int32 or (k > 1 and piv_dev.strides[0] != 4):
         piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
     if variant == "strip":
-        inv = int(bool(inverse))
         for start, count in (((0, k),) if k <= KMAX else launch_plan(k, inverse)):
             w = strip_width(count)
             kernel = get_kernel(FAMILY, _kernel_name(w))
             kernel((-(-n // w),), (THREADS,),
                    (np.int32(n), a, np.int64(lda), np.int32(count),
                     _piv_chunk(piv_dev, start, count, k), np.int32(offset + start),
-                    np.int32(inv), np.int32(hash_bits(count))),
+                    np.int32(bool(inverse)), np.int32(hash_bits(count))),
                    shared_mem=shared_bytes(count, w))
         return a
     if variant == "planned":

@@ -313,25 +313,23 @@ class CupyOps(_Columns):
     def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        a22, mp2 = self._ptr(j1, lc.start), m - j1
         if self.precision != "fp32":   # the tensor-core products, on views
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
                           self.a[j1:, lc], self.precision)
             return
+        mp2 = m - j1
         # The tile of a K-major L21 also for its column-major copy: pipe128, which the public
         # pick takes for an M-major A at k = 128, ran 1.5% slower here beside the panel (H100,
         # lu_ab.py 8192 --vary _blas.PIPE_MAX_K_MMAJOR=0,128: 25.66 / 26.05 ms).
         variant = self._pick(mp2, width, jb, 1.0)
+        a, ld, kmajor = l21, ldl, True
         if L21_COLMAJOR_MIN_COLS and width >= L21_COLMAJOR_MIN_COLS:
             # L21 column-major: transposed into LT (update stream; the previous reader of LT
             # is an earlier update on the same stream).
-            lt = self.LT.data.ptr
-            self._transpose(mp2, jb, l21, ldl, lt, mp2)
-            self._gemm(mp2, width, jb, -1.0, lt, mp2, False, u12, lda, True, 1.0, a22, lda,
-                       variant)
-        else:
-            self._gemm(mp2, width, jb, -1.0, l21, ldl, True, u12, lda, True, 1.0, a22, lda,
-                       variant)
+            a, ld, kmajor = self.LT.data.ptr, mp2, False
+            self._transpose(mp2, jb, l21, ldl, a, ld)
+        self._gemm(mp2, width, jb, -1.0, a, ld, kmajor, u12, lda, True, 1.0,
+                   self._ptr(j1, lc.start), lda, variant)
 
     # -- several devices (gpulinalg/_lu_multi.py)
     def end_step(self, step):
