@@ -111,6 +111,14 @@ class CpuPanel:
                            t0, t1, norm, t_sync, t0)
 
 
+class HostClock(list):
+    """A `timeline` list that asks for the host's clock only: getrf records no timing events
+    (the call runs as an untimed one does, at a few perf_counter reads a step) and appends
+    {"wall_ms", "host_panel_ms", "steps", ...}: the wall time and the host's panel time of
+    this very call, which an instrumented call (its events cost host time) overstates."""
+    events = False
+
+
 def panel_blocks(k, nb):
     """[(j0, j1)]: the panels' column ranges (at most nb wide) of a factorization with
     k = min(m, n) pivot columns."""
@@ -129,11 +137,13 @@ def absolute_pivots(piv_rel, blocks):
 def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=None):
     """Factor ops.a in place; return (piv, info): piv 0-based absolute int32, info as LAPACK.
 
-    `timeline`, if a list, receives one dict with per-step host and GPU stage times.
+    `timeline`, if a list, receives one dict with per-step host and GPU stage times (a
+    HostClock: the host's times only, no events).
     """
     m, n = ops.shape
     blocks = panel_blocks(min(m, n), nb)
-    ops.timed = timeline is not None   # events for the timeline only when it is asked for
+    # events for the timeline only when it is asked for, and not for a HostClock
+    ops.timed = timeline is not None and getattr(timeline, "events", True)
     t_start = time.perf_counter()
     origin = ops.record("update")
     if not blocks:
@@ -147,8 +157,8 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     if final_info is not None:
         info = info or final_info(ops)
     if timeline is not None:
-        timeline.append(_timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead,
-                                  panel.name))
+        args = (t_start, steps, wall_ms, m, n, nb, lookahead, panel.name)
+        timeline.append(_timeline(ops, origin, *args) if ops.timed else _host_clock(*args))
     return absolute_pivots(piv_rel, blocks), info
 
 
@@ -197,6 +207,14 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
         rec["enqueued"] = time.perf_counter()
         steps.append(rec)
     return info, steps
+
+
+def _host_clock(t_start, steps, wall_ms, m, n, nb, lookahead, panel_name):
+    """A HostClock's record: the wall time and the host panel time (sum of the steps'
+    host_ms), with no device times."""
+    host = sum(rec["res"].host_end - rec["res"].host_start for rec in steps) * 1e3
+    return {"m": m, "n": n, "nb": nb, "lookahead": lookahead, "panel": panel_name,
+            "events": False, "wall_ms": wall_ms, "host_panel_ms": host, "steps": len(steps)}
 
 
 def _timeline(ops, origin, t_start, steps, wall_ms, m, n, nb, lookahead, panel_name):

@@ -9,7 +9,7 @@ from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward
                         wilkinson, with_cond)
 import gpulinalg
 from gpulinalg import _decomp_lu
-from gpulinalg._lu import CpuPanel, getrf, unit_lower_inverse
+from gpulinalg._lu import CpuPanel, HostClock, getrf, unit_lower_inverse
 from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
@@ -138,6 +138,19 @@ def test_timeline_fields(rng):
         else:
             assert r["gap_ms"] == 0.0
     assert t["gap_ms"] == pytest.approx(sum(r["gap_ms"] for r in steps))
+
+
+def test_host_clock_timeline(rng):
+    """A HostClock gets the wall and host panel times of an uninstrumented call: no
+    timeline-only events, the same factors as a call without a timeline."""
+    a = rng.standard_normal((40, 40))
+    clock = HostClock()
+    lu, piv, _, ops = run_driver(a, 8, timeline=clock)
+    lu0, piv0, _, _ = run_driver(a, 8)
+    assert not ops.timed and np.array_equal(lu, lu0) and np.array_equal(piv, piv0)
+    (t,) = clock
+    assert t["events"] is False and t["steps"] == 5 and "gpu_ms" not in t
+    assert 0 < t["host_panel_ms"] <= t["wall_ms"]
 
 
 def test_stream_emulation_order():
@@ -489,6 +502,10 @@ def test_gpu_timeline(rng):
     t = tl[0]
     assert t["backend"] == "CupyOps" and len(t["steps"]) == 2048 // 128
     assert t["gpu_ms"] > 0 and t["host_panel_ms"] > 0 and t["wall_ms"] > 0
+    clock = HostClock()
+    lu, piv = gpulinalg.lu_factor(a, panel="cpu", _timeline=clock)
+    assert_matches_lapack(a, lu, piv, True)
+    assert clock[0]["events"] is False and 0 < clock[0]["host_panel_ms"] < clock[0]["wall_ms"]
 
 
 @pytest.mark.gpu
