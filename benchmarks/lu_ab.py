@@ -8,7 +8,9 @@ gpulinalg/MODULE.py to each value in turn, dropping the captured CUDA graphs eac
 cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then `rounds` rounds that time every
 value once each (alternating, so that clock drift hits all values alike).  Prints the
 median ms of each value, its TF/s (2/3 n^3) and its ratio to cuSOLVER; the constant is
-restored at the end.
+restored at the end.  With --panel cpu each round also makes one uninstrumented call that
+reports the host's clock (_lu.HostClock): the wall over the sum of host panel times, the
+look-ahead check of gpulinalg-bench lu.
 """
 
 import argparse
@@ -21,12 +23,13 @@ def main():
     p.add_argument("--vary", required=True, help="MODULE.NAME=v1,v2: constant and its values")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3, help="timed calls per value and round")
+    p.add_argument("--panel", default="auto", help="lu_factor's panel= (cpu, gpu, auto)")
     args = p.parse_args()
     import cupy as cp
     from cupyx.scipy import linalg as cpx_linalg
 
     import gpulinalg
-    from gpulinalg import _lu_graph, _transpose
+    from gpulinalg import _lu, _lu_graph, _transpose
     from gpulinalg.bench.common import random_matrix, time_gpu, varied_constant
 
     with varied_constant(args.vary) as (mod, name, values):
@@ -35,19 +38,26 @@ def main():
             flop = 2.0 / 3.0 * n ** 3
             ref = time_gpu(lambda: cpx_linalg.lu_factor(a), warmup=1, repeat=args.repeat)
             times = {v: [] for v in values}
+            clocks = {v: _lu.HostClock() for v in values}
             for _ in range(args.rounds):
                 for v in values:
                     setattr(mod, name, v)
                     _lu_graph.clear()   # a captured graph holds the old value's launches
                     _transpose.pick_variant.cache_clear()   # a memoised tile choice too
-                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a), warmup=2,
-                                             repeat=args.repeat))
+                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a, panel=args.panel),
+                                             warmup=2, repeat=args.repeat))
+                    if args.panel == "cpu":
+                        gpulinalg.lu_factor(a, panel="cpu", _timeline=clocks[v])
             print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
             for v in values:
                 ms = statistics.median(times[v])
                 print(f"  {name}={v}: {ms:.2f} ms ({flop / ms / 1e9:.2f} TF/s), "
                       f"x{ref / ms:.3f} cuSOLVER; rounds " +
                       " ".join(f"{t:.2f}" for t in times[v]), flush=True)
+                if clocks[v]:
+                    print("    host clock: wall / sum host panel " + " ".join(
+                        f"{c['wall_ms']:.1f}/{c['host_panel_ms']:.1f}="
+                        f"{c['wall_ms'] / c['host_panel_ms']:.3f}" for c in clocks[v]))
             a = None
             cp.get_default_memory_pool().free_all_blocks()
 

@@ -19,10 +19,14 @@ as in MAGMA's sgetrf_gpu.  The host only ever waits on one event: the arrival of
 factors next.  No device-wide synchronisation happens inside the loop.
 """
 
+import contextlib
+import functools
 import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import _host_blas
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
 # Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The
@@ -71,24 +75,51 @@ class PanelResult:
     sync_end: float = None
 
 
+# The host's panel work (wait for the panel, sgetrf, strtri) on a worker thread, so that the
+# driver's thread enqueues the rest of the step's GPU work meanwhile (CpuPanel).
+HOST_THREAD = True
+
+
 class CpuPanel:
-    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri."""
+    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri.
+
+    With `threaded` (default HOST_THREAD) the host work runs on a worker thread (sgetrf and
+    the event wait release the GIL): `send` enqueues the panel's trip to the host and hands
+    the worker the job "wait for it, factor it, invert L11"; `factor` collects the result and
+    ships the panel back.  Between the two the driver's thread enqueues the rest of the
+    trailing update, which so leaves the host's critical path between two panels.  At most one
+    job is out at a time (the driver sends panel s + 1 only after factoring panel s).  getrf
+    lowers OpenBLAS to one thread fewer than the cores meanwhile (gpulinalg/_host_blas.py).
+    """
 
     name = "cpu"
-    host_wait = True    # factor() waits on the host for the panel to arrive
+    host_wait = True    # the panel's factorization waits on the host for the panel to arrive
+
+    def __init__(self, threaded=None):
+        self.threaded = HOST_THREAD if threaded is None else threaded
+        self._job = None   # (step, future or result) of the panel sent to the host
 
     def send(self, ops, step, j0, j1, after):
-        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory."""
+        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory;
+        a worker thread (threaded) waits for it and factors it."""
         ops.wait("panel", after)
         start = mark(ops, "panel")
         ops.panel_to_host(step, j0, j1)
-        return start, ops.record("panel")
+        sent = start, ops.record("panel")
+        args = (ops, step, j0, j1, sent[1])
+        self._job = step, (_worker().submit(self._host_work, *args) if self.threaded
+                           else functools.partial(self._host_work, *args))
+        return sent
 
-    def factor(self, ops, step, j0, j1, sent, inv_threshold):
+    @staticmethod
+    def _host_work(ops, step, j0, j1, arrived):
+        """Wait for the panel, factor it in the pinned buffer, write its pivots and (where
+        usable) L11^{-1} and L11.  Returns (info, linv_norm, sync_start, host_start, host_end);
+        linv_norm is inf where L11^{-1} is not usable."""
         from scipy.linalg.lapack import sgetrf
         jb = j1 - j0
         t_sync = time.perf_counter()
-        ops.host_sync(sent[1])                 # the only host wait: panel s has arrived
+        ops.host_sync(arrived)                 # the only host wait: the panel has arrived
         t0 = time.perf_counter()
         panel = ops.host_panel_view(j0, j1)    # F-ordered (m-j0) x jb view of pinned memory
         lu, ipiv, info = sgetrf(panel, overwrite_a=True)
@@ -98,17 +129,42 @@ class CpuPanel:
         # Pivots: SciPy's sgetrf returns them 0-based (LAPACK's are 1-based), relative to the
         # panel's first row j0 -- exactly what laswp takes on the view a[j0:, :].
         ops.host_piv[j0:j1] = ipiv[:jb]
-        linv, use_inverse, norm = unit_lower_inverse(panel[:jb, :jb], inv_threshold)
-        if use_inverse:  # row-major jb x jb, as gemm_into reads them: L11^{-1}, then L11
+        linv, usable, norm = unit_lower_inverse(panel[:jb, :jb], np.inf)
+        if usable:   # row-major jb x jb, as the update reads them: L11^{-1}, then L11
             ops.host_linv[0, :jb * jb] = linv.ravel()
             l11 = np.tril(panel[:jb, :jb], -1) + np.eye(jb, dtype=np.float32)
             ops.host_linv[1, :jb * jb] = l11.ravel()
-        t1 = time.perf_counter()
+        return int(info), (norm if usable else np.inf), t_sync, t0, time.perf_counter()
+
+    def factor(self, ops, step, j0, j1, sent, inv_threshold):
+        job, self._job = self._job, None
+        if job is None or job[0] != step:
+            raise RuntimeError(f"panel {step} was not sent to the host")
+        info, norm, t_sync, t0, t1 = job[1].result() if self.threaded else job[1]()
+        use_inverse = norm < inv_threshold
         recv_start = mark(ops, "panel")
         ops.panel_to_device(step, j0, j1, use_inverse)
         done = ops.record("panel")
-        return PanelResult(j0 + int(info) if info > 0 else 0, use_inverse, done, recv_start,
+        return PanelResult(j0 + info if info > 0 else 0, use_inverse, done, recv_start,
                            t0, t1, norm, t_sync, t0)
+
+    def running(self):
+        """The context getrf runs in: OpenBLAS one thread short of the cores while a worker
+        thread factors (the driver's thread is busy enqueueing beside it)."""
+        return _host_blas.spare_cores() if self.threaded else contextlib.nullcontext()
+
+
+_WORKER = None
+
+
+def _worker():
+    """The thread that runs the host panels' jobs (created at the first threaded CPU panel;
+    several factorizations at once queue their panels on it, as on one host thread)."""
+    global _WORKER
+    if _WORKER is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpulinalg-panel")
+    return _WORKER
 
 
 class HostClock(list):
@@ -149,8 +205,10 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     if not blocks:
         ops.finish()
         return np.zeros(0, np.int32), 0
-    info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
-    piv_rel = ops.finish()
+    running = getattr(panel, "running", contextlib.nullcontext)
+    with running():
+        info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
+        piv_rel = ops.finish()
     wall_ms = (time.perf_counter() - t_start) * 1e3
     # A GPU panel keeps LAPACK's info on the device: read it once, after the last step.
     final_info = getattr(panel, "final_info", None)

@@ -31,6 +31,7 @@ Shared conventions (both backends):
 
 import collections
 import functools
+import threading
 import time
 
 import numpy as np
@@ -213,7 +214,8 @@ class CupyOps(_Columns):
         self.streams[stream].wait_event(ev)
 
     def host_sync(self, ev):
-        ev.synchronize()
+        with self.device:   # also from CpuPanel's worker thread (the GIL is released)
+            ev.synchronize()
 
     def elapsed_ms(self, ev0, ev1):
         return self._cp.cuda.get_elapsed_time(ev0, ev1)
@@ -391,6 +393,20 @@ class CupyOps(_Columns):
 
 # ------------------------------------------------------------------------------------ host
 
+# The emulated streams are shared by two host threads (the driver's, and CpuPanel's worker,
+# which waits on events): one lock over every queue of every NumpyOps, re-entrant because an
+# event's wait runs other streams (and other NumpyOps) that far.
+_EMULATION_LOCK = threading.RLock()
+
+
+def _locked(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _EMULATION_LOCK:
+            return method(*args, **kwargs)
+    return wrapper
+
+
 class _Token:
     """A host-emulated CUDA event: recorded on one stream of one NumpyOps, done once executed."""
 
@@ -437,16 +453,19 @@ class NumpyOps(_Columns):
         self._step_end = [None, None]
 
     # -- emulated streams and events
+    @_locked
     def _enqueue(self, stream, label, step, fn):
         self._queues[stream].append(("op", fn, label, step))
         self._pump()
 
+    @_locked
     def record(self, stream):
         tok = _Token(self, stream)
         self._queues[stream].append(("record", tok, None, None))
         self._pump()
         return tok
 
+    @_locked
     def wait(self, stream, tok):
         self._queues[stream].append(("wait", tok, None, None))
         self._pump()
@@ -475,6 +494,7 @@ class NumpyOps(_Columns):
                             self._running.discard(stream)
                         self.log.append((stream, label, step))
 
+    @_locked
     def _run(self, stream, until=None):
         if stream in self._running:
             raise RuntimeError(f"stream {stream!r} waits on its own later work: deadlock")

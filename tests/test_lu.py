@@ -14,16 +14,19 @@ from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
 
-def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False):
+def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False,
+               threaded=None):
     A = np.array(a, dtype=np.float32, order="C")
     ops = NumpyOps(A, nb, eager=eager)
-    piv, info = getrf(ops, CpuPanel(), nb, lookahead, inv_threshold, timeline)
+    piv, info = getrf(ops, CpuPanel(threaded), nb, lookahead, inv_threshold, timeline)
     return A, piv, info, ops
 
 
-def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False):
+def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False,
+                        threaded=None):
     a = np.asarray(a, dtype=np.float32)
-    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager)
+    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager,
+                                  threaded=threaded)
     assert_matches_lapack(a, lu, piv, same_pivots)
     return lu, piv, info
 
@@ -80,6 +83,48 @@ def test_unit_lower_inverse():
     np.testing.assert_allclose(inv, ref, rtol=1e-6)
     assert use and norm == pytest.approx(np.abs(ref).sum(axis=1).max())
     assert not unit_lower_inverse(l, 1.0)[1]
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_cpu_panel_thread(rng, monkeypatch, threaded):
+    """The host's panel work (wait, sgetrf, strtri) runs on the worker thread when threaded
+    (the driver's thread enqueues the rest of the update meanwhile), else on the driver's;
+    factoring a panel that was never sent is an error."""
+    import threading
+    threads, host_log = [], NumpyOps.host_log
+
+    def log(self, label, step):
+        threads.append(threading.current_thread())
+        return host_log(self, label, step)
+
+    monkeypatch.setattr(NumpyOps, "host_log", log)
+    for lookahead in (0, 1):
+        check_against_scipy(rng.standard_normal((40, 37)), 8, lookahead, threaded=threaded)
+    assert len(threads) == 10
+    assert (threading.current_thread() not in threads) == threaded
+    ops = NumpyOps(np.ones((8, 8), np.float32), 8)
+    with pytest.raises(RuntimeError, match="was not sent"):
+        CpuPanel(threaded).factor(ops, 0, 0, 8, None, 1e3)
+
+
+def test_spare_cores():
+    """OpenBLAS runs one thread short of the cores inside the block, restored after (also
+    nested); the LU's threaded CPU panel runs inside one."""
+    from gpulinalg import _host_blas
+    api = _host_blas.openblas_threads()
+    if api is None:
+        pytest.skip("SciPy's LAPACK is not an OpenBLAS found by ctypes")
+    get, put = api
+    saved = get()
+    inside = max(1, min(saved, _host_blas.usable_cores() - _host_blas.SPARE_CORES))
+    seen = []
+    with _host_blas.spare_cores():
+        seen.append(get())
+        with _host_blas.spare_cores():
+            seen.append(get())
+        seen.append(get())
+    assert seen == [inside] * 3 and get() == saved
+    assert isinstance(CpuPanel(True).running(), type(_host_blas.spare_cores()))
 
 
 def test_wilkinson_growth():
