@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _host_blas
+from . import _host_threads
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
 # Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The
@@ -89,7 +89,8 @@ class CpuPanel:
     ships the panel back.  Between the two the driver's thread enqueues the rest of the
     trailing update, which so leaves the host's critical path between two panels.  At most one
     job is out at a time (the driver sends panel s + 1 only after factoring panel s).  getrf
-    lowers OpenBLAS to one thread fewer than the cores meanwhile (gpulinalg/_host_blas.py).
+    lowers OpenBLAS to one thread fewer than the cores and the interpreter's switch interval
+    meanwhile (gpulinalg/_host_threads.py).
     """
 
     name = "cpu"
@@ -149,9 +150,10 @@ class CpuPanel:
                            t0, t1, norm, t_sync, t0)
 
     def running(self):
-        """The context getrf runs in: OpenBLAS one thread short of the cores while a worker
-        thread factors (the driver's thread is busy enqueueing beside it)."""
-        return _host_blas.spare_cores() if self.threaded else contextlib.nullcontext()
+        """The context getrf runs in: with a worker thread, OpenBLAS one thread short of the
+        cores (the driver's thread enqueues beside it) and a short GIL switch interval."""
+        return (_host_threads.panel_worker_settings() if self.threaded
+                else contextlib.nullcontext())
 
 
 _WORKER = None

@@ -107,24 +107,25 @@ def test_cpu_panel_thread(rng, monkeypatch, threaded):
         CpuPanel(threaded).factor(ops, 0, 0, 8, None, 1e3)
 
 
-def test_spare_cores():
-    """OpenBLAS runs one thread short of the cores inside the block, restored after (also
-    nested); the LU's threaded CPU panel runs inside one."""
-    from gpulinalg import _host_blas
-    api = _host_blas.openblas_threads()
-    if api is None:
-        pytest.skip("SciPy's LAPACK is not an OpenBLAS found by ctypes")
-    get, put = api
-    saved = get()
-    inside = max(1, min(saved, _host_blas.usable_cores() - _host_blas.SPARE_CORES))
+def test_panel_worker_settings(monkeypatch):
+    """OpenBLAS one thread short of the cores and a short switch interval inside the block,
+    both restored after (also nested); the LU's threaded CPU panel runs inside one."""
+    import sys
+    from gpulinalg import _host_threads as ht
+    monkeypatch.setattr(ht, "SWITCH_US", 100)
+    api = ht.openblas_threads()
+    get = api[0] if api is not None else (lambda: None)
+    saved, interval = get(), sys.getswitchinterval()
+    inside = None if api is None else max(1, min(saved, ht.usable_cores() - ht.SPARE_CORES))
     seen = []
-    with _host_blas.spare_cores():
-        seen.append(get())
-        with _host_blas.spare_cores():
-            seen.append(get())
-        seen.append(get())
-    assert seen == [inside] * 3 and get() == saved
-    assert isinstance(CpuPanel(True).running(), type(_host_blas.spare_cores()))
+    with ht.panel_worker_settings():
+        seen.append((get(), sys.getswitchinterval()))
+        with ht.panel_worker_settings():
+            seen.append((get(), sys.getswitchinterval()))
+        seen.append((get(), sys.getswitchinterval()))
+    assert seen == [(inside, pytest.approx(min(interval, 1e-4), rel=0.05))] * 3
+    assert get() == saved and sys.getswitchinterval() == interval
+    assert isinstance(CpuPanel(True).running(), type(ht.panel_worker_settings()))
 
 
 def test_wilkinson_growth():
