@@ -14,19 +14,25 @@ from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
 
+# The CPU panel's three drivers: the host work on the driver's thread, on a worker thread, and
+# on a worker thread with the GPU's chain enqueued ahead behind the host flag (the default).
+MODES = {"serial": dict(threaded=False), "threaded": dict(threaded=True, gated=False),
+         "gated": dict(threaded=True, gated=True)}
+
+
 def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False,
-               threaded=None):
+               threaded=None, gated=None):
     A = np.array(a, dtype=np.float32, order="C")
     ops = NumpyOps(A, nb, eager=eager)
-    piv, info = getrf(ops, CpuPanel(threaded), nb, lookahead, inv_threshold, timeline)
+    piv, info = getrf(ops, CpuPanel(threaded, gated), nb, lookahead, inv_threshold, timeline)
     return A, piv, info, ops
 
 
 def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False,
-                        threaded=None):
+                        threaded=None, gated=None):
     a = np.asarray(a, dtype=np.float32)
     lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager,
-                                  threaded=threaded)
+                                  threaded=threaded, gated=gated)
     assert_matches_lapack(a, lu, piv, same_pivots)
     return lu, piv, info
 
@@ -38,12 +44,24 @@ def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True,
                                    (2, 1), (1, 3)])
 @pytest.mark.parametrize("lookahead", [0, 1])
 @pytest.mark.parametrize("eager", [False, True])
-def test_driver_matches_sgetrf(rng, shape, lookahead, eager):
+@pytest.mark.parametrize("mode", MODES)
+def test_driver_matches_sgetrf(rng, shape, lookahead, eager, mode):
     """Emulated lazily (streams run when the host waits: a missing stream wait gives wrong
     factors) and eagerly (as early as their waits allow: so does an upload enqueued before
     the host has written its staging)."""
     a = rng.standard_normal(shape).astype(np.float32)
-    check_against_scipy(a, nb=8, lookahead=lookahead, eager=eager)
+    check_against_scipy(a, nb=8, lookahead=lookahead, eager=eager, **MODES[mode])
+
+
+@pytest.mark.parametrize("inv_threshold", [1e3, 0.0])
+def test_gated_chain_needs_its_gate(rng, monkeypatch, inv_threshold):
+    """The gated driver is right with its gate, and wrong without it: the eager emulation
+    then uploads the panel before the host has factored it."""
+    a = rng.standard_normal((40, 40)).astype(np.float32)
+    check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
+    monkeypatch.setattr(NumpyOps, "gate", lambda self, stream, value: None)
+    with pytest.raises(AssertionError):
+        check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
 
 
 @pytest.mark.parametrize("nb", [1, 3, 16, 128])
@@ -165,9 +183,10 @@ def test_lookahead_order_in_log(rng):
         assert ops.log.index(("update", "update", s)) < ops.log.index(("host", "getrf", s + 1))
 
 
-def test_timeline_fields(rng):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_timeline_fields(rng, threaded):
     tl = []
-    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl)
+    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl, threaded=threaded)
     t = tl[0]
     assert len(t["steps"]) == 5 and t["backend"] == "NumpyOps"
     for key in ("wall_ms", "host_panel_ms", "gpu_ms", "update_ms", "transfer_ms", "gap_ms"):
@@ -175,11 +194,12 @@ def test_timeline_fields(rng):
     steps = t["steps"]
     for r, nxt in zip(steps, steps[1:] + [None]):
         assert r["send_ms"] >= 0 and r["recv_ms"] >= 0
-        # Host clock: wait for the panel, factor it, finish the step's enqueue.
+        # Host clock: wait for the panel, factor it, finish the step's enqueue (threaded:
+        # the worker waits for the next panel while the driver's thread enqueues).
         assert r["sync_start"] <= r["sync_end"] <= r["host_start"] <= r["host_end"]
         assert r["host_end"] <= r["enqueued"]
         if nxt is not None:
-            assert r["enqueued"] <= nxt["sync_start"]
+            assert (r["host_end"] if threaded else r["enqueued"]) <= nxt["sync_start"]
             assert r["gap_ms"] == pytest.approx(nxt["host_start"] - r["host_end"])
         else:
             assert r["gap_ms"] == 0.0
