@@ -76,16 +76,8 @@ class PanelResult:
 
 
 # The host's panel work (wait for the panel, sgetrf, strtri) on a worker thread, so that the
-# driver's thread enqueues the rest of the step's GPU work meanwhile (CpuPanel).  Off by
-# default: alone it gains nothing (H100, benchmarks/lu_ab.py --panel cpu --vary
-# _lu.HOST_THREAD=0,1: wall / sum of host panel time 1.21 / 1.13 / 1.13 at n = 8192 / 16384 /
-# 32768 either way), and with GATED -- which brings that ratio to 1.04 / 1.02 / 1.03 and the
-# walls from 112 / 429 / 1288 to 93 / 348 / 1083 ms -- the GPU test suite hung, twice, in
-# test_gpu_tensor_core_updates[wilkinson-cpu] (one panel, after the tests before it; the
-# driver's thread waiting on its streams after the worker had raised every flag), while the
-# same calls alone did not: cause not found (docs/performance_notes.md).  Opt in with
-# HOST_THREAD = True.
-HOST_THREAD = False
+# driver's thread enqueues the rest of the step's GPU work meanwhile (CpuPanel).
+HOST_THREAD = True
 # With the worker thread: the GPU's chain from one panel to the next (upload, swaps and U12 of
 # the next panel's columns, their update, the download) enqueued ahead, held on the GPU by a
 # host flag that the worker sets once the panel is factored (enqueue_gated).
@@ -242,10 +234,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     gated = lookahead and getattr(panel, "gated", False) and ops.can_gate
     with running():
         if gated:
-            try:
-                info, steps = enqueue_gated(ops, panel, blocks, inv_threshold, origin)
-            finally:   # an error on either thread must not leave a stream held by the gate
-                ops.signal(len(blocks))
+            info, steps = enqueue_gated(ops, panel, blocks, inv_threshold, origin)
         else:
             info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
         piv_rel = ops.finish()
