@@ -181,7 +181,8 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
            ("err_scipy", "err SciPy", "{:.3f}"), ("host_panel_ms", "sum host ms", "{:.1f}"),
            ("gpu_ms", "sum GPU ms", "{:.1f}"), ("wall_ms", "wall ms", "{:.1f}"),
            ("wall_over_max", "wall/max", "{:.3f}"),
-           ("wall_over_max_timeline", "wall/max (timeline call)", "{:.3f}"), ("scatter_ms", "scatter ms", "{:.1f}"),
+           ("wall_over_max_timeline", "wall/max (timeline call)", "{:.3f}"),
+           ("scatter_ms", "scatter ms", "{:.1f}"),
            ("factor_ms", "factor ms", "{:.1f}"), ("gather_ms", "gather ms", "{:.1f}"),
            ("panel_ms", "sum panel ms", "{:.1f}")]
 
