@@ -135,7 +135,8 @@ def lu_section(doc, img):
             ("err_cusolver", "err cuSOLVER", ".1e"), ("err_scipy", "err SciPy", ".1e"),
             ("host_panel_ms", "Σ host panel ms", ".0f"), ("gpu_ms", "Σ GPU ms", ".0f"),
             ("wall_over_max", "wall / max(host, GPU)", ".2f")]
-    if any("wall_over_max_timeline" in r for r in rows):
+    host_clock = any("wall_over_max_timeline" in r for r in rows)   # uninstrumented walls
+    if host_clock:
         cols.append(("wall_over_max_timeline", "same, instrumented call", ".2f"))
     text = [f"## LU factorization\n\n{env_line(doc)}\n",
             "TF/s = (mn² − n³/3)/time (m ≥ n; 2/3 n³ square), median of repeats after a "
@@ -150,7 +151,7 @@ def lu_section(doc, img):
             "time" + ("; the wall and host times are those of uninstrumented calls (the "
                       "driver's perf_counter reads), the GPU time that of calls timed with "
                       "events, whose own wall / max is the last column"
-                      if any("wall_over_max_timeline" in r for r in rows) else
+                      if host_clock else
                       ", all from calls timed with events") + ".\n", table(rows, cols)]
     if img:
         text.append(f"\n![LU]({img})")

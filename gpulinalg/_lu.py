@@ -157,8 +157,9 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     if final_info is not None:
         info = info or final_info(ops)
     if timeline is not None:
-        args = (t_start, steps, wall_ms, m, n, nb, lookahead, panel.name)
-        timeline.append(_timeline(ops, origin, *args) if ops.timed else _host_clock(*args))
+        args = (steps, wall_ms, m, n, nb, lookahead, panel.name)
+        timeline.append(_timeline(ops, origin, t_start, *args) if ops.timed
+                        else _host_clock(*args))
     return absolute_pivots(piv_rel, blocks), info
 
 
@@ -209,7 +210,7 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
     return info, steps
 
 
-def _host_clock(t_start, steps, wall_ms, m, n, nb, lookahead, panel_name):
+def _host_clock(steps, wall_ms, m, n, nb, lookahead, panel_name):
     """A HostClock's record: the wall time and the host panel time (sum of the steps'
     host_ms), with no device times."""
     host = sum(rec["res"].host_end - rec["res"].host_start for rec in steps) * 1e3
