@@ -82,7 +82,9 @@ def _panel_object(name, multi=False):
     if name == "gpu":
         from ._panel_gpu import GpuPanel
         return GpuPanel(multi=multi)
-    return CpuPanel()
+    # Several GPUs: the host work on the driver's thread (the gated chain is the one-GPU
+    # driver's, gpulinalg/_lu.py; a worker alone does not shorten the multi-GPU steps).
+    return CpuPanel(threaded=False) if multi else CpuPanel()
 
 
 def _as_input(a):

@@ -19,10 +19,14 @@ as in MAGMA's sgetrf_gpu.  The host only ever waits on one event: the arrival of
 factors next.  No device-wide synchronisation happens inside the loop.
 """
 
+import contextlib
+import functools
 import time
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import _host_threads
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
 # Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The
@@ -71,24 +75,62 @@ class PanelResult:
     sync_end: float = None
 
 
+# The host's panel work (wait for the panel, sgetrf, strtri) on a worker thread, so that the
+# driver's thread enqueues the GPU's work meanwhile (CpuPanel).  Alone it gains nothing (H100,
+# benchmarks/lu_ab.py --panel cpu --vary _lu.GATED=0: wall / sum of host panel time 1.21 /
+# 1.13 / 1.13 at n = 8192 / 16384 / 32768 with the worker or without); with GATED, the GPU's
+# chain from one panel to the next (upload, swaps and U12 of the next panel's columns, their
+# update, the download) is enqueued ahead and held on the GPU by a host flag that the worker
+# raises once the panel is factored (enqueue_gated): 1.04 / 1.02 / 1.03, walls 112 / 429 /
+# 1288 -> 93 / 348 / 1083 ms (docs/performance_notes.md).
+HOST_THREAD = True
+GATED = True
+
+
 class CpuPanel:
-    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri."""
+    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri.
+
+    With `threaded` (default HOST_THREAD) the host work runs on a worker thread (sgetrf and
+    the event wait release the GIL): `send` enqueues the panel's trip to the host and hands
+    the worker the job "wait for it, factor it, invert L11"; `factor` collects the result and
+    ships the panel back.  With `gated` (threaded and GATED, on ops that can gate a stream)
+    getrf runs `enqueue_gated` instead: the panel's return trip and the next panel's chain are
+    enqueued before the panel is factored, held by the host flag that the worker raises, and
+    `result` collects what the rest of the step needs.  getrf lowers OpenBLAS to one thread
+    fewer than the cores and the interpreter's switch interval meanwhile
+    (gpulinalg/_host_threads.py).
+    """
 
     name = "cpu"
-    host_wait = True    # factor() waits on the host for the panel to arrive
+    host_wait = True    # the panel's factorization waits on the host for the panel to arrive
+
+    def __init__(self, threaded=None, gated=None):
+        self.threaded = HOST_THREAD if threaded is None else threaded
+        self.gated = self.threaded and (GATED if gated is None else gated)
+        self._jobs = {}    # step -> future (threaded) or callable: the host work of the panel
 
     def send(self, ops, step, j0, j1, after):
-        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory."""
+        """Once `after` (update stream) fires: transpose the panel, copy it to pinned memory;
+        a worker thread (threaded) waits for it and factors it."""
         ops.wait("panel", after)
         start = mark(ops, "panel")
         ops.panel_to_host(step, j0, j1)
-        return start, ops.record("panel")
+        sent = start, ops.record("panel")
+        args = (ops, step, j0, j1, sent[1])
+        self._jobs[step] = (_worker().submit(self._host_work, *args) if self.threaded
+                            else functools.partial(self._host_work, *args))
+        return sent
 
-    def factor(self, ops, step, j0, j1, sent, inv_threshold):
+    @staticmethod
+    def _host_work(ops, step, j0, j1, arrived):
+        """Wait for the panel, factor it in the pinned buffer, write its pivots, raise the
+        host flag to step + 1 (the factored panel and its pivots are staged), then write
+        (where usable) L11^{-1} and L11 to host_linv[step % 2].  Returns (info, linv_norm,
+        sync_start, host_start, host_end); linv_norm is inf where L11^{-1} is not usable."""
         from scipy.linalg.lapack import sgetrf
         jb = j1 - j0
         t_sync = time.perf_counter()
-        ops.host_sync(sent[1])                 # the only host wait: panel s has arrived
+        ops.host_sync(arrived)                 # the only host wait: the panel has arrived
         t0 = time.perf_counter()
         panel = ops.host_panel_view(j0, j1)    # F-ordered (m-j0) x jb view of pinned memory
         lu, ipiv, info = sgetrf(panel, overwrite_a=True)
@@ -98,17 +140,59 @@ class CpuPanel:
         # Pivots: SciPy's sgetrf returns them 0-based (LAPACK's are 1-based), relative to the
         # panel's first row j0 -- exactly what laswp takes on the view a[j0:, :].
         ops.host_piv[j0:j1] = ipiv[:jb]
-        linv, use_inverse, norm = unit_lower_inverse(panel[:jb, :jb], inv_threshold)
-        if use_inverse:  # row-major jb x jb, as gemm_into reads them: L11^{-1}, then L11
-            ops.host_linv[0, :jb * jb] = linv.ravel()
-            l11 = np.tril(panel[:jb, :jb], -1) + np.eye(jb, dtype=np.float32)
-            ops.host_linv[1, :jb * jb] = l11.ravel()
-        t1 = time.perf_counter()
+        # Once the flag is up the staging may take the next panel: keep L11 (and U11) aside.
+        l11 = np.array(panel[:jb, :jb], order="F")
+        ops.signal(step + 1)
+        linv, usable, norm = unit_lower_inverse(l11, np.inf)
+        if usable:   # row-major jb x jb, as the update reads them: L11^{-1}, then L11
+            staged = ops.host_linv[step % 2]
+            staged[0, :jb * jb] = linv.ravel()
+            staged[1, :jb * jb] = (np.tril(l11, -1) + np.eye(jb, dtype=np.float32)).ravel()
+        return int(info), (norm if usable else np.inf), t_sync, t0, time.perf_counter()
+
+    def result(self, step):
+        """The host work's (info, linv_norm, sync_start, host_start, host_end) for panel
+        `step`, once it is done."""
+        job = self._jobs.pop(step, None)
+        if job is None:
+            raise RuntimeError(f"panel {step} was not sent to the host")
+        return job.result() if self.threaded else job()
+
+    def upload(self, ops, step, j0, j1):
+        """Panel stream, held until the host flag reaches step + 1: the factored panel and its
+        pivots back into place.  Returns the events (start, done)."""
+        ops.gate("panel", step + 1)
+        start = mark(ops, "panel")
+        ops.panel_to_device(step, j0, j1, False)
+        return start, ops.record("panel")
+
+    def factor(self, ops, step, j0, j1, sent, inv_threshold):
+        info, norm, t_sync, t0, t1 = self.result(step)
+        use_inverse = norm < inv_threshold
         recv_start = mark(ops, "panel")
         ops.panel_to_device(step, j0, j1, use_inverse)
         done = ops.record("panel")
-        return PanelResult(j0 + int(info) if info > 0 else 0, use_inverse, done, recv_start,
+        return PanelResult(j0 + info if info > 0 else 0, use_inverse, done, recv_start,
                            t0, t1, norm, t_sync, t0)
+
+    def running(self):
+        """The context getrf runs in: with a worker thread, OpenBLAS one thread short of the
+        cores (the driver's thread enqueues beside it) and a short GIL switch interval."""
+        return (_host_threads.panel_worker_settings() if self.threaded
+                else contextlib.nullcontext())
+
+
+_WORKER = None
+
+
+def _worker():
+    """The thread that runs the host panels' jobs (created at the first threaded CPU panel;
+    several factorizations at once queue their panels on it, as on one host thread)."""
+    global _WORKER
+    if _WORKER is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpulinalg-panel")
+    return _WORKER
 
 
 class HostClock(list):
@@ -149,8 +233,17 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     if not blocks:
         ops.finish()
         return np.zeros(0, np.int32), 0
-    info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
-    piv_rel = ops.finish()
+    running = getattr(panel, "running", contextlib.nullcontext)
+    gated = lookahead and getattr(panel, "gated", False) and ops.can_gate
+    with running():
+        if gated:
+            try:
+                info, steps = enqueue_gated(ops, panel, blocks, inv_threshold, origin)
+            finally:   # an error on either thread must not leave a stream held by the gate
+                ops.signal(len(blocks))
+        else:
+            info, steps = enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin)
+        piv_rel = ops.finish()
     wall_ms = (time.perf_counter() - t_start) * 1e3
     # A GPU panel keeps LAPACK's info on the device: read it once, after the last step.
     final_info = getattr(panel, "final_info", None)
@@ -208,6 +301,65 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
         rec["enqueued"] = time.perf_counter()
         steps.append(rec)
     return info, steps
+
+
+def enqueue_gated(ops, panel, blocks, inv_threshold, origin):
+    """enqueue_steps for a gated CpuPanel (look-ahead depth 1): the GPU's chain from panel s to
+    panel s + 1 -- upload of panel s, the swaps, U12 (triangular solve) and update of panel
+    s + 1's columns, its download -- is enqueued while the worker still factors panel s, held
+    on the panel stream by the host flag the worker raises, so that no Python enqueue lies
+    between two panels.  After the worker's result the driver enqueues the rest of step s
+    (L11^{-1} up where usable, swaps and update of the trailing columns, left swaps), then the
+    chain of step s + 1.  Same results and records as enqueue_steps."""
+    n = ops.shape[1]
+    info, steps = 0, []
+    chain = _gated_chain(ops, panel, blocks, 0, origin)
+    for s, (j0, j1) in enumerate(blocks):
+        last = s + 1 == len(blocks)
+        rec = {"step": s, "j0": j0, "jb": j1 - j0, "send": chain["sent"]}
+        # 1. Panel s's host work (the worker's; the GPU's copy back already waits for it).
+        info_s, norm, t_sync, t0, t1 = panel.result(s)
+        use_inverse = norm < inv_threshold
+        res = PanelResult(j0 + info_s if info_s > 0 else 0, use_inverse, chain["done"],
+                          chain["recv_start"], t0, t1, norm, t_sync, t0)
+        info = info or res.info
+        rec.update(res=res, update_start=chain["update_start"])
+        if not last:
+            rec["ready"] = chain["ready"]
+        # 2. The rest of step s on the update stream, behind the chain's look-ahead update.
+        if use_inverse:
+            ops.linv_to_device(s)
+        c0 = j1 if last else blocks[s + 1][1]
+        ops.swap(s, j0, j1, c0, n, "swap_rest")
+        ops.update(s, j0, j1, c0, n, use_inverse, "update_rest")
+        ops.swap(s, j0, j1, 0, j0, "swap_left")
+        rec["update_end"] = mark(ops, "update")
+        # 3. The chain of step s + 1, held until the worker has factored panel s + 1.
+        if not last:
+            chain = _gated_chain(ops, panel, blocks, s + 1, None, chain["next_sent"])
+        rec["enqueued"] = time.perf_counter()
+        steps.append(rec)
+    return info, steps
+
+
+def _gated_chain(ops, panel, blocks, s, origin, sent=None):
+    """Step s's chain (enqueue_gated): panel s sent to the host (after `origin`, for s = 0;
+    else `sent` is how it went), its return gated on the host flag, the swaps, U12 and update
+    of panel s + 1's columns, and panel s + 1 sent.  Returns the events in a dict."""
+    j0, j1 = blocks[s]
+    if sent is None:
+        sent = panel.send(ops, s, j0, j1, after=origin)
+    recv_start, done = panel.upload(ops, s, j0, j1)
+    ops.wait("update", done)
+    chain = {"sent": sent, "recv_start": recv_start, "done": done,
+             "update_start": mark(ops, "update")}
+    if s + 1 < len(blocks):
+        nxt = blocks[s + 1]
+        ops.swap(s, j0, j1, j1, nxt[1], "swap_next")
+        ops.update(s, j0, j1, j1, nxt[1], False, "update_next")
+        chain["ready"] = ops.record("update")
+        chain["next_sent"] = panel.send(ops, s + 1, *nxt, after=chain["ready"])
+    return chain
 
 
 def _host_clock(steps, wall_ms, m, n, nb, lookahead, panel_name):

@@ -19,8 +19,9 @@ Shared conventions (both backends):
 - pivots on the "device" are 0-based and relative to the top row ``j0`` of their panel (what
   ``laswp_inplace`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
 - host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
-  (L11^{-1} and the unit lower L11, each row-major nb*nb, for the refined product), ``host_piv``
-  (k int32); the panel writes them, the ops copy them;
+  (by step parity: L11^{-1} and the unit lower L11, each row-major nb*nb, for the refined
+  product), ``host_piv`` (k int32), ``host_flag`` (a uint32 the host raises and the gated
+  streams wait on: `gate`, `signal`); the panel writes them, the ops copy them;
 - columns are global: ``cols.local_range(c0, c1)`` gives the columns of ``a`` that hold the
   global columns [c0, c1) (all of them on one device; on several devices, `a` is this device's
   share of a column-cyclic matrix, gpulinalg/_distribution.py, and the multi-device driver
@@ -31,6 +32,7 @@ Shared conventions (both backends):
 
 import collections
 import functools
+import threading
 import time
 
 import numpy as np
@@ -50,6 +52,29 @@ def workspace_bytes(m, n, nb, receive=False):
     nb x nb matrices (L11^{-1}, L11), the pivots (at most m), and with `receive` (several
     devices) the two received panels R."""
     return 4 * (2 * nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
+
+
+_ONCE_LOCK = threading.Lock()
+
+
+def _once(method):
+    """A lazily computed attribute that is computed once, also when two threads ask for it at
+    the same time (the driver's and CpuPanel's worker, for the staging buffers).
+    functools.cached_property has no lock since Python 3.12: two threads could each allocate
+    a buffer and keep their own.  The gated chain hung that way: the GPU waited on one flag
+    word while the worker raised another."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def get(self):
+        try:
+            return self.__dict__[name]
+        except KeyError:
+            with _ONCE_LOCK:
+                if name not in self.__dict__:
+                    self.__dict__[name] = method(self)
+                return self.__dict__[name]
+    return property(get)
 
 
 def _panel_buffer(buf, m, j0, j1):
@@ -158,29 +183,36 @@ class CupyOps(_Columns):
         self.timed = True                        # events that can be timed (a timeline reads)
 
     # Pinned host staging buffers (asynchronous copies need page-locked memory), allocated on
-    # first use: only the host panel (CpuPanel) stages anything.
+    # first use (only the host panel, CpuPanel, stages anything), once: `_once`.
     def _pinned(self, shape, dtype):
         import cupyx
         with self.device:
             return cupyx.empty_pinned(shape, dtype=dtype)
 
-    @functools.cached_property
+    @_once
     def host_panel(self):
         return self._pinned((max(self.nb * self.shape[0], 1),), F32)
 
-    @functools.cached_property
-    def host_linv(self):
-        return self._pinned((2, self.nb * self.nb), F32)
+    @_once
+    def host_linv(self):   # by step parity: (L11^{-1}, L11), as linv
+        return self._pinned((2, 2, self.nb * self.nb), F32)
 
-    @functools.cached_property
+    @_once
+    def host_flag(self):   # the gate's word (UVA: the GPU reads it at its host address)
+        flag = self._pinned((1,), np.uint32)
+        flag[0] = 0
+        return flag
+
+    @_once
     def host_piv(self):
         return self._pinned((max(self.npiv, 1),), I32)
 
-    @functools.cached_property
+    @_once
     def _host_addr(self):
-        """Addresses of host_panel, host_linv, host_piv (NumPy's .ctypes builds an object on
-        every access)."""
-        return tuple(x.ctypes.data for x in (self.host_panel, self.host_linv, self.host_piv))
+        """Addresses of host_panel, host_linv, host_piv, host_flag (NumPy's .ctypes builds an
+        object on every access)."""
+        return tuple(x.ctypes.data for x in (self.host_panel, self.host_linv, self.host_piv,
+                                             self.host_flag))
 
     # -- the caller's stream
     def fork(self, caller):
@@ -213,7 +245,25 @@ class CupyOps(_Columns):
         self.streams[stream].wait_event(ev)
 
     def host_sync(self, ev):
-        ev.synchronize()
+        with self.device:   # also from CpuPanel's worker thread (the GIL is released)
+            ev.synchronize()
+
+    # -- the host flag (CpuPanel's gated chain, _lu.enqueue_gated)
+    @functools.cached_property
+    def can_gate(self):
+        return _stream_wait_value32() is not None
+
+    def gate(self, stream, value):
+        """`stream` waits until the host flag is >= value (cuStreamWaitValue32)."""
+        wait = _stream_wait_value32()
+        rc = wait(self.streams[stream].ptr, self._host_addr[3], value, 0)  # GEQ
+        if rc:
+            raise RuntimeError(f"cuStreamWaitValue32 failed with CUresult {rc}")
+
+    def signal(self, value):
+        """The host flag := value (the host's writes before it are visible to what it gates:
+        the gated copies read host memory after the GPU has seen the flag)."""
+        self.host_flag[0] = value
 
     def elapsed_ms(self, ev0, ev1):
         return self._cp.cuda.get_elapsed_time(ev0, ev1)
@@ -258,9 +308,14 @@ class CupyOps(_Columns):
                             self.shape[1])
             # Pivots stay 0-based, relative to row j0 (laswp's convention on a[j0:, :]).
             self._copy(self.piv.data.ptr + 4 * j0, self._host_addr[2] + 4 * j0, 4 * jb, h2d)
-            if use_inverse:   # linv[step % 2] <- host_linv, both 2 x nb*nb
-                self._copy(self.linv.data.ptr + (step % 2) * self.host_linv.nbytes,
-                           self._host_addr[1], self.host_linv.nbytes, h2d)
+            if use_inverse:
+                self.linv_to_device(step, "panel")
+
+    def linv_to_device(self, step, stream="update"):
+        """linv[step % 2] <- host_linv[step % 2] (L11^{-1} and L11, 2 x nb*nb each)."""
+        nbytes = self.host_linv.nbytes // 2
+        off = (step % 2) * nbytes
+        self._copy(self.linv.data.ptr + off, self._host_addr[1] + off, nbytes, _H2D, stream)
 
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
@@ -389,7 +444,37 @@ class CupyOps(_Columns):
             return self._cp.asnumpy(self.piv[:self.npiv]).astype(I32)
 
 
+@functools.lru_cache(maxsize=None)
+def _stream_wait_value32():
+    """The driver's cuStreamWaitValue32 (ctypes; 32-bit waits are part of every CUDA 12+
+    driver), or None where there is no such driver (then the LU does not gate: _lu.getrf)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    fn = getattr(lib, "cuStreamWaitValue32_v2", None)
+    if fn is not None:
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    return fn
+
+
 # ------------------------------------------------------------------------------------ host
+
+# The emulated streams are shared by two host threads (the driver's, and CpuPanel's worker,
+# which waits on events): one lock over every queue of every NumpyOps, re-entrant because an
+# event's wait runs other streams (and other NumpyOps) that far.
+_EMULATION_LOCK = threading.RLock()
+
+
+def _locked(method):
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with _EMULATION_LOCK:
+            return method(*args, **kwargs)
+    return wrapper
+
 
 class _Token:
     """A host-emulated CUDA event: recorded on one stream of one NumpyOps, done once executed."""
@@ -432,21 +517,26 @@ class NumpyOps(_Columns):
         if receive:
             self.R = np.full((2, max(nb * m, 1)), np.nan, F32)
         self.host_panel = np.full(max(nb * m, 1), np.nan, F32)
-        self.host_linv = np.full((2, nb * nb), np.nan, F32)
+        self.host_linv = np.full((2, 2, nb * nb), np.nan, F32)
         self.host_piv = np.zeros(max(k, 1), I32)
+        self.host_flag = np.zeros(1, np.uint32)
+        self.can_gate = True
         self._step_end = [None, None]
 
     # -- emulated streams and events
+    @_locked
     def _enqueue(self, stream, label, step, fn):
         self._queues[stream].append(("op", fn, label, step))
         self._pump()
 
+    @_locked
     def record(self, stream):
         tok = _Token(self, stream)
         self._queues[stream].append(("record", tok, None, None))
         self._pump()
         return tok
 
+    @_locked
     def wait(self, stream, tok):
         self._queues[stream].append(("wait", tok, None, None))
         self._pump()
@@ -463,6 +553,8 @@ class NumpyOps(_Columns):
                     kind, obj, label, step = q[0]
                     if kind == "wait" and not obj.done:
                         break
+                    if kind == "gate" and self.host_flag[0] < obj:
+                        break
                     q.popleft()
                     moved = True
                     if kind == "record":
@@ -475,6 +567,7 @@ class NumpyOps(_Columns):
                             self._running.discard(stream)
                         self.log.append((stream, label, step))
 
+    @_locked
     def _run(self, stream, until=None):
         if stream in self._running:
             raise RuntimeError(f"stream {stream!r} waits on its own later work: deadlock")
@@ -485,6 +578,10 @@ class NumpyOps(_Columns):
                 kind, obj, label, step = q.popleft()
                 if kind == "wait":
                     obj.wait()
+                elif kind == "gate":
+                    if self.host_flag[0] < obj:
+                        raise RuntimeError(f"stream {stream!r} waits on a host flag >= {obj} "
+                                           "that was never raised: deadlock")
                 elif kind == "record":
                     obj.done, obj.time = True, time.perf_counter()
                 else:
@@ -497,6 +594,16 @@ class NumpyOps(_Columns):
 
     def host_sync(self, tok):
         tok.wait()
+
+    @_locked
+    def gate(self, stream, value):
+        self._queues[stream].append(("gate", value, None, None))
+        self._pump()
+
+    @_locked
+    def signal(self, value):
+        self.host_flag[0] = value
+        self._pump()
 
     def elapsed_ms(self, t0, t1):
         return (t1.time - t0.time) * 1e3
@@ -527,14 +634,20 @@ class NumpyOps(_Columns):
         def h2d():
             self.T[:jb * mp] = self.host_panel[:jb * mp]
             self.piv[j0:j1] = self.host_piv[j0:j1]
-            if use_inverse:
-                self.linv[step % 2] = self.host_linv
 
         def transpose():
             self.panel_view(j0, j1)[0][...] = self.T[:jb * mp].reshape(jb, mp).T
 
         self._enqueue("panel", "h2d", step, h2d)
         self._enqueue("panel", "transpose_back", step, transpose)
+        if use_inverse:
+            self.linv_to_device(step, "panel")
+
+    def linv_to_device(self, step, stream="update"):
+        def h2d():
+            self.linv[step % 2] = self.host_linv[step % 2]
+
+        self._enqueue(stream, "linv_h2d", step, h2d)
 
     # -- swaps and updates
     def swap(self, step, j0, j1, c0, c1, label="swap"):

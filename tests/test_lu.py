@@ -14,16 +14,25 @@ from gpulinalg._lu_ops import NumpyOps
 
 # ---------------------------------------------------------------- helpers
 
-def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False):
+# The CPU panel's three drivers: the host work on the driver's thread, on a worker thread, and
+# on a worker thread with the GPU's chain enqueued ahead behind the host flag (the default).
+MODES = {"serial": dict(threaded=False), "threaded": dict(threaded=True, gated=False),
+         "gated": dict(threaded=True, gated=True)}
+
+
+def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False,
+               threaded=None, gated=None):
     A = np.array(a, dtype=np.float32, order="C")
     ops = NumpyOps(A, nb, eager=eager)
-    piv, info = getrf(ops, CpuPanel(), nb, lookahead, inv_threshold, timeline)
+    piv, info = getrf(ops, CpuPanel(threaded, gated), nb, lookahead, inv_threshold, timeline)
     return A, piv, info, ops
 
 
-def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False):
+def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False,
+                        threaded=None, gated=None):
     a = np.asarray(a, dtype=np.float32)
-    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager)
+    lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager,
+                                  threaded=threaded, gated=gated)
     assert_matches_lapack(a, lu, piv, same_pivots)
     return lu, piv, info
 
@@ -35,12 +44,24 @@ def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True,
                                    (2, 1), (1, 3)])
 @pytest.mark.parametrize("lookahead", [0, 1])
 @pytest.mark.parametrize("eager", [False, True])
-def test_driver_matches_sgetrf(rng, shape, lookahead, eager):
+@pytest.mark.parametrize("mode", MODES)
+def test_driver_matches_sgetrf(rng, shape, lookahead, eager, mode):
     """Emulated lazily (streams run when the host waits: a missing stream wait gives wrong
     factors) and eagerly (as early as their waits allow: so does an upload enqueued before
     the host has written its staging)."""
     a = rng.standard_normal(shape).astype(np.float32)
-    check_against_scipy(a, nb=8, lookahead=lookahead, eager=eager)
+    check_against_scipy(a, nb=8, lookahead=lookahead, eager=eager, **MODES[mode])
+
+
+@pytest.mark.parametrize("inv_threshold", [1e3, 0.0])
+def test_gated_chain_needs_its_gate(rng, monkeypatch, inv_threshold):
+    """The gated driver is right with its gate, and wrong without it: the eager emulation
+    then uploads the panel before the host has factored it."""
+    a = rng.standard_normal((40, 40)).astype(np.float32)
+    check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
+    monkeypatch.setattr(NumpyOps, "gate", lambda self, stream, value: None)
+    with pytest.raises(AssertionError):
+        check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
 
 
 @pytest.mark.parametrize("nb", [1, 3, 16, 128])
@@ -82,6 +103,73 @@ def test_unit_lower_inverse():
     assert not unit_lower_inverse(l, 1.0)[1]
 
 
+@pytest.mark.parametrize("threaded", [False, True])
+def test_cpu_panel_thread(rng, monkeypatch, threaded):
+    """The host's panel work (wait, sgetrf, strtri) runs on the worker thread when threaded
+    (the driver's thread enqueues the rest of the update meanwhile), else on the driver's;
+    factoring a panel that was never sent is an error."""
+    import threading
+    threads, host_log = [], NumpyOps.host_log
+
+    def log(self, label, step):
+        threads.append(threading.current_thread())
+        return host_log(self, label, step)
+
+    monkeypatch.setattr(NumpyOps, "host_log", log)
+    for lookahead in (0, 1):
+        check_against_scipy(rng.standard_normal((40, 37)), 8, lookahead, threaded=threaded)
+    assert len(threads) == 10
+    assert (threading.current_thread() not in threads) == threaded
+    ops = NumpyOps(np.ones((8, 8), np.float32), 8)
+    with pytest.raises(RuntimeError, match="was not sent"):
+        CpuPanel(threaded).factor(ops, 0, 0, 8, None, 1e3)
+
+
+def test_staging_buffers_made_once_under_two_threads():
+    """CupyOps' staging buffers (`_once`) are made once when the driver's thread and the
+    worker ask at the same time: each thread holds the same object after."""
+    import threading
+    import time
+    from gpulinalg._lu_ops import _once
+    made = []
+
+    class Staging:
+        @_once
+        def buf(self):
+            made.append(np.zeros(1))
+            time.sleep(0.05)   # a slow allocation (cudaHostAlloc): both threads ask meanwhile
+            return made[-1]
+
+    obj, seen = Staging(), []
+    threads = [threading.Thread(target=lambda: seen.append(obj.buf)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and seen[0] is seen[1] is obj.buf is made[0]
+
+
+def test_panel_worker_settings(monkeypatch):
+    """OpenBLAS one thread short of the cores and a short switch interval inside the block,
+    both restored after (also nested); the LU's threaded CPU panel runs inside one."""
+    import sys
+    from gpulinalg import _host_threads as ht
+    monkeypatch.setattr(ht, "SWITCH_US", 100)
+    api = ht.openblas_threads()
+    get = api[0] if api is not None else (lambda: None)
+    saved, interval = get(), sys.getswitchinterval()
+    inside = None if api is None else max(1, min(saved, ht.usable_cores() - ht.SPARE_CORES))
+    seen = []
+    with ht.panel_worker_settings():
+        seen.append((get(), sys.getswitchinterval()))
+        with ht.panel_worker_settings():
+            seen.append((get(), sys.getswitchinterval()))
+        seen.append((get(), sys.getswitchinterval()))
+    assert seen == [(inside, pytest.approx(min(interval, 1e-4), rel=0.05))] * 3
+    assert get() == saved and sys.getswitchinterval() == interval
+    assert isinstance(CpuPanel(True).running(), type(ht.panel_worker_settings()))
+
+
 def test_wilkinson_growth():
     a = wilkinson(40)
     lu, piv, info = check_against_scipy(a, nb=8)
@@ -119,9 +207,10 @@ def test_lookahead_order_in_log(rng):
         assert ops.log.index(("update", "update", s)) < ops.log.index(("host", "getrf", s + 1))
 
 
-def test_timeline_fields(rng):
+@pytest.mark.parametrize("threaded", [False, True])
+def test_timeline_fields(rng, threaded):
     tl = []
-    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl)
+    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl, threaded=threaded)
     t = tl[0]
     assert len(t["steps"]) == 5 and t["backend"] == "NumpyOps"
     for key in ("wall_ms", "host_panel_ms", "gpu_ms", "update_ms", "transfer_ms", "gap_ms"):
@@ -129,11 +218,12 @@ def test_timeline_fields(rng):
     steps = t["steps"]
     for r, nxt in zip(steps, steps[1:] + [None]):
         assert r["send_ms"] >= 0 and r["recv_ms"] >= 0
-        # Host clock: wait for the panel, factor it, finish the step's enqueue.
+        # Host clock: wait for the panel, factor it, finish the step's enqueue (threaded:
+        # the worker waits for the next panel while the driver's thread enqueues).
         assert r["sync_start"] <= r["sync_end"] <= r["host_start"] <= r["host_end"]
         assert r["host_end"] <= r["enqueued"]
         if nxt is not None:
-            assert r["enqueued"] <= nxt["sync_start"]
+            assert (r["host_end"] if threaded else r["enqueued"]) <= nxt["sync_start"]
             assert r["gap_ms"] == pytest.approx(nxt["host_start"] - r["host_end"])
         else:
             assert r["gap_ms"] == 0.0
@@ -492,6 +582,33 @@ def test_gpu_memory_error_message(cp):
     n = int((free / 4) ** 0.5) + 1024
     with pytest.raises(MemoryError, match="GiB"):
         _decomp_lu._check_memory(cp, n, n, 256, copy_matrix=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [100, 300])
+def test_gpu_gated_chain_with_slow_staging(monkeypatch, rng, n):
+    """The gated CPU-panel driver (one GPU) with a slow pinned allocation, as cudaHostAlloc is
+    at times: the worker raises the flag word the GPU waits on (before the flag was made once,
+    each thread made its own, and such a call hung), and the factors match LAPACK's."""
+    import time
+    from gpulinalg import _lu, _lu_ops
+    pinned, calls = _lu_ops.CupyOps._pinned, []
+
+    def slow_pinned(self, shape, dtype):
+        time.sleep(0.02)
+        return pinned(self, shape, dtype)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return enqueue_gated(*args, **kwargs)
+
+    enqueue_gated = _lu.enqueue_gated
+    monkeypatch.setattr(_lu_ops.CupyOps, "_pinned", slow_pinned)
+    monkeypatch.setattr(_lu, "enqueue_gated", counted)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    lu, piv = gpulinalg.lu_factor(a, block_size=128, panel="cpu")
+    assert calls == [1]
+    assert_matches_lapack(a, lu, piv, True)
 
 
 @pytest.mark.gpu
