@@ -54,7 +54,7 @@ def workspace_bytes(m, n, nb, receive=False):
     return 4 * (2 * nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
 
 
-_ONCE_LOCK = threading.Lock()
+_ONCE_LOCK = threading.RLock()   # re-entrant: one such attribute may ask for another
 
 
 def _once(method):

@@ -140,13 +140,24 @@ def test_staging_buffers_made_once_under_two_threads():
             time.sleep(0.05)   # a slow allocation (cudaHostAlloc): both threads ask meanwhile
             return made[-1]
 
+        @_once
+        def addr(self):   # asks for another such attribute, as CupyOps._host_addr does
+            return id(self.buf)
+
+    def run(*targets):   # daemon threads: a deadlock fails the test rather than hanging it
+        threads = [threading.Thread(target=t, daemon=True) for t in targets]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=10)
+        assert not any(t.is_alive() for t in threads)
+
+    first = Staging()
+    run(lambda: first.addr)
+    assert first.addr == id(first.buf) and len(made) == 1
     obj, seen = Staging(), []
-    threads = [threading.Thread(target=lambda: seen.append(obj.buf)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(made) == 1 and seen[0] is seen[1] is obj.buf is made[0]
+    run(lambda: seen.append(obj.buf), lambda: seen.append(obj.buf))
+    assert len(made) == 2 and seen[0] is seen[1] is obj.buf is made[1]
 
 
 def test_panel_worker_settings(monkeypatch):
