@@ -7,7 +7,11 @@ block, then restores them:
 
 * OpenBLAS splits sgetrf over one thread per core and meets at barriers, so a 17th busy
   thread (the driver's) on 16 cores stalls every barrier that waits for a descheduled one:
-  OpenBLAS runs SPARE_CORES threads fewer than this process may use.  It is reached through
+  OpenBLAS runs spare_cores() threads fewer than this process may use, a quarter of the cores
+  (at least one).  On the H100 host (16 cores), 4 spare against 1: the 8192 LU's wall / sum
+  of host panel time at most 1.076 in 5 calls against 1.134 (1 call of 11 above 1.1), no
+  change at 32768 (benchmarks/lu_ab.py 8192,32768 --panel cpu --vary
+  _host_threads.SPARE_SHARE=16,4; docs/performance_notes.md).  It is reached through
   ctypes (the library SciPy loaded, found in /proc/self/maps, with SciPy's `scipy_openblas_`
   symbol prefix or the plain `openblas_` one); where there is none (another LAPACK, another
   OS) this setting is left alone.
@@ -27,7 +31,7 @@ import os
 import sys
 import threading
 
-SPARE_CORES = 1     # cores left to the driver's thread while OpenBLAS factors a panel
+SPARE_SHARE = 4     # cores // SPARE_SHARE (at least 1) kept from OpenBLAS; 0: none kept
 SWITCH_US = 50      # the interpreter's switch interval (microseconds) meanwhile; 0: unchanged
 _LOCK = threading.Lock()
 _saved = {}         # setting -> [depth, saved value]
@@ -66,6 +70,11 @@ def usable_cores():
         return os.cpu_count() or 1
 
 
+def spare_cores():
+    """Cores that OpenBLAS leaves to the driver's thread and the CUDA driver's own."""
+    return max(1, usable_cores() // SPARE_SHARE) if SPARE_SHARE else 0
+
+
 @contextlib.contextmanager
 def _override(key, get, put, value):
     """put(value(saved)) for the block, the saved get() back after the last nested block."""
@@ -86,12 +95,12 @@ def _override(key, get, put, value):
 
 @contextlib.contextmanager
 def panel_worker_settings():
-    """Within the block: OpenBLAS at most usable_cores() - SPARE_CORES threads (at least 1),
+    """Within the block: OpenBLAS at most usable_cores() - spare_cores() threads (at least 1),
     and the switch interval at most SWITCH_US microseconds."""
     with contextlib.ExitStack() as stack:
         api = openblas_threads()
-        if api is not None and SPARE_CORES:
-            cap = max(1, usable_cores() - SPARE_CORES)
+        if api is not None and SPARE_SHARE:
+            cap = max(1, usable_cores() - spare_cores())
             stack.enter_context(_override("blas", *api, lambda n: max(1, min(n, cap))))
         if SWITCH_US:
             stack.enter_context(_override("switch", sys.getswitchinterval,

@@ -169,7 +169,7 @@ def test_panel_worker_settings(monkeypatch):
     api = ht.openblas_threads()
     get = api[0] if api is not None else (lambda: None)
     saved, interval = get(), sys.getswitchinterval()
-    inside = None if api is None else max(1, min(saved, ht.usable_cores() - ht.SPARE_CORES))
+    inside = None if api is None else max(1, min(saved, ht.usable_cores() - ht.spare_cores()))
     seen = []
     with ht.panel_worker_settings():
         seen.append((get(), sys.getswitchinterval()))
