@@ -9,10 +9,10 @@ block, then restores them:
   thread (the driver's) on 16 cores stalls every barrier that waits for a descheduled one:
   OpenBLAS runs spare_cores() threads fewer than this process may use, a quarter of the cores
   (at least one).  On the H100 host (16 cores), 4 spare against 1: the 8192 LU's wall / sum
-  of host panel time at most 1.076 in 5 calls against 1.134 (1 call of 11 above 1.1), no
-  change at 32768 (benchmarks/lu_ab.py 8192,32768 --panel cpu --vary
-  _host_threads.SPARE_SHARE=16,4; docs/performance_notes.md).  It is reached through
-  ctypes (the library SciPy loaded, found in /proc/self/maps, with SciPy's `scipy_openblas_`
+  of host panel time 1.030-1.065 in 8 calls against 1.049-1.116 (2 of 8 above 1.1), 16384's
+  1.012-1.031 against 1.012-1.075 (benchmarks/lu_ab.py 8192,16384 --panel cpu --vary
+  _host_threads.SPARE_SHARE=16,4 --rounds 8 --repeat 1; docs/performance_notes.md).  It is
+  reached through ctypes (the library SciPy loaded, found in /proc/self/maps, with SciPy's `scipy_openblas_`
   symbol prefix or the plain `openblas_` one); where there is none (another LAPACK, another
   OS) this setting is left alone.
 * A thread that wants the GIL while another runs Python waits up to the interpreter's switch
