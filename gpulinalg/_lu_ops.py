@@ -32,6 +32,7 @@ Shared conventions (both backends):
 
 import collections
 import functools
+import platform
 import threading
 import time
 
@@ -251,7 +252,9 @@ class CupyOps(_Columns):
     # -- the host flag (CpuPanel's gated chain, _lu.enqueue_gated)
     @functools.cached_property
     def can_gate(self):
-        return _stream_wait_value32() is not None
+        """A driver with stream memory waits, on a host whose stores are seen in program
+        order (x86-64, `signal`).  Elsewhere the CPU panel does not gate (_lu.getrf)."""
+        return _ORDERED_STORES and _stream_wait_value32() is not None
 
     def gate(self, stream, value):
         """`stream` waits until the host flag is >= value (cuStreamWaitValue32)."""
@@ -261,8 +264,10 @@ class CupyOps(_Columns):
             raise RuntimeError(f"cuStreamWaitValue32 failed with CUresult {rc}")
 
     def signal(self, value):
-        """The host flag := value (the host's writes before it are visible to what it gates:
-        the gated copies read host memory after the GPU has seen the flag)."""
+        """The host flag := value.  The gated copies read the host's earlier writes (the
+        factored panel, its pivots) once the GPU has seen the flag: a plain store suffices
+        where stores become visible in program order (x86-64's TSO; `can_gate`), which a
+        weakly ordered host (aarch64) would need a release fence for."""
         self.host_flag[0] = value
 
     def elapsed_ms(self, ev0, ev1):
@@ -442,6 +447,10 @@ class CupyOps(_Columns):
             for st in self.streams.values():
                 st.synchronize()
             return self._cp.asnumpy(self.piv[:self.npiv]).astype(I32)
+
+
+# x86-64 hosts see a thread's stores in program order (the flag after the panel); see `signal`.
+_ORDERED_STORES = platform.machine().lower() in ("x86_64", "amd64")
 
 
 @functools.lru_cache(maxsize=None)
