@@ -11,6 +11,7 @@ when matplotlib is installed (`pip install .[plot]`).
 import json
 import pathlib
 import re
+import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -153,9 +154,47 @@ def lu_section(doc, img):
                       "events, whose own wall / max is the last column"
                       if host_clock else
                       ", all from calls timed with events") + ".\n", table(rows, cols)]
+    steps = cpu_panel_steps(doc)
+    if steps:
+        text += ["\nThe CPU panel's look-ahead per step, from the instrumented calls' timelines "
+                 "(`lu_timeline.json`, same run): the gap is the host's time between the end of "
+                 "one panel's LAPACK and the start of the next (waiting for the panel to "
+                 "arrive), the chain the GPU's time from the update stream's start of a step to "
+                 "the next panel's columns being ready.\n",
+                 table(steps, [("m", "m", ""), ("n", "n", ""), ("precision", "updates", ""),
+                               ("steps", "steps", ""), ("wall_ms", "wall ms", ".1f"),
+                               ("host_panel_ms", "Σ host panel ms", ".1f"),
+                               ("gpu_ms", "Σ GPU ms", ".1f"), ("gaps", "Σ gaps ms", ".1f"),
+                               ("gap_med", "median gap ms", ".3f"),
+                               ("host_med", "median host ms", ".3f"),
+                               ("next_med", "median chain ms", ".3f")])]
     if img:
         text.append(f"\n![LU]({img})")
     return "\n".join(text)
+
+
+def cpu_panel_steps(doc):
+    """Per-step summaries of the CPU-panel timelines that came with the LU rows (the bench
+    writes one timeline per one-GPU row, in the rows' order), or [] where there are none."""
+    tls = doc.get("timelines") or []
+    rows = [r for r in doc["rows"] if r.get("devices", 1) == 1]
+    if len(tls) != len(rows) or any((r["m"], r["n"], r["panel"]) != (t["m"], t["n"], t["panel"])
+                                    for r, t in zip(rows, tls)):
+        return []
+    out = []
+    for r, t in zip(rows, tls):
+        if t["panel"] != "cpu" or not t.get("steps"):
+            continue
+        st = t["steps"]
+        nxt = [x["next_ms"] for x in st if x.get("next_ms") is not None]
+        out.append({"m": t["m"], "n": t["n"], "precision": r.get("precision", "fp32"),
+                    "steps": len(st), "wall_ms": t["wall_ms"],
+                    "host_panel_ms": t["host_panel_ms"], "gpu_ms": t["gpu_ms"],
+                    "gaps": sum(x["gap_ms"] for x in st),
+                    "gap_med": statistics.median(x["gap_ms"] for x in st),
+                    "host_med": statistics.median(x["host_ms"] for x in st),
+                    "next_med": statistics.median(nxt) if nxt else None})
+    return out
 
 
 def lu_multi_section(doc, img):
@@ -326,6 +365,13 @@ def main(argv=None):
         f = src / f"{name}.json"
         if f.exists():
             docs[name] = json.loads(f.read_text())
+    timelines = src / "lu_timeline.json"   # the LU run's per-step timelines, when the same run
+    if "lu" in docs and timelines.exists():
+        tl = json.loads(timelines.read_text())
+        env = [{k: v for k, v in d.get("environment", {}).items() if k != "date"}
+               for d in (tl, docs["lu"])]   # the two files are written minutes apart
+        if env[0] == env[1]:
+            docs["lu"]["timelines"] = tl["timelines"]
     if not docs:
         print(f"no benchmark JSON in {src}")
         return 1

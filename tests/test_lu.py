@@ -218,6 +218,27 @@ def test_lookahead_order_in_log(rng):
         assert ops.log.index(("update", "update", s)) < ops.log.index(("host", "getrf", s + 1))
 
 
+def test_docs_cpu_panel_steps(rng):
+    """benchmarks/make_docs.py's per-step table pairs each timeline with its row by order
+    (only when every (m, n, panel) agrees) and sums the CPU panel's steps."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "make_docs.py"
+    spec = importlib.util.spec_from_file_location("make_docs", path)
+    make_docs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_docs)
+    tl = []
+    run_driver(rng.standard_normal((40, 40)), 8, timeline=tl)
+    t = tl[0]
+    rows = [{"m": 40, "n": 40, "panel": "cpu", "precision": "3xtf32"}]
+    (out,) = make_docs.cpu_panel_steps({"rows": rows, "timelines": [t]})
+    assert out["precision"] == "3xtf32" and out["steps"] == 5
+    assert out["gaps"] == pytest.approx(sum(x["gap_ms"] for x in t["steps"]))
+    assert out["host_med"] == pytest.approx(np.median([x["host_ms"] for x in t["steps"]]))
+    rows[0]["n"] = 41   # a timeline of another shape: no table
+    assert make_docs.cpu_panel_steps({"rows": rows, "timelines": [t]}) == []
+
+
 @pytest.mark.parametrize("threaded", [False, True])
 def test_timeline_fields(rng, threaded):
     tl = []
