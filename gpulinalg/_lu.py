@@ -96,8 +96,8 @@ class CpuPanel:
     ships the panel back.  With `gated` (threaded and GATED, on ops that can gate a stream)
     getrf runs `enqueue_gated` instead: the panel's return trip and the next panel's chain are
     enqueued before the panel is factored, held by the host flag that the worker raises, and
-    `result` collects what the rest of the step needs.  getrf lowers OpenBLAS to one thread
-    fewer than the cores and the interpreter's switch interval meanwhile
+    `result` collects what the rest of the step needs.  Meanwhile getrf leaves OpenBLAS a
+    quarter of the cores fewer and shortens the interpreter's switch interval
     (gpulinalg/_host_threads.py).
     """
 
@@ -176,8 +176,8 @@ class CpuPanel:
                            t0, t1, norm, t_sync, t0)
 
     def running(self):
-        """The context getrf runs in: with a worker thread, OpenBLAS one thread short of the
-        cores (the driver's thread enqueues beside it) and a short GIL switch interval."""
+        """The context getrf runs in: with a worker thread, OpenBLAS short of some cores (the
+        driver's thread enqueues beside it) and a short GIL switch interval."""
         return (_host_threads.panel_worker_settings() if self.threaded
                 else contextlib.nullcontext())
 

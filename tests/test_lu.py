@@ -161,7 +161,7 @@ def test_staging_buffers_made_once_under_two_threads():
 
 
 def test_panel_worker_settings(monkeypatch):
-    """OpenBLAS one thread short of the cores and a short switch interval inside the block,
+    """OpenBLAS short of spare_cores() and a short switch interval inside the block,
     both restored after (also nested); the LU's threaded CPU panel runs inside one."""
     import sys
     from gpulinalg import _host_threads as ht
