@@ -21,8 +21,9 @@ factors next.  No device-wide synchronisation happens inside the loop.
 
 import contextlib
 import functools
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -150,13 +151,15 @@ class CpuPanel:
             staged[1, :jb * jb] = (np.tril(l11, -1) + np.eye(jb, dtype=np.float32)).ravel()
         return int(info), (norm if usable else np.inf), t_sync, t0, time.perf_counter()
 
-    def result(self, step):
-        """The host work's (info, linv_norm, sync_start, host_start, host_end) for panel
-        `step`, once it is done."""
+    def result(self, step, j0, inv_threshold):
+        """Panel `step`'s host work, once it is done, as a PanelResult without its events
+        (done and recv_start None: the caller's, filled in with `replace`)."""
         job = self._jobs.pop(step, None)
         if job is None:
             raise RuntimeError(f"panel {step} was not sent to the host")
-        return job.result() if self.threaded else job()
+        info, norm, t_sync, t0, t1 = job.result() if self.threaded else job()
+        return PanelResult(j0 + info if info > 0 else 0, norm < inv_threshold, None, None,
+                           t0, t1, norm, t_sync, t0)
 
     def upload(self, ops, step, j0, j1):
         """Panel stream, held until the host flag reaches step + 1: the factored panel and its
@@ -167,13 +170,10 @@ class CpuPanel:
         return start, ops.record("panel")
 
     def factor(self, ops, step, j0, j1, sent, inv_threshold):
-        info, norm, t_sync, t0, t1 = self.result(step)
-        use_inverse = norm < inv_threshold
+        res = self.result(step, j0, inv_threshold)
         recv_start = mark(ops, "panel")
-        ops.panel_to_device(step, j0, j1, use_inverse)
-        done = ops.record("panel")
-        return PanelResult(j0 + info if info > 0 else 0, use_inverse, done, recv_start,
-                           t0, t1, norm, t_sync, t0)
+        ops.panel_to_device(step, j0, j1, res.use_inverse)
+        return replace(res, done=ops.record("panel"), recv_start=recv_start)
 
     def running(self):
         """The context getrf runs in: with a worker thread, OpenBLAS short of some cores (the
@@ -183,16 +183,19 @@ class CpuPanel:
 
 
 _WORKER = None
+_WORKER_LOCK = threading.Lock()
 
 
 def _worker():
-    """The thread that runs the host panels' jobs (created at the first threaded CPU panel;
-    several factorizations at once queue their panels on it, as on one host thread)."""
+    """The thread that runs the host panels' jobs (created at the first threaded CPU panel,
+    once also when two factorizations start at the same time; several factorizations at once
+    queue their panels on it, as on one host thread)."""
     global _WORKER
-    if _WORKER is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpulinalg-panel")
-    return _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None:
+            from concurrent.futures import ThreadPoolExecutor
+            _WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpulinalg-panel")
+        return _WORKER
 
 
 class HostClock(list):
@@ -318,10 +321,9 @@ def enqueue_gated(ops, panel, blocks, inv_threshold, origin):
         last = s + 1 == len(blocks)
         rec = {"step": s, "j0": j0, "jb": j1 - j0, "send": chain["sent"]}
         # 1. Panel s's host work (the worker's; the GPU's copy back already waits for it).
-        info_s, norm, t_sync, t0, t1 = panel.result(s)
-        use_inverse = norm < inv_threshold
-        res = PanelResult(j0 + info_s if info_s > 0 else 0, use_inverse, chain["done"],
-                          chain["recv_start"], t0, t1, norm, t_sync, t0)
+        res = replace(panel.result(s, j0, inv_threshold), done=chain["done"],
+                                  recv_start=chain["recv_start"])
+        use_inverse = res.use_inverse
         info = info or res.info
         rec.update(res=res, update_start=chain["update_start"])
         if not last:
