@@ -1,23 +1,59 @@
-"""SGEMM: A/B of a module constant of gpulinalg on the LU's rank-k update, beside cuBLAS.
+"""SGEMM A/B: a module constant of gpulinalg, or the kernel source against another version of
+kernels/sgemm.cu, beside cuBLAS, on the LU's rank-k update and on square products.
 
-    python3 benchmarks/sgemm_ab.py --vary _blas.PREFETCH_C_L2=0,1 --ks 64,128,256
+    python3 benchmarks/sgemm_ab.py --vary _blas.PIPE_MAX_K_MMAJOR=0,128 --ks 64,128,256
+    python3 benchmarks/sgemm_ab.py --baseline old_sgemm.cu --square 4096,8192 \\
+        --variants dbuf256x128,dbuf128
 
 Per k: C (n x n) -= A (n x k) @ B (k x n), A and B row-major as in the LU's trailing update
-(`--a-colmajor`: A column-major), for each tile variant in `--variants` and each value of the
-constant, and cuBLAS (`cupy.cublas.gemm`, one fused call with beta), all timed in bursts that
-take turns round by round (gpulinalg.bench.common.time_burst), so that clock drift hits every
-candidate alike.  Prints TF/s (2 n^2 k / time) and the ratio to cuBLAS; the constant is
-restored at the end.
+(`--a-colmajor`: A column-major); per square size s: C = A @ B, all s x s and row-major.  Each
+tile variant in `--variants` runs for each value of the constant (`--vary`) and, with
+`--baseline FILE`, also compiled from FILE (e.g. `git show REV:kernels/sgemm.cu > FILE`; its
+`#include`s are looked up in kernels/), and cuBLAS (`cupy.cublas.gemm`, one fused call with
+beta) beside them, all timed in bursts that take turns round by round
+(gpulinalg.bench.common.time_burst), so that clock drift hits every candidate alike.  Prints
+TF/s and the ratio to cuBLAS; the constant is restored at the end.
 """
 
 import argparse
+import contextlib
+import pathlib
+
+
+def baseline_gemm(path, variant, a, b, beta, c, alpha):
+    """A callable running tile `variant` of the kernels in `path` (same kernel names and
+    parameters as kernels/sgemm.cu) on c = alpha a @ b + beta c, all row-major CuPy arrays."""
+    import cupy as cp
+
+    from gpulinalg import _blas, _kernels
+
+    t = _blas.VARIANTS[variant]
+    (m, k), n = a.shape, b.shape[1]
+    a_kmajor = a.strides[1] == 4
+    lda = a.strides[0] // 4 if a_kmajor else a.strides[1] // 4
+    prefetch_c = t.KIND == "pipe" and beta != 0.0
+    name = _blas._kernel_name(t, a_kmajor, True, True, prefetch_c)
+    mod = cp.RawModule(code=pathlib.Path(path).read_text(), name_expressions=[name],
+                       options=("--std=c++17", _kernels.arch_option(),
+                                f"-I{_kernels.kernel_dir()}"))
+    smem = _blas._dynamic_smem(t, prefetch_c)
+    kernel = mod.get_function(name)
+    if smem > 48 * 1024:
+        kernel.max_dynamic_shared_size_bytes = smem
+    launch = _kernels.Launcher(kernel, _blas._GEMM_ARGS, smem)
+    grid = (-(-m // t.BM) * -(-n // t.BN), 1, 1)
+    block = (_blas.tile_threads(t), 1, 1)
+    return lambda: launch(grid, block, m, n, k, alpha, a.data.ptr, lda, b.data.ptr,
+                          b.strides[0] // 4, beta, c.data.ptr, c.strides[0] // 4)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--vary", required=True, help="MODULE.NAME=v1,v2: constant and its values")
-    p.add_argument("--n", type=int, default=16384)
-    p.add_argument("--ks", default="64,128,256")
+    p.add_argument("--vary", help="MODULE.NAME=v1,v2: constant and its values")
+    p.add_argument("--baseline", help="another kernels/sgemm.cu to time beside this one")
+    p.add_argument("--n", type=int, default=16384, help="rank-k updates: n x n C")
+    p.add_argument("--ks", default="64,128,256", help="rank-k updates' k ('' for none)")
+    p.add_argument("--square", default="", help="square sizes, e.g. 4096,8192")
     p.add_argument("--variants", default="dbuf128,pipe128")
     p.add_argument("--a-colmajor", action="store_true")
     p.add_argument("--repeat", type=int, default=7)
@@ -29,30 +65,44 @@ def main():
     from gpulinalg.bench.common import parse_sizes, random_matrix, time_burst, varied_constant
     from gpulinalg.bench.sgemm import cublas_gemm
 
+    def run_case(title, a, b, c, alpha, beta, flop):
+        def ours(variant, v):
+            def run():
+                if name is not None:
+                    setattr(mod, name, v)
+                _blas.gemm_into(alpha, a, b, beta, c, variant)
+            return run
+
+        fns = {"cuBLAS": lambda: cublas_gemm(cp, a, b, c, alpha, beta)}
+        for variant in args.variants.split(","):
+            for v in values:
+                fns[f"{variant}" + (f" {name}={v}" if name else "")] = ours(variant, v)
+            if args.baseline:
+                fns[f"{variant} baseline"] = baseline_gemm(args.baseline, variant, a, b, beta,
+                                                           c, alpha)
+        ms = time_burst(fns, warmup=2, repeat=args.repeat, calls=args.calls)
+        print(f"{title}:")
+        for key, t in ms.items():
+            print(f"  {key:<32} {t:8.3f} ms  {flop / t / 1e9:6.1f} TF/s  "
+                  f"x{ms['cuBLAS'] / t:.3f} cuBLAS", flush=True)
+
     n = args.n
     note = f"; n = {n}{', A column-major' if args.a_colmajor else ''}"
-    with varied_constant(args.vary, note) as (mod, name, values):
-        c = random_matrix((n, n), 1, cp)
+    ctx = varied_constant(args.vary, note) if args.vary else contextlib.nullcontext((None, None,
+                                                                                      [None]))
+    with ctx as (mod, name, values):
+        if not args.vary:
+            print(cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode())
+        if parse_sizes(args.ks):
+            c = random_matrix((n, n), 1, cp)
         for k in parse_sizes(args.ks):
             a = random_matrix((k, n), 2, cp).T if args.a_colmajor else random_matrix((n, k), 2, cp)
             b = random_matrix((k, n), 3, cp)
-
-            def ours(variant, v):
-                def run():
-                    setattr(mod, name, v)
-                    _blas.gemm_into(-1.0, a, b, 1.0, c, variant)
-                return run
-
-            fns = {"cuBLAS": lambda: cublas_gemm(cp, a, b, c, -1.0, 1.0)}
-            for variant in args.variants.split(","):
-                for v in values:
-                    fns[f"{variant} {name}={v}"] = ours(variant, v)
-            ms = time_burst(fns, warmup=2, repeat=args.repeat, calls=args.calls)
-            flop = 2.0 * n * n * k
-            print(f"k = {k}:")
-            for key, t in ms.items():
-                print(f"  {key:<32} {t:7.3f} ms  {flop / t / 1e9:6.1f} TF/s  "
-                      f"x{ms['cuBLAS'] / t:.3f} cuBLAS", flush=True)
+            run_case(f"C -= A B, {n} x {n} x {k}", a, b, c, -1.0, 1.0, 2.0 * n * n * k)
+        for s in parse_sizes(args.square):
+            a, b = random_matrix((s, s), 4, cp), random_matrix((s, s), 5, cp)
+            c = cp.empty((s, s), dtype=cp.float32)
+            run_case(f"C = A B, {s}^3", a, b, c, 1.0, 0.0, 2.0 * s ** 3)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,104 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, const float*
     }
 }
 
+// One operand of the product as an R x K matrix X (A: R = M; B: R = N and X = B^T), element
+// (i, k) at X[i*ld + k] when KMAJOR, else at X[k*ld + i].  Per k-step a block moves a ROWS x BK
+// slice of it (rows row0 .. row0+ROWS-1, columns kt*BK ..); each of THREADS threads moves
+// LOADS runs of 4 elements along the contiguous dimension, run l from slice element (r, k) of
+// run().  Fast blocks (all ROWS rows exist, 16-byte access possible) address the slices that
+// lie inside K from per-thread base pointers, one 64-bit add per run: the checked path's
+// index arithmetic and bounds tests (~90 dependent integer instructions per slice for the
+// 256 x 128 tile) showed in Nsight Compute as fixed-latency stalls in the main loop.
+template <int ROWS, int BK, int THREADS, bool KMAJOR>
+struct SliceOperand {
+    static constexpr int LOADS = ROWS * BK / (4 * THREADS);
+    static_assert(LOADS >= 1 && LOADS * 4 * THREADS == ROWS * BK,
+                  "the runs must cover the slice exactly");
+    const float* X;
+    long long ld, row0;
+    int R, K, tid;
+
+    __device__ __forceinline__ static void run(int tid, int l, int& r, int& k) {
+        const int e = (tid + l * THREADS) * 4;
+        r = KMAJOR ? e / BK : e % ROWS;
+        k = KMAJOR ? e % BK : e / ROWS;
+    }
+    __device__ __forceinline__ SliceOperand(const float* X_, long long ld_, int R_, int K_,
+                                            long long row0_, int tid_)
+        : X(X_), ld(ld_), row0(row0_), R(R_), K(K_), tid(tid_) {}
+    // First element of run l of slice kt.
+    __device__ __forceinline__ const float* at(int l, int kt) const {
+        int r, k;
+        run(tid, l, r, k);
+        return X + a_offset<KMAJOR>(row0 + r, (long long)kt * BK + k, ld);
+    }
+    // Run l of slice kt: its first element p, whether its row exists (ok) and how many
+    // elements are left from p along the contiguous dimension (left).
+    __device__ __forceinline__ void checked(int l, int kt, const float*& p, bool& ok,
+                                            long long& left) const {
+        int r, k;
+        run(tid, l, r, k);
+        const long long gi = row0 + r, gk = (long long)kt * BK + k;
+        p = at(l, kt);
+        ok = KMAJOR ? gi < R : gk < K;
+        left = KMAJOR ? K - gk : R - gi;
+    }
+    // Register staging (sgemm_tiled): slice kt into v; zeros outside X.
+    template <bool VEC>
+    __device__ __forceinline__ void load(float4 (&v)[LOADS], int kt, bool fast) const {
+        if (fast) {
+#pragma unroll
+            for (int l = 0; l < LOADS; ++l)
+                v[l] = *reinterpret_cast<const float4*>(at(l, kt));
+            return;
+        }
+#pragma unroll
+        for (int l = 0; l < LOADS; ++l) {
+            const float* p;
+            bool ok;
+            long long left;
+            checked(l, kt, p, ok, left);
+            v[l] = load4<VEC>(p, ok, left);
+        }
+    }
+    // v into the k-major shared slice s ([BK][LDS]: element (r, k) at s[k*LDS + r]); a
+    // K-major run is stored transposed (4 scalar stores), an R-major one as one float4.
+    template <int LDS>
+    __device__ __forceinline__ void store(const float4 (&v)[LOADS], float* s) const {
+#pragma unroll
+        for (int l = 0; l < LOADS; ++l) {
+            int r, k;
+            run(tid, l, r, k);
+            float* d = s + k * LDS + r;
+            if (KMAJOR) {
+                d[0] = v[l].x; d[LDS] = v[l].y; d[2 * LDS] = v[l].z; d[3 * LDS] = v[l].w;
+            } else {
+                *reinterpret_cast<float4*>(d) = v[l];
+            }
+        }
+    }
+    // cp.async of slice kt into the k-major shared slice s (sgemm_pipelined); zeros outside X.
+    template <bool VEC, int LDS>
+    __device__ __forceinline__ void copy(float* s, int kt, bool fast) const {
+        constexpr int STEP = KMAJOR ? LDS : 1;
+#pragma unroll
+        for (int l = 0; l < LOADS; ++l) {
+            int r, k;
+            run(tid, l, r, k);
+            float* d = s + k * LDS + r;
+            if (fast) {
+                copy4<VEC, STEP>(d, at(l, kt), X, true, 4);
+            } else {
+                const float* p;
+                bool ok;
+                long long left;
+                checked(l, kt, p, ok, left);
+                copy4<VEC, STEP>(d, p, X, ok, left);
+            }
+        }
+    }
+};
+
 // Issue the cp.async copies of the BM x BN tile of C at (row0, col0) into Cs ([BM][BN],
 // row-major; zeros outside the matrix), spread over THREADS threads.  The caller commits the
 // group and waits for it (plus a barrier) before store_c_tile reads Cs.
@@ -154,13 +252,8 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     constexpr int SM_ = TM / 4, SN = TN / 4; // 4x4 sub-blocks per thread
     constexpr int STRIDE_M = BM / SM_, STRIDE_N = BN / SN;
     constexpr int LDA_S = BM + 4, LDB_S = BN + 4;
-    constexpr int A_LOADS = BM * BK / (4 * THREADS);  // float4 loads per thread per k-step
-    constexpr int B_LOADS = BN * BK / (4 * THREADS);
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tile is made of 4x4 sub-blocks");
     static_assert(BM % TM == 0 && BN % TN == 0, "tile must divide evenly among threads");
-    static_assert(A_LOADS >= 1 && B_LOADS >= 1, "each thread loads at least one float4");
-    static_assert(A_LOADS * 4 * THREADS == BM * BK && B_LOADS * 4 * THREADS == BN * BK,
-                  "loads must cover the slice exactly");
     static_assert(BK % 4 == 0, "BK is loaded in float4 groups");
 
     __shared__ __align__(16) float As[2][BK][LDA_S];
@@ -173,63 +266,19 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     const int tid = threadIdx.x;
     const int tx = tid % TX, ty = tid / TX;
 
-    // Global -> register staging.  Each float4 covers 4 consecutive elements along the
-    // operand's contiguous dimension.
-    float4 ra[A_LOADS], rb[B_LOADS];
-
-    auto load_a = [&](int k0) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            // K-major: e walks k fastest (BK per row); M-major: e walks m fastest.
-            const int r = A_KMAJOR ? e / BK : e % BM;
-            const int k = A_KMAJOR ? e % BK : e / BM;
-            const long long gi = row0 + r, gk = (long long)k0 + k;
-            // The 4 elements are consecutive along the contiguous dimension: p[0..3].
-            const float* p = A + a_offset<A_KMAJOR>(gi, gk, lda);
-            const long long other = A_KMAJOR ? gi : gk, inner = A_KMAJOR ? gk : gi;
-            const long long other_n = A_KMAJOR ? M : K, inner_n = A_KMAJOR ? K : M;
-            ra[l] = load4<VEC>(p, other < other_n, inner_n - inner);
-        }
-    };
-    auto load_b = [&](int k0) {
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            const int c = B_NMAJOR ? e % BN : e / BK;
-            const int k = B_NMAJOR ? e / BN : e % BK;
-            const long long gj = col0 + c, gk = (long long)k0 + k;
-            // B(k, j) lives at k*ldb + j (N-major) or j*ldb + k (K-major): the same formula as
-            // A's with the roles of the two indices swapped.
-            const float* p = B + a_offset<!B_NMAJOR>(gj, gk, ldb);
-            const long long other = B_NMAJOR ? gk : gj, inner = B_NMAJOR ? gj : gk;
-            const long long other_n = B_NMAJOR ? K : N, inner_n = B_NMAJOR ? N : K;
-            rb[l] = load4<VEC>(p, other < other_n, inner_n - inner);
-        }
+    // Operand slices: global -> registers (the next slice's loads fly during the FFMAs of
+    // the current one) -> shared memory.
+    const SliceOperand<BM, BK, THREADS, A_KMAJOR> opa(A, lda, M, K, row0, tid);
+    const SliceOperand<BN, BK, THREADS, !B_NMAJOR> opb(B, ldb, N, K, col0, tid);
+    const int kfast = VEC && row0 + BM <= M && col0 + BN <= N ? K / BK : 0;
+    float4 ra[decltype(opa)::LOADS], rb[decltype(opb)::LOADS];
+    auto load = [&](int kt) {
+        opa.template load<VEC>(ra, kt, kt < kfast);
+        opb.template load<VEC>(rb, kt, kt < kfast);
     };
     auto store_smem = [&](int buf) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            if (A_KMAJOR) {  // transposing store: 4 k values of one row
-                const int r = e / BK, k = e % BK;
-                As[buf][k + 0][r] = ra[l].x; As[buf][k + 1][r] = ra[l].y;
-                As[buf][k + 2][r] = ra[l].z; As[buf][k + 3][r] = ra[l].w;
-            } else {
-                *reinterpret_cast<float4*>(&As[buf][e / BM][e % BM]) = ra[l];
-            }
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            if (B_NMAJOR) {
-                *reinterpret_cast<float4*>(&Bs[buf][e / BN][e % BN]) = rb[l];
-            } else {
-                const int c = e / BK, k = e % BK;
-                Bs[buf][k + 0][c] = rb[l].x; Bs[buf][k + 1][c] = rb[l].y;
-                Bs[buf][k + 2][c] = rb[l].z; Bs[buf][k + 3][c] = rb[l].w;
-            }
-        }
+        opa.template store<LDA_S>(ra, &As[buf][0][0]);
+        opb.template store<LDB_S>(rb, &Bs[buf][0][0]);
     };
 
     float acc[TM][TN];
@@ -240,8 +289,7 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
 
     const int ktiles = (K + BK - 1) / BK;
     if (ktiles > 0) {
-        load_a(0);
-        load_b(0);
+        load(0);
         store_smem(0);
     }
     __syncthreads();
@@ -269,10 +317,7 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     if (!DBUF) {
         for (int kt = 0; kt < ktiles; ++kt) {
             const int cur = kt & 1;
-            if (kt + 1 < ktiles) {  // global loads of the next slice fly during the FFMAs below
-                load_a((kt + 1) * BK);
-                load_b((kt + 1) * BK);
-            }
+            if (kt + 1 < ktiles) load(kt + 1);  // in flight during the FFMAs below
 #pragma unroll
             for (int k = 0; k < BK; ++k) {
                 float a[TM], b[TN];
@@ -293,10 +338,7 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
         for (int kt = 0; kt < ktiles; ++kt) {
             const int cur = kt & 1;
             const bool more = kt + 1 < ktiles;
-            if (more) {
-                load_a((kt + 1) * BK);
-                load_b((kt + 1) * BK);
-            }
+            if (more) load(kt + 1);
 #pragma unroll
             for (int k = 0; k < BK; ++k) {
                 if (k < BK - 1) {
@@ -334,11 +376,8 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
     constexpr int STRIDE_M = BM / SM_, STRIDE_N = BN / SN;
     constexpr int LDA_S = BM + 4, LDB_S = BN + 4;
     constexpr int A_STAGE = BK * LDA_S, B_STAGE = BK * LDB_S;
-    constexpr int A_LOADS = BM * BK / (4 * THREADS), B_LOADS = BN * BK / (4 * THREADS);
     static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tile is made of 4x4 sub-blocks");
     static_assert(BM % TM == 0 && BN % TN == 0, "tile must divide evenly among threads");
-    static_assert(A_LOADS >= 1 && B_LOADS >= 1 && A_LOADS * 4 * THREADS == BM * BK &&
-                  B_LOADS * 4 * THREADS == BN * BK, "loads must cover the slice exactly");
     static_assert(BK % 4 == 0 && STAGES >= 2, "BK in float4 groups, at least double buffering");
 
     extern __shared__ __align__(16) float smem[];
@@ -354,34 +393,12 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
     const bool read_c = PREFETCH_C && beta != 0.0f;
 
     // Issue the copies of k-slice kt into ring buffer buf.
+    const SliceOperand<BM, BK, THREADS, A_KMAJOR> opa(A, lda, M, K, row0, tid);
+    const SliceOperand<BN, BK, THREADS, !B_NMAJOR> opb(B, ldb, N, K, col0, tid);
+    const int kfast = VEC && row0 + BM <= M && col0 + BN <= N ? K / BK : 0;
     auto issue = [&](int kt, int buf) {
-        const long long k0 = (long long)kt * BK;
-        float* as = As + buf * A_STAGE;
-        float* bs = Bs + buf * B_STAGE;
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            const int r = A_KMAJOR ? e / BK : e % BM;
-            const int k = A_KMAJOR ? e % BK : e / BM;
-            const long long gi = row0 + r, gk = k0 + k;
-            const float* src = A + a_offset<A_KMAJOR>(gi, gk, lda);
-            if (A_KMAJOR)  // 4 k values of row r -> column r of the k-major buffer
-                copy4<VEC, LDA_S>(as + k * LDA_S + r, src, A, gi < M, K - gk);
-            else
-                copy4<VEC, 1>(as + k * LDA_S + r, src, A, gk < K, M - gi);
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int e = (tid + l * THREADS) * 4;
-            const int c = B_NMAJOR ? e % BN : e / BK;
-            const int k = B_NMAJOR ? e / BN : e % BK;
-            const long long gj = col0 + c, gk = k0 + k;
-            const float* src = B + a_offset<!B_NMAJOR>(gj, gk, ldb);
-            if (B_NMAJOR)
-                copy4<VEC, 1>(bs + k * LDB_S + c, src, B, gk < K, N - gj);
-            else  // 4 k values of column c
-                copy4<VEC, LDB_S>(bs + k * LDB_S + c, src, B, gj < N, K - gk);
-        }
+        opa.template copy<VEC, LDA_S>(As + buf * A_STAGE, kt, kt < kfast);
+        opb.template copy<VEC, LDB_S>(Bs + buf * B_STAGE, kt, kt < kfast);
     };
 
     if (read_c)  // the whole C tile, as its own (first) group of copies
