@@ -18,7 +18,8 @@
 //     current one is multiplied, then stored to the other shared-memory buffer: one barrier per
 //     k-step; DBUF also double-buffers the register fragments (step k+1 read during step k);
 //   * partial edge tiles are handled here: out-of-range loads read 0, out-of-range stores are
-//     skipped;  the grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
+//     skipped (blocks inside C load the slices inside K without checks: SliceOperand);  the
+//     grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
 //   Knobs (template parameters; Python passes them, static_asserts check them): BM, BN, BK, TM,
 //   TN; threads = (BM/TM)*(BN/TN) and MINB resident blocks per SM = __launch_bounds__ (the
 //   scalar-load fallback, !VEC, needs a few more registers and asks for one block).  VEC
