@@ -30,6 +30,9 @@ _NUM_SMS_GUESS = 132
 # pick_variant: rank-k updates (beta != 0) with k below 128 take pipe128 (C staged in shared
 # memory); with A M-contiguous also up to k = PIPE_MAX_K_MMAJOR (0: never).
 PIPE_MAX_K_MMAJOR = 128
+# Long-k products take the 256x128 tile from this fraction of a wave on: at 2048^3 (128 tiles
+# on 132 SMs) it ran 43.8-44.6 TF/s against dbuf128's 41.7-42.4 (H100, seventeenth session).
+LONG_K_WAVE = 0.9
 
 
 def tile_threads(t):
@@ -40,7 +43,7 @@ def pick_variant(m, n, k, beta=0.0, a_kmajor=True):
     """Tile shape for an m x n x k product, from the H100 sweep in docs/performance.md.
 
     Square and long-k products: the 256x128 tile with double-buffered fragments once it fills
-    one wave.  LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched
+    LONG_K_WAVE of a wave.  LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched
     through shared memory (pipe128) when k is too short to hide the beta*C read -- k < 128, or
     k <= PIPE_MAX_K_MMAJOR with A M-contiguous (a_kmajor False), which pipe128 copies with
     16-byte cp.async instead of transposing it (16384^2 x 128, A column-major: 38.1 / 36.2
@@ -55,6 +58,8 @@ def pick_variant(m, n, k, beta=0.0, a_kmajor=True):
         return "pipe128"
     if k <= 512 and waves("dbuf128") >= 2:
         return "dbuf128"
+    if k > 512 and waves("dbuf256x128") >= LONG_K_WAVE:
+        return "dbuf256x128"
     for name in ("dbuf256x128", "dbuf128", "pipe128x64"):
         if waves(name) >= 1:
             return name

@@ -94,6 +94,8 @@ def test_pick_variant_follows_k_and_the_major_of_a():
     assert _blas.pick_variant(16384, 16384, 256, 1.0, a_kmajor=False) == "dbuf128"
     assert _blas.pick_variant(16384, 16384, 64, 0.0) == "dbuf128"   # no C to read
     assert _blas.pick_variant(8192, 8192, 8192) == "dbuf256x128"
+    assert _blas.pick_variant(2048, 2048, 2048) == "dbuf256x128"   # 128 tiles, 132 SMs
+    assert _blas.pick_variant(2048, 2048, 256, 1.0) == "dbuf128"    # short k: not the big tile
     a = np.empty((4096, 128), np.float32)          # row-major: K-contiguous
     c = np.empty((4096, 4096), np.float32)
     assert _blas.chosen_variant(a, a.T, 1.0, c) == "dbuf128"
