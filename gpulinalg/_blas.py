@@ -43,11 +43,12 @@ def pick_variant(m, n, k, beta=0.0, a_kmajor=True):
     """Tile shape for an m x n x k product, from the H100 sweep in docs/performance.md.
 
     Square and long-k products: the 256x128 tile with double-buffered fragments once it fills
-    LONG_K_WAVE of a wave.  LU-like rank-k updates (k <= 512): the 128x128 tile, with the C tile prefetched
-    through shared memory (pipe128) when k is too short to hide the beta*C read -- k < 128, or
-    k <= PIPE_MAX_K_MMAJOR with A M-contiguous (a_kmajor False), which pipe128 copies with
-    16-byte cp.async instead of transposing it (16384^2 x 128, A column-major: 38.1 / 36.2
-    TF/s against dbuf128's 36.7 / 35.6 in two runs).  Small products: smaller tiles.
+    LONG_K_WAVE of a wave.  LU-like rank-k updates (k <= 512): the 128x128 tile, with the C
+    tile prefetched through shared memory (pipe128) when k is too short to hide the beta*C
+    read -- k < 128, or k <= PIPE_MAX_K_MMAJOR with A M-contiguous (a_kmajor False), which
+    pipe128 copies with 16-byte cp.async instead of transposing it (16384^2 x 128, A
+    column-major: 38.1 / 36.2 TF/s against dbuf128's 36.7 / 35.6 in two runs).  Small
+    products: smaller tiles.
     """
     def waves(name):
         t = VARIANTS[name]

@@ -81,10 +81,10 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, const float*
 // (i, k) at X[i*ld + k] when KMAJOR, else at X[k*ld + i].  Per k-step a block moves a ROWS x BK
 // slice of it (rows row0 .. row0+ROWS-1, columns kt*BK ..); each of THREADS threads moves
 // LOADS runs of 4 elements along the contiguous dimension, run l from slice element (r, k) of
-// run().  Fast blocks (all ROWS rows exist, 16-byte access possible) address the slices that
-// lie inside K from per-thread base pointers, one 64-bit add per run: the checked path's
-// index arithmetic and bounds tests (~90 dependent integer instructions per slice for the
-// 256 x 128 tile) showed in Nsight Compute as fixed-latency stalls in the main loop.
+// run().  Fast blocks (all ROWS rows exist, 16-byte access possible) load the slices that lie
+// inside K without bounds tests: the checked path's index arithmetic and tests (~90 dependent
+// integer instructions per slice for the 256 x 128 tile) showed in Nsight Compute as
+// fixed-latency stalls in the main loop.
 template <int ROWS, int BK, int THREADS, bool KMAJOR>
 struct SliceOperand {
     static constexpr int LOADS = ROWS * BK / (4 * THREADS);
@@ -108,16 +108,18 @@ struct SliceOperand {
         run(tid, l, r, k);
         return X + a_offset<KMAJOR>(row0 + r, (long long)kt * BK + k, ld);
     }
-    // Run l of slice kt: its first element p, whether its row exists (ok) and how many
-    // elements are left from p along the contiguous dimension (left).
-    __device__ __forceinline__ void checked(int l, int kt, const float*& p, bool& ok,
-                                            long long& left) const {
+    // Run l of slice kt in any block: its first element p, whether its row exists (ok) and
+    // how many elements are left from p along the contiguous dimension (left).
+    struct Checked {
+        const float* p;
+        bool ok;
+        long long left;
+    };
+    __device__ __forceinline__ Checked checked(int l, int kt) const {
         int r, k;
         run(tid, l, r, k);
         const long long gi = row0 + r, gk = (long long)kt * BK + k;
-        p = at(l, kt);
-        ok = KMAJOR ? gi < R : gk < K;
-        left = KMAJOR ? K - gk : R - gi;
+        return {at(l, kt), KMAJOR ? gi < R : gk < K, KMAJOR ? K - gk : R - gi};
     }
     // Register staging (sgemm_tiled): slice kt into v; zeros outside X.
     template <bool VEC>
@@ -130,11 +132,8 @@ struct SliceOperand {
         }
 #pragma unroll
         for (int l = 0; l < LOADS; ++l) {
-            const float* p;
-            bool ok;
-            long long left;
-            checked(l, kt, p, ok, left);
-            v[l] = load4<VEC>(p, ok, left);
+            const Checked c = checked(l, kt);
+            v[l] = load4<VEC>(c.p, c.ok, c.left);
         }
     }
     // v into the k-major shared slice s ([BK][LDS]: element (r, k) at s[k*LDS + r]); a
@@ -165,11 +164,8 @@ struct SliceOperand {
             if (fast) {
                 copy4<VEC, STEP>(d, at(l, kt), X, true, 4);
             } else {
-                const float* p;
-                bool ok;
-                long long left;
-                checked(l, kt, p, ok, left);
-                copy4<VEC, STEP>(d, p, X, ok, left);
+                const Checked c = checked(l, kt);
+                copy4<VEC, STEP>(d, c.p, X, c.ok, c.left);
             }
         }
     }

@@ -1,6 +1,8 @@
 """LU: the driver with the NumPy device steps and the public API's validation (CPU); the
 real kernels through the public API (GPU)."""
 
+import time
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
@@ -56,10 +58,14 @@ def test_driver_matches_sgetrf(rng, shape, lookahead, eager, mode):
 @pytest.mark.parametrize("inv_threshold", [1e3, 0.0])
 def test_gated_chain_needs_its_gate(rng, monkeypatch, inv_threshold):
     """The gated driver is right with its gate, and wrong without it: the eager emulation
-    then uploads the panel before the host has factored it."""
+    then uploads the panel before the host has factored it (the worker is held back 0.2 s
+    before each panel, so that the upload always comes first)."""
     a = rng.standard_normal((40, 40)).astype(np.float32)
     check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
     monkeypatch.setattr(NumpyOps, "gate", lambda self, stream, value: None)
+    host_sync = NumpyOps.host_sync
+    monkeypatch.setattr(NumpyOps, "host_sync",
+                        lambda self, tok: (time.sleep(0.2), host_sync(self, tok))[1])
     with pytest.raises(AssertionError):
         check_against_scipy(a, 8, eager=True, inv_threshold=inv_threshold, **MODES["gated"])
 
