@@ -136,15 +136,21 @@ struct SliceOperand {
             v[l] = load4<VEC>(c.p, c.ok, c.left);
         }
     }
-    // v into the k-major shared slice s ([BK][LDS]: element (r, k) at s[k*LDS + r]); a
-    // K-major run is stored transposed (4 scalar stores), an R-major one as one float4.
+    // Where run l starts in the k-major shared slice s ([BK][LDS]: element (r, k) at
+    // s[k*LDS + r]).
+    template <int LDS>
+    __device__ __forceinline__ float* slot(float* s, int l) const {
+        int r, k;
+        run(tid, l, r, k);
+        return s + k * LDS + r;
+    }
+    // v into the k-major shared slice s (slot above); a K-major run is stored transposed (4
+    // scalar stores), an R-major one as one float4.
     template <int LDS>
     __device__ __forceinline__ void store(const float4 (&v)[LOADS], float* s) const {
 #pragma unroll
         for (int l = 0; l < LOADS; ++l) {
-            int r, k;
-            run(tid, l, r, k);
-            float* d = s + k * LDS + r;
+            float* d = slot<LDS>(s, l);
             if (KMAJOR) {
                 d[0] = v[l].x; d[LDS] = v[l].y; d[2 * LDS] = v[l].z; d[3 * LDS] = v[l].w;
             } else {
@@ -158,9 +164,7 @@ struct SliceOperand {
         constexpr int STEP = KMAJOR ? LDS : 1;
 #pragma unroll
         for (int l = 0; l < LOADS; ++l) {
-            int r, k;
-            run(tid, l, r, k);
-            float* d = s + k * LDS + r;
+            float* d = slot<LDS>(s, l);
             if (fast) {
                 copy4<VEC, STEP>(d, at(l, kt), X, true, 4);
             } else {
