@@ -6,7 +6,10 @@ kernels/sgemm.cu, beside cuBLAS, on the LU's rank-k update and on square product
         --variants dbuf256x128,dbuf128
 
 Per k: C (n x n) -= A (n x k) @ B (k x n), A and B row-major as in the LU's trailing update
-(`--a-colmajor`: A column-major); per square size s: C = A @ B, all s x s and row-major.  Each
+(`--a-colmajor`: A column-major); per square size s: C = A @ B, all s x s and row-major; per
+`--shapes` entry MxNxK: C = A @ B of those sizes.  A variant written NAME/S runs tile NAME
+with k split in S parts (gemm_into's split; NAME alone: split 1); "auto" is gemm_into's own
+choice of tile and split.  Each
 tile variant in `--variants` runs for each value of the constant (`--vary`) and, with
 `--baseline FILE`, also compiled from FILE (e.g. `git show REV:kernels/sgemm.cu > FILE`; its
 `#include`s are looked up in kernels/), and cuBLAS (`cupy.cublas.gemm`, one fused call with
@@ -54,6 +57,7 @@ def main():
     p.add_argument("--n", type=int, default=16384, help="rank-k updates: n x n C")
     p.add_argument("--ks", default="64,128,256", help="rank-k updates' k ('' for none)")
     p.add_argument("--square", default="", help="square sizes, e.g. 4096,8192")
+    p.add_argument("--shapes", default="", help="products MxNxK, e.g. 1024x1024x4096")
     p.add_argument("--variants", default="dbuf128,pipe128")
     p.add_argument("--a-colmajor", action="store_true")
     p.add_argument("--repeat", type=int, default=7)
@@ -66,18 +70,20 @@ def main():
     from gpulinalg.bench.sgemm import cublas_gemm
 
     def run_case(title, a, b, c, alpha, beta, flop):
-        def ours(variant, v):
+        def ours(spec, v):
+            variant, _, split = spec.partition("/")
+            variant, split = (None, None) if variant == "auto" else (variant, int(split or 1))
             def run():
                 if name is not None:
                     setattr(mod, name, v)
-                _blas.gemm_into(alpha, a, b, beta, c, variant)
+                _blas.gemm_into(alpha, a, b, beta, c, variant, split=split)
             return run
 
         fns = {"cuBLAS": lambda: cublas_gemm(cp, a, b, c, alpha, beta)}
         for variant in args.variants.split(","):
             for v in values:
                 fns[f"{variant}" + (f" {name}={v}" if name else "")] = ours(variant, v)
-            if args.baseline:
+            if args.baseline and "/" not in variant and variant != "auto":
                 try:
                     fns[f"{variant} baseline"] = baseline_gemm(args.baseline, variant, a, b,
                                                                beta, c, alpha)
@@ -106,6 +112,11 @@ def main():
             a, b = random_matrix((s, s), 4, cp), random_matrix((s, s), 5, cp)
             c = cp.empty((s, s), dtype=cp.float32)
             run_case(f"C = A B, {s}^3", a, b, c, 1.0, 0.0, 2.0 * s ** 3)
+        for shape in filter(None, args.shapes.split(",")):
+            m, n_, k = (int(x) for x in shape.split("x"))
+            a, b = random_matrix((m, k), 6, cp), random_matrix((k, n_), 7, cp)
+            c = cp.empty((m, n_), dtype=cp.float32)
+            run_case(f"C = A B, {m} x {n_} x {k}", a, b, c, 1.0, 0.0, 2.0 * m * n_ * k)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,16 @@ PIPE_MAX_K_MMAJOR = 128
 LONG_K_WAVE = 0.9
 
 
+# Split K (pick_split): a product with fewer tiles of SPLIT_VARIANT than its resident slots
+# (SMs x MINB) and k long enough runs as S partial products of k/S each (S grid rows, S
+# times the blocks) into a workspace, then one summing kernel (sgemm_splitk_sum).  S from
+# the cost model there; its constants fit an H100 sweep (docs/performance_notes.md).
+SPLIT_VARIANT = "dbuf128"
+SPLIT_MIN_PART = 256     # shortest k per part
+SPLIT_BLOCK_COST = 64    # a block's fixed cost (prologue, epilogue), in k-steps
+SPLIT_MAX = 64
+
+
 def tile_threads(t):
     return (t.BM // t.TM) * (t.BN // t.TN)
 
@@ -67,13 +77,33 @@ def pick_variant(m, n, k, beta=0.0, a_kmajor=True):
     return "pipe64"
 
 
-def _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c=False):
+def pick_split(m, n, k):
+    """Parts to split k into (1: none) for SPLIT_VARIANT's tiles: the power of two S that
+    minimises the modelled time waves(S) * (k/S + SPLIT_BLOCK_COST), where waves(S) =
+    ceil(tiles * S / slots), with k/S >= SPLIT_MIN_PART; only when the tiles alone leave
+    resident slots empty (otherwise the workspace traffic is not paid back).  H100, against
+    the unsplit pick: 1024^3 x0.82 -> x1.17 cuBLAS, 1536^3 0.75 -> 1.03, 512^2 x 8192 0.31 ->
+    1.09 (benchmarks/sgemm_ab.py)."""
+    t = VARIANTS[SPLIT_VARIANT]
+    tiles, slots = -(-m // t.BM) * -(-n // t.BN), _NUM_SMS_GUESS * t.MINB
+    if tiles >= slots or k < 2 * SPLIT_MIN_PART:
+        return 1
+    cost = lambda s: -(-tiles * s // slots) * (k / s + SPLIT_BLOCK_COST)
+    best, s = 1, 2
+    while s <= SPLIT_MAX and k // s >= SPLIT_MIN_PART:
+        if cost(s) < cost(best):
+            best = s
+        s *= 2
+    return best
+
+
+def _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c=False, split=False):
     flags = lambda *fs: ",".join(str(f).lower() for f in fs)
     if t.KIND == "pipe":
         return (f"sgemm_pipelined<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.STAGES},{t.MINB},"
                 f"{flags(a_kmajor, b_nmajor, vec, prefetch_c)}>")
     return (f"sgemm_tiled<{t.BM},{t.BN},{t.BK},{t.TM},{t.TN},{t.MINB},"
-            f"{flags(t.KIND == 'dbuf', a_kmajor, b_nmajor, vec)}>")
+            f"{flags(t.KIND == 'dbuf', a_kmajor, b_nmajor, vec)}{',true' if split else ''}>")
 
 
 def _dynamic_smem(t, prefetch_c):
@@ -89,7 +119,10 @@ FAMILY = "sgemm"
 KERNEL_NAMES = tuple(
     _kernel_name(t, am, bn, v, pc) for t in VARIANTS.values()
     for am in (True, False) for bn in (True, False) for v in (True, False)
-    for pc in ((False, True) if t.KIND == "pipe" else (False,))) + ("sgemm_volkov2008",)
+    for pc in ((False, True) if t.KIND == "pipe" else (False,))) + tuple(
+    _kernel_name(t, am, bn, v, split=True) for t in VARIANTS.values() if t.KIND == "dbuf"
+    for am in (True, False) for bn in (True, False) for v in (True, False)) + (
+    "sgemm_volkov2008", "sgemm_splitk_sum<true>", "sgemm_splitk_sum<false>")
 
 
 def aligned16(ptr, ld):
@@ -103,36 +136,63 @@ _GEMM_ARGS = "iiifPqPqfPq"
 
 
 @functools.lru_cache(maxsize=None)
-def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c):
+def _tiled_kernel(device_id, variant, a_kmajor, b_nmajor, vec, prefetch_c, split=False):
     """(Launcher, block) for one instantiation, opted in to its dynamic shared memory beyond
     48 KiB; memoised, so that a launch costs the host one lookup and one cuLaunchKernel."""
     t = VARIANTS[variant]
     smem = _dynamic_smem(t, prefetch_c)
-    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c),
+    kernel = get_kernel(FAMILY, _kernel_name(t, a_kmajor, b_nmajor, vec, prefetch_c, split),
                         dynamic_smem=smem)
     return Launcher(kernel, _GEMM_ARGS, smem), (tile_threads(t), 1, 1)
 
 
-def _launch_tiled(variant, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
+def _launch_tiled(variant, split, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta,
+                  c, ldc):
     gemm_ptr(m, n, k, alpha, a.data.ptr, lda, a_kmajor, b.data.ptr, ldb, b_nmajor, beta,
-             c.data.ptr, ldc, variant)
+             c.data.ptr, ldc, variant, split)
 
 
 def gemm_ptr(m, n, k, alpha, ap, lda, a_kmajor, bp, ldb, b_nmajor, beta, cp, ldc,
-             variant=None):
+             variant=None, split=None):
     """C = alpha A B + beta C for a row-major C (m x n, leading dimension ldc) given by device
     pointers, on the current device and stream: A (m x k) K-major (row-major) when a_kmajor,
     else M-major, B (k x n) N-major when b_nmajor, else K-major.  No validation and no views:
     the LU's steps (gpulinalg/_lu_ops.py) address their blocks by pointer, so that a launch
-    costs the host little more than cuLaunchKernel.  m, n >= 1; variant None: pick_variant."""
+    costs the host little more than cuLaunchKernel.  m, n >= 1.  variant None: pick_split,
+    then SPLIT_VARIANT where it splits, else pick_variant; split None: 1 with a given variant.
+    S > 1 (a "dbuf" tile only) allocates an S x m x n workspace from CuPy's pool."""
     if variant is None:
-        variant = pick_variant(m, n, k, beta, a_kmajor)
+        split = pick_split(m, n, k) if split is None else split
+        variant = SPLIT_VARIANT if split > 1 else pick_variant(m, n, k, beta, a_kmajor)
+    split = split or 1
     t = VARIANTS[variant]
+    dev = cupy().cuda.runtime.getDevice()
+    grid = -(-m // t.BM) * -(-n // t.BN)
+    if split > 1:
+        if t.KIND != "dbuf":
+            raise ValueError(f"{variant} does not split k (only the dbuf tiles do)")
+        ldw = -(-n // 4) * 4   # 16-byte rows
+        work = cupy().empty(split * m * ldw, dtype=np.float32)
+        vec = aligned16(ap, lda) and aligned16(bp, ldb)
+        launch, block = _tiled_kernel(dev, variant, a_kmajor, b_nmajor, vec, False, True)
+        launch((grid, split, 1), block, m, n, k, alpha, ap, lda, bp, ldb, 0.0, work.data.ptr,
+               ldw)
+        total = m * (ldw // 4)
+        _sum_kernel(dev, aligned16(cp, ldc))((min(-(-total // 256), 8 * _NUM_SMS_GUESS), 1, 1),
+                                             (256, 1, 1), m, n, split, work.data.ptr, ldw,
+                                             beta, cp, ldc)
+        return
     vec = aligned16(ap, lda) and aligned16(bp, ldb) and aligned16(cp, ldc)
-    launch, block = _tiled_kernel(cupy().cuda.runtime.getDevice(), variant, a_kmajor,
-                                  b_nmajor, vec, t.KIND == "pipe" and beta != 0.0)
-    launch((-(-m // t.BM) * -(-n // t.BN), 1, 1), block,
-           m, n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
+    launch, block = _tiled_kernel(dev, variant, a_kmajor, b_nmajor, vec,
+                                  t.KIND == "pipe" and beta != 0.0)
+    launch((grid, 1, 1), block, m, n, k, alpha, ap, lda, bp, ldb, beta, cp, ldc)
+
+
+@functools.lru_cache(maxsize=None)
+def _sum_kernel(device_id, vec):
+    """Launcher of sgemm_splitk_sum<vec> (the split-K partials' sum), memoised."""
+    name = f"sgemm_splitk_sum<{str(vec).lower()}>"
+    return Launcher(get_kernel(FAMILY, name), "iiiPqfPq")
 
 
 def _launch_volkov(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
@@ -173,28 +233,34 @@ def row_major_problem(alpha, a, b, beta, c):
 
 
 def _plan(args, beta, c, stage_a):
-    """(variant, stage): the tile pick_variant gives the row-major problem `args`, and whether
-    to stage A first (see gemm_into)."""
+    """(variant, stage, split) for the row-major problem `args`: SPLIT_VARIANT in pick_split's
+    parts where k is split, else pick_variant's tile, and whether to stage A first (see
+    gemm_into)."""
     m, n, k, a_kmajor = args[0], args[1], args[2], args[6]
+    split = pick_split(m, n, k)
+    if split > 1:
+        return SPLIT_VARIANT, False, split
     variant = pick_variant(m, n, k, beta, a_kmajor)
     if stage_a and a_kmajor and _arrays.matrix_layout(c)[1]:
         staged = pick_variant(m, n, k, beta, a_kmajor=False)
         if staged == "pipe128":   # 16-byte copies of an M-contiguous A instead of 4-byte ones
-            return staged, True
-    return variant, False
+            return staged, True, 1
+    return variant, False, 1
 
 
 def chosen_variant(a, b, beta, c, stage_a=False):
     """The tile gemm_into(alpha, a, b, beta, c, stage_a=stage_a) runs, with " (A staged)"
-    when it transposes A first; None when there is nothing to compute."""
+    when it transposes A first and " (k split S)" when it splits k; None when there is
+    nothing to compute."""
     args = row_major_problem(1.0, a, b, beta, c)
     if args is None:
         return None
-    variant, stage = _plan(args, beta, c, stage_a)
-    return variant + " (A staged)" if stage else variant
+    variant, stage, split = _plan(args, beta, c, stage_a)
+    return variant + (" (A staged)" if stage else "") + (f" (k split {split})" if split > 1
+                                                          else "")
 
 
-def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False):
+def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False, split=None):
     """c = alpha * a @ b + beta * c in place, on the current device and stream.
 
     a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
@@ -204,25 +270,28 @@ def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False):
     k <= PIPE_MAX_K_MMAJOR and two waves of tiles), a K-contiguous a (row-major C only) is
     first transposed into a k x m temporary (8 bytes moved per element of a), so that pipe128
     copies it with 16-byte cp.async instead of four transposing 4-byte ones.
+    variant None: the tile and split `_plan` picks; split (with a variant): parts of k
+    (gemm_ptr's; None: 1).
     """
     args = row_major_problem(alpha, a, b, beta, c)
     if args is None:
         return c
     if variant is None:
-        variant, stage = _plan(args, beta, c, stage_a)
+        variant, stage, split = _plan(args, beta, c, stage_a)
         if stage:
             from ._transpose import transpose_into
             m, k = args[0], args[2]
             pitch = -(-m // 64) * 64   # 16-byte aligned rows (and the transpose's 64 grid)
             at = cupy().empty((k, pitch), dtype=np.float32)[:, :m]
-            return gemm_into(alpha, transpose_into(a, at).T, b, beta, c, variant)
+            return gemm_into(alpha, transpose_into(a, at).T, b, beta, c, variant,
+                             split=split)
     if variant == BASELINE:
         if not (args[6] and args[9]):
             raise ValueError("the volkov2008 baseline takes row-major operands only")
         mm, nn, kk, al, aa, la, _, bb, lb, _, be, cc, lc = args
         _launch_volkov(mm, nn, kk, al, aa, la, bb, lb, be, cc, lc)
     else:
-        _launch_tiled(variant, *args)
+        _launch_tiled(variant, split, *args)
     return c
 
 

@@ -148,8 +148,10 @@ class CupyOps(_Columns):
 
         cp = cupy()
         # The steps address their blocks by device pointer (the *_ptr launchers: no views, no
-        # validation), since the CPU panel's host enqueues them between two panels.
-        self._cp, self._gemm, self._laswp = cp, gemm_ptr, laswp_ptr
+        # validation), since the CPU panel's host enqueues them between two panels; no split
+        # K (its workspace would be allocated during a graph capture).
+        self._cp, self._laswp = cp, laswp_ptr
+        self._gemm = functools.partial(gemm_ptr, split=1)
         self._product, self.precision = product_into, precision   # the trailing update
         self._pick = pick_variant
         self._transpose, self._trsm = transpose_ptr, trsm_ptr

@@ -7,7 +7,7 @@
 // (B[j*ldb + k]).  A column-major C is handled by the caller as C^T = B^T A^T.  All offsets
 // are 64-bit.  beta == 0 never reads C (C may hold NaN).
 //
-// sgemm_tiled<BM, BN, BK, TM, TN, MINB, DBUF, A_KMAJOR, B_NMAJOR, VEC> (Volkov's lessons):
+// sgemm_tiled<BM, BN, BK, TM, TN, MINB, DBUF, A_KMAJOR, B_NMAJOR, VEC, SPLIT> (Volkov's lessons):
 //   * one block computes a BM x BN tile of C with (BM/TM)*(BN/TN) threads; each thread keeps a
 //     TM x TN register tile of C, split in 4x4 sub-blocks spaced BM/(TM/4) rows and BN/(TN/4)
 //     columns apart so its shared-memory reads are conflict-free float4s;
@@ -26,6 +26,11 @@
 //   requires lda, ldb, ldc multiples of 4 and 16-byte aligned base pointers (caller checks).
 //   Bound: flop-bound; arithmetic intensity of a block = BM*BN/(2*(BM+BN)) flop per byte of
 //   operand traffic (32 flop/B for 128x128) against ~65 TFLOP/s FFMA peak on an H100.
+//
+// Split K, for products with too few C tiles to fill the device (sgemm_tiled with SPLIT,
+// launched with gridDim.y = S > 1 rows and beta = 0): grid row y multiplies the y-th part of
+// K into its own M x ldc slab of a workspace, and sgemm_splitk_sum adds the S slabs (in
+// order) and beta*C into C.  Bound: the products as above; the sum is bandwidth-bound.
 //
 // sgemm_volkov2008: Volkov & Demmel's 2008 sgemmNN kept as the baseline variant (64x16 C block,
 // 64 threads, each thread one row of 16 C values in registers, A streamed from global memory,
@@ -239,10 +244,24 @@ __device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], const f
     }
 }
 
+// Split K (a grid of gridDim.y > 1 rows, beta == 0): grid row y multiplies k-slices
+// [kt0, kt0 + count) of the K dimension's BK-wide slices (count, returned, may be 0 for the
+// last rows) and writes its partial product to the y-th of the gridDim.y M x ldc slabs that
+// start at C (split_c); sgemm_splitk_sum adds them.  One grid row: every slice, C itself.
+template <int BK>
+__device__ __forceinline__ int split_k(int K, int& kt0) {
+    const int slices = (K + BK - 1) / BK, per = (slices + gridDim.y - 1) / gridDim.y;
+    kt0 = min(slices, (int)blockIdx.y * per);
+    return min(per, slices - kt0);
+}
+__device__ __forceinline__ float* split_c(float* C, int M, long long ldc) {
+    return C + blockIdx.y * (long long)M * ldc;
+}
+
 }  // namespace
 
 template <int BM, int BN, int BK, int TM, int TN, int MINB, bool DBUF, bool A_KMAJOR,
-          bool B_NMAJOR, bool VEC>
+          bool B_NMAJOR, bool VEC, bool SPLIT = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), VEC ? MINB : 1)
 sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
             const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
@@ -271,11 +290,15 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     // the current one) -> shared memory.
     const SliceOperand<BM, BK, THREADS, A_KMAJOR> opa(A, lda, M, K, row0, tid);
     const SliceOperand<BN, BK, THREADS, !B_NMAJOR> opb(B, ldb, N, K, col0, tid);
-    const int kfast = VEC && row0 + BM <= M && col0 + BN <= N ? K / BK : 0;
+    // This grid row's slices kt0 + t, t < ktiles (SPLIT: split K; a separate instantiation,
+    // as the extra register costs the others 1.5-3%); those below kfast lie inside K.
+    int kt0 = 0;
+    const int ktiles = SPLIT ? split_k<BK>(K, kt0) : (K + BK - 1) / BK;
+    const int kfast = VEC && row0 + BM <= M && col0 + BN <= N ? K / BK - kt0 : 0;
     float4 ra[decltype(opa)::LOADS], rb[decltype(opb)::LOADS];
-    auto load = [&](int kt) {
-        opa.template load<VEC>(ra, kt, kt < kfast);
-        opb.template load<VEC>(rb, kt, kt < kfast);
+    auto load = [&](int t) {
+        opa.template load<VEC>(ra, kt0 + t, t < kfast);
+        opb.template load<VEC>(rb, kt0 + t, t < kfast);
     };
     auto store_smem = [&](int buf) {
         opa.template store<LDA_S>(ra, &As[buf][0][0]);
@@ -288,7 +311,6 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    const int ktiles = (K + BK - 1) / BK;
     if (ktiles > 0) {
         load(0);
         store_smem(0);
@@ -354,7 +376,8 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
         }
     }
 
-    store_c_tile<TM, TN, BN, STRIDE_M, STRIDE_N, VEC>(acc, nullptr, C, ldc, row0, col0, M, N,
+    float* Cy = SPLIT ? split_c(C, M, ldc) : C;   // this grid row's slab
+    store_c_tile<TM, TN, BN, STRIDE_M, STRIDE_N, VEC>(acc, nullptr, Cy, ldc, row0, col0, M, N,
                                                       tx, ty, alpha, beta);
 }
 
@@ -452,6 +475,45 @@ sgemm_pipelined(int M, int N, int K, float alpha, const float* __restrict__ A, l
     if (read_c) __syncthreads();  // C tile copied by other threads is visible
     store_c_tile<TM, TN, BN, STRIDE_M, STRIDE_N, VEC>(acc, read_c ? Cs : nullptr, C, ldc, row0,
                                                       col0, M, N, tx, ty, alpha, beta);
+}
+
+// sgemm_splitk_sum<VEC>: C = W_0 + W_1 + ... + W_{S-1} + beta*C for an M x N C, the S partial
+// products of a split-K launch (slabs of M x ldw floats from W, ldw % 4 == 0 and W 16-byte
+// aligned).  One thread per 4 consecutive elements of a row, a grid-stride loop; the
+// partials are summed in slab order, so the result does not depend on the launch.  VEC:
+// 16-byte access to C (ldc % 4 == 0, aligned).  beta == 0 never reads C.  Bound: memory
+// bandwidth, (S + 1) x 4 bytes per element (S + 2 with beta).
+template <bool VEC>
+__global__ void __launch_bounds__(256)
+sgemm_splitk_sum(int M, int N, int S, const float* __restrict__ W, long long ldw, float beta,
+                 float* __restrict__ C, long long ldc)
+{
+    const long long quads = (N + 3) / 4, total = M * quads, slab = M * ldw;
+    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < total;
+         q += (long long)gridDim.x * blockDim.x) {
+        const long long i = q / quads;
+        const int j = (int)(q - i * quads) * 4;
+        const float* w = W + i * ldw + j;
+        float4 s = *reinterpret_cast<const float4*>(w);
+        for (int t = 1; t < S; ++t) {
+            const float4 v = *reinterpret_cast<const float4*>(w + t * slab);
+            s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;
+        }
+        float* c = C + i * ldc + j;
+        if (VEC && j + 4 <= N) {
+            if (beta != 0.0f) {
+                const float4 o = *reinterpret_cast<const float4*>(c);
+                s.x = fmaf(beta, o.x, s.x); s.y = fmaf(beta, o.y, s.y);
+                s.z = fmaf(beta, o.z, s.z); s.w = fmaf(beta, o.w, s.w);
+            }
+            *reinterpret_cast<float4*>(c) = s;
+        } else {
+            const float v[4] = {s.x, s.y, s.z, s.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                if (j + e < N) c[e] = beta != 0.0f ? fmaf(beta, c[e], v[e]) : v[e];
+        }
+    }
 }
 
 // Volkov & Demmel (2008) sgemmNN, column-major in its own terms: Cc (Mc x Nc, ldc) =

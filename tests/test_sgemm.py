@@ -122,6 +122,24 @@ def test_pick_variant_follows_k_and_the_major_of_a():
         _blas.pick_variant(512, 512, 64, 1.0)
 
 
+def test_pick_split_only_for_few_tiles_and_long_k():
+    # the H100 sweep's best power-of-two splits (docs/performance_notes.md)
+    assert _blas.pick_split(1024, 1024, 1024) == 4              # 64 tiles of 128 x 128
+    assert _blas.pick_split(1280, 1280, 1280) == 2
+    assert _blas.pick_split(1024, 1024, 4096) == 4
+    assert _blas.pick_split(512, 512, 8192) == 16
+    assert _blas.pick_split(256, 256, 16384) == 64             # k / S >= SPLIT_MIN_PART
+    assert _blas.pick_split(2048, 2048, 2048) == 1             # 256 tiles: enough blocks
+    assert _blas.pick_split(16384, 16384, 16384) == 1
+    assert _blas.pick_split(1024, 1024, 256) == 1              # k too short to split
+    assert _blas.pick_split(64, 64, 1 << 20) == _blas.SPLIT_MAX
+    a = np.empty((1024, 1024), np.float32)
+    assert _blas.chosen_variant(a, a, 0.0, a) == f"{_blas.SPLIT_VARIANT} (k split 4)"
+    assert _blas.chosen_variant(a, a, 1.0, a.T) == f"{_blas.SPLIT_VARIANT} (k split 4)"
+    big = np.empty((4096, 4096), np.float32)
+    assert "split" not in _blas.chosen_variant(big, big, 0.0, big)
+
+
 # ---------------------------------------------------------------- GPU: the kernels
 
 SHAPES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (1, 300, 7), (300, 1, 7), (127, 129, 65),
@@ -170,6 +188,61 @@ def test_variants_beta_update_edges(cp, rng, variant, shape):
     frame = cp.asnumpy(big).copy()
     frame[1:m + 1, 2:n + 2] = np.nan
     assert np.isnan(frame).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", ["dbuf128", "dbuf256x128", "dbuf128x256"])
+@pytest.mark.parametrize("split", [2, 3, 8])
+@pytest.mark.parametrize("shape", [(1, 1, 513), (97, 131, 1000), (128, 256, 4096),
+                                   (257, 65, 77), (3, 300, 9)])
+@pytest.mark.parametrize("beta", [0.0, -0.5])
+@pytest.mark.parametrize("orders", ["CCC", "FFC", "CCF"])
+def test_split_k(cp, rng, variant, split, shape, beta, orders):
+    """k in `split` parts (some short or empty when k is small), partials summed with beta*C:
+    float64 accuracy class, every element written once, NaN C untouched by beta = 0."""
+    m, n, k = shape
+    order = lambda x, o: cp.asarray(x if o == "C" else np.asfortranarray(x))
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    ref = 1.5 * (a.astype(np.float64) @ b) + beta * c0.astype(np.float64)
+    big = cp.full((m + 2, n + 3), np.nan, dtype=np.float32)   # odd ld: the scalar sum path
+    c = big[1:m + 1, 2:n + 2] if orders[2] == "C" else big.T[2:n + 2, 1:m + 1].T
+    c[...] = cp.asarray(c0) if beta else cp.nan
+    _blas.gemm_into(1.5, order(a, orders[0]), order(b, orders[1]), beta, c, variant=variant,
+                    split=split)
+    out = cp.asnumpy(c)
+    assert np.isfinite(out).all()
+    assert rel_err(out, ref) <= 2e-6 * max(1, np.sqrt(k))
+    frame = cp.asnumpy(big).copy()
+    frame[1:m + 1, 2:n + 2] = np.nan
+    assert np.isnan(frame).all()
+
+
+@pytest.mark.gpu
+def test_public_sgemm_splits_k(cp, rng):
+    """The public path splits k where pick_split says so (1024^3: 4 parts), beta and all."""
+    a, b, c0 = (rng.standard_normal((1024, 1024), dtype=np.float32) for _ in range(3))
+    assert _blas.chosen_variant(a, b, 0.5, c0) == f"{_blas.SPLIT_VARIANT} (k split 4)"
+    ab = a.astype(np.float64) @ b
+    c = cp.asarray(c0)
+    gpulinalg.sgemm(2.0, cp.asarray(a), cp.asarray(b), beta=0.5, c=c, overwrite_c=True)
+    err = rel_err(cp.asnumpy(c), 2.0 * ab + 0.5 * c0)
+    assert err <= max(2 * _cublas_err(cp, a, b, ab), 2e-6)
+    with pytest.raises(ValueError, match="does not split"):
+        _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, c, variant="pipe128", split=2)
+
+
+@pytest.mark.gpu
+def test_split_k_is_deterministic_and_close_to_unsplit(cp, rng):
+    a = cp.asarray(rng.standard_normal((512, 4096), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((4096, 384), dtype=np.float32))
+    one, two, again = (cp.empty((512, 384), dtype=np.float32) for _ in range(3))
+    _blas.gemm_into(1.0, a, b, 0.0, one, variant="dbuf128", split=1)
+    _blas.gemm_into(1.0, a, b, 0.0, two, variant="dbuf128", split=4)
+    _blas.gemm_into(1.0, a, b, 0.0, again, variant="dbuf128", split=4)
+    assert bool((two == again).all())
+    assert float(cp.abs(one - two).max()) <= 1e-5 * float(cp.abs(one).max())
 
 
 @pytest.mark.gpu
