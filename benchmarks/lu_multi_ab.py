@@ -11,12 +11,15 @@ several --vary run every combination, each against the one-GPU time with the sam
 Prints per setting the one-GPU time, then per device count the median wall ms of
 lu_factor(cupy array, devices=P) (3 calls after a warm-up), its ratio to the one-GPU time,
 and from one synchronised call the phase times and, per device, the update stream's busy
-time and its own panels' time.
+time and its own panels' time.  --steps FILE also writes that call's per-step timeline (JSON) and
+prints it in 8 groups of steps: the group's wall (from the previous group's end on the
+slowest device), the busiest device's update time and the panels' time in it.
 """
 
 import argparse
 import importlib
 import itertools
+import json
 import statistics
 import time
 
@@ -30,6 +33,7 @@ def main():
                    help="[MODULE.]NAME=v1,v2: a constant of gpulinalg (default module "
                         "_lu_multi) and its values; repeatable")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--steps", help="write the per-step timelines (JSON) to this file")
     args = p.parse_args()
     import cupy as cp
 
@@ -57,6 +61,7 @@ def main():
                 times.append((time.perf_counter() - t) * 1e3)
         return statistics.median(times)
 
+    recorded = []
     for nb in (int(x) for x in args.nb.split(",")):
         for combo in itertools.product(*(values for _, _, values in knobs)):
             for (mod, name, _), value in zip(knobs, combo):
@@ -74,8 +79,37 @@ def main():
                       f"scatter {t['scatter_ms']:.1f} factor {t['factor_ms']:.1f} gather "
                       f"{t['gather_ms']:.1f} (host enqueue {t['enqueue_ms']:.1f}); "
                       f"per device [update/panel ms] {per}", flush=True)
+                if args.steps:
+                    print_groups(t)
+                    recorded.append(dict(t, setting=label))
         for (mod, name, _), value in zip(knobs, defaults):
             setattr(mod, name, value)
+    if args.steps:
+        with open(args.steps, "w") as f:
+            json.dump(recorded, f)
+
+
+def print_groups(t, groups=8):
+    """The timeline's steps in `groups` groups: wall, busiest update stream, panels (ms)."""
+    devs = t["devices"]
+    nsteps = 1 + max(s for d in devs for s, _, _ in d["steps"])
+    ends = {}
+    for d in devs:
+        for s, _, b in d["steps"]:
+            ends[s] = max(ends.get(s, 0.0), b)
+    prev = 0.0
+    for g in range(groups):
+        lo, hi = g * nsteps // groups, (g + 1) * nsteps // groups
+        if lo == hi:
+            continue
+        inside = lambda rows: sum(b - a for s, a, b in rows if lo <= s < hi)
+        busy = max(inside(d["steps"]) for d in devs)
+        panels = sum(inside(d["panel_steps"]) for d in devs)
+        end = max(ends[s] for s in range(lo, hi) if s in ends)
+        print(f"    steps {lo:3d}-{hi - 1:3d}: wall {end - prev:7.1f} ms, busiest update "
+              f"{busy:7.1f}, panels {panels:6.1f}", flush=True)
+        prev = end
+
 
 if __name__ == "__main__":
     main()

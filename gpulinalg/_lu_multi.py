@@ -102,7 +102,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             if op == "factor":
                 res, early = early or panels[d].factor(dev, s, j0, j1, sent, inv_threshold), None
                 o, info = d, info or res.info
-                panel_marks[d].append((res.recv_start, res.done))
+                panel_marks[d].append((s, res.recv_start, res.done))
                 dev.wait("update", res.done)
                 if home is not None:   # block s is final but for later left swaps: collect it
                     got = home.take(j0, j1, dev, res.done, piv=(j0, j1))
@@ -145,7 +145,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         for d, dev in enumerate(devs):
             end = dev.end_step(s)
             if timeline is not None and d in starts:
-                marks[d].append((starts[d], end))
+                marks[d].append((s, starts[d], end))
     assert pending.empty(), "columns arrived that no step waited for"
     if home is not None:   # columns right of the last panel (m < n) are final now
         for d, dev in enumerate(devs):
@@ -195,17 +195,21 @@ class _Pending:
 
 def _timeline(devs, origin, marks, panel_marks):
     """Per device: wall (first to last event), the update stream's busy time (sum over steps
-    from its first operation to its end; includes time a starved SGEMM waits for SMs), and
-    its own panels' time on the panel stream."""
+    from its first operation to its end; includes time a starved SGEMM waits for SMs), its
+    own panels' time on the panel stream, and per step [s, start, end] of its update stream
+    (`steps`) and of its own panels (`panel_steps`), in ms from its origin (the devices'
+    origins are recorded at the same host instant, while every device is idle)."""
     rows = []
     for d, dev in enumerate(devs):
         el = dev.elapsed_ms
+        spans = lambda ms: [[s, el(origin[d], a), el(origin[d], b)] for s, a, b in ms]
+        steps, panels = spans(marks[d]), spans(panel_marks[d])
         rows.append({
             "device": d,
-            "wall_ms": el(origin[d], marks[d][-1][1]) if marks[d] else 0.0,
-            "update_ms": sum(el(a, b) for a, b in marks[d]),
-            "panel_ms": sum(el(a, b) for a, b in panel_marks[d]),
-            "panels": len(panel_marks[d])})
+            "wall_ms": steps[-1][2] if steps else 0.0,
+            "update_ms": sum(b - a for _, a, b in steps),
+            "panel_ms": sum(b - a for _, a, b in panels),
+            "panels": len(panels), "steps": steps, "panel_steps": panels})
     return {"devices": rows}
 
 
