@@ -82,7 +82,7 @@ def pick_split(m, n, k):
     minimises the modelled time waves(S) * (k/S + SPLIT_BLOCK_COST), where waves(S) =
     ceil(tiles * S / slots), with k/S >= SPLIT_MIN_PART; only when the tiles alone leave
     resident slots empty (otherwise the workspace traffic is not paid back).  H100, against
-    the unsplit pick: 1024^3 x0.82 -> x1.17 cuBLAS, 1536^3 0.75 -> 1.03, 512^2 x 8192 0.31 ->
+    the unsplit pick: 1024^3 x0.82 -> x1.17 cuBLAS, 1536^3 0.75 -> 1.05, 512^2 x 8192 0.31 ->
     1.09 (benchmarks/sgemm_ab.py)."""
     t = VARIANTS[SPLIT_VARIANT]
     tiles, slots = -(-m // t.BM) * -(-n // t.BN), _NUM_SMS_GUESS * t.MINB
