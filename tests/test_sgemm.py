@@ -206,8 +206,11 @@ def test_split_k(cp, rng, variant, split, shape, beta, orders):
     b = rng.standard_normal((k, n), dtype=np.float32)
     c0 = rng.standard_normal((m, n), dtype=np.float32)
     ref = 1.5 * (a.astype(np.float64) @ b) + beta * c0.astype(np.float64)
-    big = cp.full((m + 2, n + 3), np.nan, dtype=np.float32)   # odd ld: the scalar sum path
-    c = big[1:m + 1, 2:n + 2] if orders[2] == "C" else big.T[2:n + 2, 1:m + 1].T
+    # C inside a NaN frame with an odd leading dimension (the sum's scalar path): row-major,
+    # or column-major (a block of a transposed buffer)
+    big = cp.full((m + 2, n + 3) if orders[2] == "C" else (n + 3, m + 2), np.nan,
+                  dtype=np.float32)
+    c = big[1:m + 1, 2:n + 2] if orders[2] == "C" else big[2:n + 2, 1:m + 1].T
     c[...] = cp.asarray(c0) if beta else cp.nan
     _blas.gemm_into(1.5, order(a, orders[0]), order(b, orders[1]), beta, c, variant=variant,
                     split=split)
@@ -215,7 +218,10 @@ def test_split_k(cp, rng, variant, split, shape, beta, orders):
     assert np.isfinite(out).all()
     assert rel_err(out, ref) <= 2e-6 * max(1, np.sqrt(k))
     frame = cp.asnumpy(big).copy()
-    frame[1:m + 1, 2:n + 2] = np.nan
+    if orders[2] == "C":
+        frame[1:m + 1, 2:n + 2] = np.nan
+    else:
+        frame[2:n + 2, 1:m + 1] = np.nan
     assert np.isnan(frame).all()
 
 
