@@ -77,9 +77,8 @@ def workspace_floats(m, n, k, t, mode):
     return _PARTS[mode] * kp * (mp + np_)
 
 
-def _kernel_name(t, mode, vec):
-    args = (f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
-            f"{str(t.SPLIT).lower()},{str(vec).lower()}")
+def _kernel_name(t, mode):
+    args = f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},{str(t.SPLIT).lower()}"
     return f"sgemm_wgmma{'_tma' if t.PIPE == 'tma' else ''}<{args}>"
 
 
@@ -89,8 +88,8 @@ def _split_name(kmajor, mode):
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90a).
 KERNEL_NAMES = tuple(
-    _kernel_name(t, mode, v) for t in VARIANTS.values() for mode in MODES
-    if stages(t, mode) for v in (True, False)) + tuple(
+    _kernel_name(t, mode) for t in VARIANTS.values() for mode in MODES
+    if stages(t, mode)) + tuple(
     _split_name(km, mode) for km in (True, False) for mode in MODES)
 
 
@@ -115,11 +114,11 @@ def available():
 
 
 @functools.lru_cache(maxsize=None)
-def _main_kernel(device_id, variant, mode, vec):
+def _main_kernel(device_id, variant, mode):
     """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
     t = VARIANTS[variant]
     smem = dynamic_smem(t, mode)
-    return get_kernel(FAMILY, _kernel_name(t, mode, vec), dynamic_smem=smem,
+    return get_kernel(FAMILY, _kernel_name(t, mode), dynamic_smem=smem,
                       arch_specific=True), smem
 
 
@@ -153,8 +152,7 @@ def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
     cp = cupy()
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
-    vec = c.data.ptr % 8 == 0 and ldc % 2 == 0
-    kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode, vec)
+    kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode)
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(ktiles), np.float32(alpha), wa, wb,

@@ -17,7 +17,7 @@
 //   32 x 8 threads moves one 32 x 32 tile through shared memory, reading along X's contiguous
 //   dimension and writing whole 128-byte swizzled rows.
 //
-// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the product, first version (kept as the
+// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT>: the product, first version (kept as the
 // baseline).  A block computes one BM x BN tile of C (row-major, ldc; grouped rasterisation,
 // async_copy.cuh) with BM/64 warpgroups; warpgroup w owns rows 64w..64w+63 and all BN columns,
 // as BN/WN wgmma m64nWNk8 sub-blocks.  Block (tile, slice) of the workspace is one contiguous
@@ -32,11 +32,19 @@
 // temporary m64nWN tile, waited for (wgmma.wait_group 0) and added to the running sum with FP32
 // FADDs (round to nearest).  The other warpgroup's wgmmas keep the tensor pipe busy meanwhile.
 // Without SPLIT the wgmmas accumulate into the sum directly (plain TF32 only).
+// Epilogue (both kernels): the scaled accumulators go through the free ring to shared memory,
+// then every consumer warp reads and writes whole 16-byte runs of C's rows, a batch of loads
+// in flight per thread before its stores.  In a rank-k update (C -= A*B, k = 64..512) C's
+// read and write are most of the time: the first version stored float2s straight from the
+// fragments, one load at a time, and ran the whole product at ~1 TB/s of C traffic.
 //
-// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT, VEC>: the same tiles and wgmma sequence,
+// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT>: the same tiles and wgmma sequence,
 // warp-specialised (the 3xTF32 default): BM/64 consumer warpgroups plus a producer warpgroup
 // whose one active thread fills the ring with bulk copies (cp.async.bulk, the TMA engine) and
 // full/empty mbarriers per stage; no __syncthreads in the loop (details above the kernel).
+// PF_LEAD slices before the end of its k loop (so at once in a short one) the producer warp
+// asks L2 for the block's C tile (prefetch.global.L2), which DRAM then serves while the tensor
+// cores work.
 // H100, n = 16384, 128 x 256, main kernel alone: 109 TF/s with cp.async, 131 with the TMA
 // pipeline (benchmarks/wgmma_sweep.py).
 //
@@ -59,7 +67,7 @@
 // Knobs (template parameters; gpulinalg/_gemm_wgmma.py passes them from its VARIANTS table and
 // the static_asserts check them; PIPE there picks the kernel): BM = 64 * consumer warpgroups,
 // BN, WN (wgmma N: 128 or 256), BK = 32 (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32,
-// 1: TF32), SPLIT, VEC (C 8-byte aligned with even ldc: float2 stores).  Threads: BM/64 * 128
+// 1: TF32), SPLIT.  Threads: BM/64 * 128
 // (+ 128 for the TMA producer).  Dynamic shared memory: STAGES * PARTS * (BM + BN) * 128
 // bytes + 1024 (alignment slack).  Inputs must be finite (Inf becomes NaN through x - big).
 // Bound: tensor-core-bound; 3xTF32 issues three TF32 products, so its ceiling is a third of the
@@ -75,6 +83,7 @@
 namespace {
 
 constexpr int WG_BK = 32;  // k per slice: one 128-byte swizzle row of TF32
+constexpr int PF_LEAD = 4;  // TMA pipeline: C's tile is prefetched this many slices before the end
 
 __device__ __forceinline__ float wg_to_tf32(float x) {
     unsigned r;
@@ -263,34 +272,106 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     }
 }
 
-// Epilogue: C = alpha*acc + beta*C for warpgroup wg's 64 rows of the BM x BN tile (tile_m,
-// tile_n).  Thread (warp q of the warpgroup, g, t) holds, per sub-block h and 8-column group
-// j, columns 8j+2t, +1 of rows 16q+g and 16q+g+8; gj is even and, under VEC, ldc even, so the
-// pairs are 8-byte aligned.
-template <int BM, int BN, int WN, bool VEC>
-__device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
-                                            float beta, const float* acc, int tile_m,
-                                            int tile_n, int wg, int tid) {
-    constexpr int NSUB = BN / WN, SUB = WN / 2;
-    const int lane = tid & 31, q = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+// Barrier among the first `threads` threads of the block (the consumers; hardware barrier 1).
+__device__ __forceinline__ void wg_bar(int threads) {
+    asm volatile("bar.sync 1, %0;\n" :: "r"(threads) : "memory");
+}
+
+// Four consecutive elements p[0..3] of C's row; FAST: one 16-byte access, else the `left`
+// (elements before the row's end) that exist, 0 for the rest.
+template <bool FAST>
+__device__ __forceinline__ float4 wg_ld4(const float* p, long long left) {
+    if (FAST) return *reinterpret_cast<const float4*>(p);
+    return make_float4(left > 0 ? p[0] : 0.0f, left > 1 ? p[1] : 0.0f, left > 2 ? p[2] : 0.0f,
+                       left > 3 ? p[3] : 0.0f);
+}
+template <bool FAST>
+__device__ __forceinline__ void wg_st4(float* p, long long left, float4 v) {
+    if (FAST) {
+        *reinterpret_cast<float4*>(p) = v;
+        return;
+    }
+    if (left > 0) p[0] = v.x;
+    if (left > 1) p[1] = v.y;
+    if (left > 2) p[2] = v.z;
+    if (left > 3) p[3] = v.w;
+}
+
+// Second half of the epilogue: C = T + beta*C for the BM x BN tile T (alpha already applied)
+// staged in shared memory (row pitch LDT floats).  Warp w of the WARPS takes rows
+// w*BM/WARPS.. in batches of R, lane l columns 4l + 128c (c < BN/128): every batch loads its
+// R*BN/128 16-byte runs of C before it stores any, so each thread keeps that many loads in
+// flight (C's rows may alias for all the compiler knows: it would not reorder them itself).
+// FAST: the tile lies inside N and C's rows are 16-byte aligned.  beta == 0 never reads C.
+template <bool FAST, int BM, int BN, int LDT, int WARPS>
+__device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int N, float beta,
+                                             const float* T, long long row0, long long col0,
+                                             int warp, int lane) {
+    constexpr int CH = BN / 128, RW = BM / WARPS, R = 16 / CH < RW ? 16 / CH : RW;
+    static_assert(BN % 128 == 0 && BM % WARPS == 0 && RW % R == 0, "epilogue batches");
 #pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-        const long long gi = (long long)tile_m * BM + wg * 64 + 16 * q + 8 * hr + g;
-        if (gi >= M) continue;
-        float* crow = C + gi * ldc;
+    for (int rb = 0; rb < RW; rb += R) {
+        float4 old[R][CH];
 #pragma unroll
-        for (int h = 0; h < NSUB; ++h)
+        for (int i = 0; i < R; ++i) {
+            const long long gi = row0 + warp * RW + rb + i;
 #pragma unroll
-            for (int j = 0; j < WN / 8; ++j) {
-                const long long gj = (long long)tile_n * BN + h * WN + 8 * j + 2 * t;
-                float v0 = alpha * acc[h * SUB + 4 * j + 2 * hr];
-                float v1 = alpha * acc[h * SUB + 4 * j + 2 * hr + 1];
-                store_c_pair<VEC>(crow, gj, N, beta, v0, v1);
+            for (int c = 0; c < CH; ++c) {
+                const long long gj = col0 + 4 * lane + 128 * c;
+                old[i][c] = beta != 0.0f && gi < M ? wg_ld4<FAST>(C + gi * ldc + gj, N - gj)
+                                                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
+        }
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+            const int r = warp * RW + rb + i;
+            if (row0 + r >= M) continue;
+#pragma unroll
+            for (int c = 0; c < CH; ++c) {
+                const long long gj = col0 + 4 * lane + 128 * c;
+                const float4 v = *reinterpret_cast<const float4*>(T + r * LDT + 4 * lane + 128 * c);
+                const float4 o = old[i][c];
+                wg_st4<FAST>(C + (row0 + r) * ldc + gj, N - gj,
+                             make_float4(fmaf(beta, o.x, v.x), fmaf(beta, o.y, v.y),
+                                         fmaf(beta, o.z, v.z), fmaf(beta, o.w, v.w)));
+            }
+        }
     }
 }
 
-template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
+// Epilogue: C = alpha*acc + beta*C for the BM x BN tile (tile_m, tile_n), by the block's
+// THREADS consumer threads, through shared memory (the ring, free once every warpgroup's
+// wgmmas are done: the first barrier).  Thread (warp q of warpgroup wg, g, t) holds, per
+// sub-block h and 8-column group j, columns 8j+2t, +1 of rows 64wg+16q+g and +8: over the
+// tile, pair p = (WN/8)h + j is columns 8p+2t, +1 in accumulators 4p + 2hr, +1 (hr: the row
+// +8).  They go to T as float2s (pitch BN+8: conflict-free), then wg_tile_to_c reads whole
+// 16-byte runs of rows, coalesced, against C (the TMA kernel has asked L2 for them already).
+template <int BM, int BN, int THREADS>
+__device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
+                                            float beta, const float* acc, float* T,
+                                            int tile_m, int tile_n, int tid) {
+    constexpr int LDT = BN + 8, WARPS = THREADS / 32;
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+    wg_bar(THREADS);
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+        float* trow = T + (16 * warp + 8 * hr + g) * LDT + 2 * t;   // warp = 4wg + q
+#pragma unroll
+        for (int p = 0; p < BN / 8; ++p)
+            *reinterpret_cast<float2*>(trow + 8 * p) =
+                make_float2(alpha * acc[4 * p + 2 * hr], alpha * acc[4 * p + 2 * hr + 1]);
+    }
+    wg_bar(THREADS);
+    const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
+    const bool fast = col0 + BN <= N &&
+                      ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 4) & 15) == 0;
+    if (fast)
+        wg_tile_to_c<true, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane);
+    else
+        wg_tile_to_c<false, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane);
+}
+
+template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
 __global__ void __launch_bounds__((BM / 64) * 128, 1)
 sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
             const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
@@ -307,6 +388,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
                   "the 16-byte copies cover a stage exactly");
     static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024,
                   "the ring fits in 227 KiB of shared memory");
+    static_assert(BM * (BN + 8) <= STAGES * STAGE, "the epilogue's tile fits in the ring");
 
     extern __shared__ __align__(16) unsigned char wg_smem_raw[];
     // Swizzled tiles need 1024-byte aligned bases (descriptor base offset 0).
@@ -367,7 +449,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
     }
     cp_async_wait<0>();
 
-    wg_epilogue<BM, BN, WN, VEC>(C, ldc, M, N, alpha, beta, acc, tile_m, tile_n, wg, tid);
+    wg_epilogue<BM, BN, THREADS>(C, ldc, M, N, alpha, beta, acc, ring, tile_m, tile_n, tid);
 }
 
 // ---------------------------------------------------------------- the product, TMA pipeline
@@ -382,7 +464,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
 // with one arrival per warp on empty[s] once their wgmmas have been waited for.  No
 // __syncthreads in the loop: the warpgroups run decoupled and the copies no longer cost the
 // consumers issue slots.
-template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool VEC>
+template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
 __global__ void __launch_bounds__((BM / 64) * 128 + 128, 1)
 sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
                 const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
@@ -404,6 +486,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
                   "whole bulk copies (16-byte multiples)");
     static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024 - 256,
                   "the ring (and the barriers) fit in 227 KiB of shared memory");
+    static_assert(BM * (BN + 8) <= STAGES * STAGE, "the epilogue's tile fits in the ring");
 
     extern __shared__ __align__(16) unsigned char wg_smem_raw[];
     __shared__ __align__(8) unsigned long long bars[2 * STAGES];   // full[s], then empty[s]
@@ -426,26 +509,36 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
 
     if (tid >= CONSUMERS) {
         setmaxnreg_dec<40>();
-        // Producer: refill stage s with slice kt once every consumer warp has released it
-        // (slice kt - STAGES, phase parity ^ 1).
-        if (tid == CONSUMERS) {
+        // Producer warp: refill stage s with slice kt once every consumer warp has released
+        // it (slice kt - STAGES, phase parity ^ 1), lane 0 issuing the copies; PF_LEAD slices
+        // before the end (at the start of a short product) the warp also asks L2 for this
+        // block's tile of C, so that the epilogue reads it from L2 while DRAM serves the
+        // next tiles (rank-k updates: C's traffic is most of the time).
+        if (tid < CONSUMERS + 32) {
+            const int lane = tid & 31;
+            const int pf_at = beta != 0.0f ? max(ktiles - PF_LEAD, 0) : -1;
             const char* ga = reinterpret_cast<const char*>(WA + (long long)tile_m * ktiles * A_STAGE);
             const char* gb = reinterpret_cast<const char*>(WB + (long long)tile_n * ktiles * B_STAGE);
             int s = 0;
             unsigned phase = 0;
             for (int kt = 0; kt < ktiles; ++kt) {
+                if (kt == pf_at)
+                    prefetch_tile_l2(C, ldc, M, N, (long long)tile_m * BM, BM,
+                                     (long long)tile_n * BN, BN, lane);
                 if (kt >= STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);
-                const unsigned full = full0 + 8 * s;
-                const unsigned sa = ring_addr + 4u * s * STAGE, sb = sa + A_BYTES;
-                const char* pa = ga + (long long)kt * A_BYTES;
-                const char* pb = gb + (long long)kt * B_BYTES;
-                mbar_expect_tx(full, A_BYTES + B_BYTES);
+                if (lane == 0) {
+                    const unsigned full = full0 + 8 * s;
+                    const unsigned sa = ring_addr + 4u * s * STAGE, sb = sa + A_BYTES;
+                    const char* pa = ga + (long long)kt * A_BYTES;
+                    const char* pb = gb + (long long)kt * B_BYTES;
+                    mbar_expect_tx(full, A_BYTES + B_BYTES);
 #pragma unroll
-                for (unsigned o = 0; o < A_BYTES; o += A_PIECE)
-                    bulk_g2s(sa + o, pa + o, A_PIECE, full);
+                    for (unsigned o = 0; o < A_BYTES; o += A_PIECE)
+                        bulk_g2s(sa + o, pa + o, A_PIECE, full);
 #pragma unroll
-                for (unsigned o = 0; o < B_BYTES; o += B_PIECE)
-                    bulk_g2s(sb + o, pb + o, B_PIECE, full);
+                    for (unsigned o = 0; o < B_BYTES; o += B_PIECE)
+                        bulk_g2s(sb + o, pb + o, B_PIECE, full);
+                }
                 if (++s == STAGES) { s = 0; phase ^= 1; }
             }
         }
@@ -472,5 +565,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
         if (++s == STAGES) { s = 0; phase ^= 1; }
     }
 
-    wg_epilogue<BM, BN, WN, VEC>(C, ldc, M, N, alpha, beta, acc, tile_m, tile_n, wg, tid);
+    wg_epilogue<BM, BN, CONSUMERS>(C, ldc, M, N, alpha, beta, acc,
+                                   reinterpret_cast<float*>(wg_smem_raw + (ring_addr - raw)),
+                                   tile_m, tile_n, tid);
 }
