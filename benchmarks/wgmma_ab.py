@@ -21,9 +21,10 @@ from gpulinalg.bench import common
 from gpulinalg.bench.sgemm import cublas_gemm
 
 
-def baseline_main(path, variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
+def baseline_main(path, variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands):
     """The main kernel of the sgemm_wgmma.cu at `path` on a split workspace; older files
-    take a trailing VEC template argument (C 8-byte aligned with an even ldc)."""
+    take a trailing VEC template argument (C 8-byte aligned with an even ldc) and no
+    original operands."""
     t = wg.VARIANTS[variant]
     name = wg._kernel_name(t, mode)
     src = pathlib.Path(path).read_text()
@@ -38,9 +39,12 @@ def baseline_main(path, variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
     kernel.max_dynamic_shared_size_bytes = smem
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     ktiles = -(-k // t.BK)
-    return lambda: kernel(grid, (wg.tile_threads(t),),
-                          (cp.int32(m), cp.int32(n), cp.int32(ktiles), cp.float32(alpha), wa, wb,
-                           cp.float32(beta), c, cp.int64(ldc)), shared_mem=smem)
+    args = (cp.int32(m), cp.int32(n), cp.int32(ktiles), cp.float32(alpha), wa, wb,
+            cp.float32(beta), c, cp.int64(ldc))
+    if "int layout)" in src:
+        a, lda, akm, b, ldb, bnm = operands
+        args += (a, cp.int64(lda), b, cp.int64(ldb), cp.int32(k), cp.int32(int(akm) | 2 * int(bnm)))
+    return lambda: kernel(grid, (wg.tile_threads(t),), args, shared_mem=smem)
 
 
 def case(title, m, n, k, update, args):
@@ -56,10 +60,10 @@ def case(title, m, n, k, update, args):
     fns = {"cublas": lambda: cublas_gemm(cp, a, b, c, alpha, beta),
            "simt": lambda: _blas.gemm_into(alpha, a, b, beta, c, stage_a=True),
            "3xtf32": lambda: _blas.product_into(alpha, a, b, beta, c, "3xtf32"),
-           "main": lambda: wg.multiply(v, "3xtf32", m_, n_, k_, al, wa, wb, be, c_, ldc)}
+           "main": lambda: wg.multiply(v, "3xtf32", m_, n_, k_, al, wa, wb, be, c_, ldc, prob[4:10])}
     if args.baseline:
         fns["main_old"] = baseline_main(args.baseline, v, "3xtf32", m_, n_, k_, al, wa, wb, be,
-                                        c_, ldc)
+                                        c_, ldc, prob[4:10])
     ms = common.time_burst(fns, repeat=args.repeat, calls=3)
     flops = 2.0 * m * n * k
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
@@ -73,7 +77,7 @@ def case(title, m, n, k, update, args):
         if key == "main_old":   # the baseline on this output, from a fresh split
             wo = wg.split_operands(v, "3xtf32", m_, n_, k_, a_, lda, akm, b_, ldb, bnm)
             baseline_main(args.baseline, v, "3xtf32", m_, n_, k_, al, wo[1], wo[2], be,
-                          out, ldc)()
+                          out, ldc, prob[4:10])()
         elif key == "cublas":
             cublas_gemm(cp, a, b, out, alpha, beta)
         else:

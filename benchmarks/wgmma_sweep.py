@@ -40,7 +40,8 @@ def trace(reps, row, a, b, c, prob, flops):
     def pre():
         wg._split(a_, lda, akm, m_, k_, t.BM, kt, "3xtf32", wa)
         wg._split(b_, ldb, not bnm, n_, k_, t.BN, kt, "3xtf32", wb)
-        wg.multiply(v, "3xtf32", m_, n_, k_, alpha, wa, wb, beta, c_, ldc)
+        wg.multiply(v, "3xtf32", m_, n_, k_, alpha, wa, wb, beta, c_, ldc,
+                    (a_, lda, akm, b_, ldb, bnm))
     fixed = [median_ms(pre, 0, 1) for _ in range(reps)]
     for name, ts in (("full", full), ("prealloc", fixed)):
         print(f"  trace {v} {name}: median {flops / statistics.median(ts) / 1e9:.1f} TF/s, "
@@ -103,7 +104,7 @@ def main(argv=None):
                                                                 b_, ldb, bnm))
                     work, wa, wb = wg.split_operands(v, mode, m_, n_, k_, a_, lda, akm, b_, ldb, bnm)
                     main_ms = median_ms(lambda: wg.multiply(v, mode, m_, n_, k_, alpha, wa, wb,
-                                                            beta, c_, ldc))
+                                                            beta, c_, ldc, prob[4:10]))
                     moved = 4.0 * (a.size + b.size) + 4.0 * work.size
                     r = {"mode": mode, "variant": v, "full_ms": full, "split_ms": split,
                          "main_ms": main_ms, "full_tflops": flops / full / 1e9,

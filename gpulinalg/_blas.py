@@ -295,7 +295,14 @@ def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False, split=None):
     return c
 
 
-PRECISIONS = ("fp32", "3xtf32", "tf32")
+PRECISIONS = ("auto", "fp32", "3xtf32", "tf32")
+# precision="auto" (the public default): 3xTF32 through wgmma -- FP32-level accuracy, measured
+# more accurate than the SIMT kernel from k = 64 on (its sums are split per 32-slice) -- for
+# products where it measured faster than the SIMT kernel on the H100
+# (benchmarks/wgmma_ab.py, gpulinalg-bench sgemm): k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN.
+# Below, and on devices without wgmma, the SIMT FP32 kernel.
+AUTO_TC_MIN_K = 128
+AUTO_TC_MIN_MN = 1536 * 1536
 
 
 def _check_precision(precision):
@@ -304,10 +311,22 @@ def _check_precision(precision):
     return precision
 
 
+def resolve_precision(precision, m, n, k):
+    """The arithmetic `precision` means for an m x n x k product ("auto": see AUTO_TC_MIN_K)."""
+    if precision != "auto":
+        return precision
+    if k >= AUTO_TC_MIN_K and m * n >= AUTO_TC_MIN_MN:
+        from . import _gemm_wgmma
+        if _gemm_wgmma.available():
+            return "3xtf32"
+    return "fp32"
+
+
 def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False):
     """gemm_into with the arithmetic chosen by `precision` (see `sgemm`): the tensor-core
     modes run through Hopper's wgmma where the device has it (sm_90), else through mma.sync.
     stage_a: as gemm_into's (FP32 only)."""
+    precision = resolve_precision(precision, a.shape[0], b.shape[1], a.shape[1])
     if precision == "fp32":
         return gemm_into(alpha, a, b, beta, c, stage_a=stage_a)
     from . import _gemm_wgmma
@@ -333,7 +352,7 @@ def _real_scalar(x, name):
 
 
 def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite_c=False, *,
-          precision="fp32"):
+          precision="auto"):
     """Single-precision general matrix multiply on the GPU.
 
     Computes ``alpha * op(a) @ op(b) + beta * c`` with ``op(x) = x`` or ``x.T``.
@@ -351,10 +370,14 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     c : (m, n) array_like, optional
     trans_a, trans_b : bool or {0, 1, 2}, optional
         Use the transpose of a / b (2, the conjugate transpose, is the transpose for reals).
-    precision : {"fp32", "3xtf32", "tf32"}, keyword-only
-        "fp32" (default): the SIMT FP32 kernel.  "3xtf32": tensor cores with each operand split
-        into a TF32 head and tail and three products summed in FP32 (FP32-level accuracy,
-        finite inputs only).  "tf32": one TF32 product (error ~3e-4: not FP32 accuracy).
+    precision : {"auto", "fp32", "3xtf32", "tf32"}, keyword-only
+        "auto" (default): "3xtf32" on Hopper (sm_90) for products with k >= 128 and
+        m*n >= 1536**2, where it is both faster and more accurate than the SIMT kernel
+        (measured, docs/performance.md), else "fp32".  "fp32": the SIMT FP32 kernel.
+        "3xtf32": tensor cores with each operand split into a TF32 head and tail and three
+        products summed in FP32 (FP32-level accuracy; entries whose sum comes out Inf or NaN
+        are recomputed in FP32 on sm_90, so Inf and NaN inputs give FP32's results).  "tf32":
+        one TF32 product (error ~3e-4: not FP32 accuracy).
     overwrite_c : bool, optional
         For a CuPy array or CUDA tensor c of dtype float32 with one unit stride, write the
         result into c and return it.  Otherwise a new array is returned.
@@ -381,7 +404,9 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
 
     Notes
     -----
-    The kernel is a register-tiled SIMT SGEMM in FP32 (kernels/sgemm.cu); strided views with
+    The FP32 kernel is a register-tiled SIMT SGEMM (kernels/sgemm.cu), the 3xTF32 one a
+    Hopper wgmma kernel (kernels/sgemm_wgmma.cu) after a pre-pass that splits the operands
+    into a workspace of 8 bytes per operand element (rounded up to whole tiles); strided views with
     one unit stride and both memory orders are used in place, other strides are copied once.
     For a large rank-k update (beta != 0, k <= 128, a C-ordered result) with a row-major
     op(a), op(a) is first transposed into a temporary of k x m floats, which the kernel then
@@ -428,7 +453,7 @@ def _device_ptr(x, kind):
     return x.data.ptr if kind == "cupy" else x.data_ptr()
 
 
-def matmul(a, b, out=None, *, precision="fp32"):
+def matmul(a, b, out=None, *, precision="auto"):
     """Matrix product of two 2-D float32 arrays on the GPU, like ``numpy.matmul``.
 
     Parameters
@@ -446,8 +471,8 @@ def matmul(a, b, out=None, *, precision="fp32"):
     (m, n) array
         `out` if given, else a new C-ordered array of the inputs' kind.
 
-    precision : {"fp32", "3xtf32", "tf32"}, keyword-only
-        As in `sgemm`.
+    precision : {"auto", "fp32", "3xtf32", "tf32"}, keyword-only
+        As in `sgemm` ("auto", the default: 3xTF32 on Hopper for large products).
 
     See Also
     --------

@@ -147,21 +147,26 @@ def split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor):
     return work, wa, wb
 
 
-def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc):
-    """The main kernel on a split workspace (wa, wb from split_operands)."""
+def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands):
+    """The main kernel on a split workspace (wa, wb from split_operands).  operands: the
+    original (a, lda, a_kmajor, b, ldb, b_nmajor), from which the kernel recomputes in FP32
+    the entries whose split sum comes out Inf or NaN (kernels/sgemm_wgmma.cu, WgExact)."""
     cp = cupy()
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
+    a, lda, a_kmajor, b, ldb, b_nmajor = operands
     kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode)
     grid = (-(-m // t.BM) * -(-n // t.BN),)
     kernel(grid, (tile_threads(t),),
            (np.int32(m), np.int32(n), np.int32(ktiles), np.float32(alpha), wa, wb,
-            np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
+            np.float32(beta), c, np.int64(ldc), a, np.int64(lda), b, np.int64(ldb),
+            np.int32(k), np.int32(int(a_kmajor) | 2 * int(b_nmajor))), shared_mem=smem)
 
 
 def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
-    work, wa, wb = split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor)
-    multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc)
+    operands = (a, lda, a_kmajor, b, ldb, b_nmajor)
+    work, wa, wb = split_operands(variant, mode, m, n, k, *operands)
+    multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands)
 
 
 def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):

@@ -69,7 +69,8 @@
 // BN, WN (wgmma N: 128 or 256), BK = 32 (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32,
 // 1: TF32), SPLIT.  Threads: BM/64 * 128
 // (+ 128 for the TMA producer).  Dynamic shared memory: STAGES * PARTS * (BM + BN) * 128
-// bytes + 1024 (alignment slack).  Inputs must be finite (Inf becomes NaN through x - big).
+// bytes + 1024 (alignment slack).  Inf and NaN inputs: the epilogue recomputes the entries
+// they touch in FP32 (WgExact), so non-finite results are those of FP32 arithmetic.
 // Bound: tensor-core-bound; 3xTF32 issues three TF32 products, so its ceiling is a third of the
 // H100's ~495 TFLOP/s dense TF32.  The pre-split workspace costs 8 bytes per operand element per
 // tile read: intensity BM*BN/(8*(BM+BN)) flop/byte of L2 traffic (10.7 for 128 x 256).  The
@@ -287,8 +288,9 @@ __device__ __forceinline__ float4 wg_ld4(const float* p, long long left) {
 }
 template <bool FAST>
 __device__ __forceinline__ void wg_st4(float* p, long long left, float4 v) {
-    if (FAST) {
-        *reinterpret_cast<float4*>(p) = v;
+    if (FAST) {   // one 16-byte store (in PTX: left to itself, ptxas split some into four)
+        asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n"
+                     :: "l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w));
         return;
     }
     if (left > 0) p[0] = v.x;
@@ -297,16 +299,48 @@ __device__ __forceinline__ void wg_st4(float* p, long long left, float4 v) {
     if (left > 3) p[3] = v.w;
 }
 
+// The original operands, for the entries the split products cannot give faithfully: a sum
+// that comes out Inf or NaN (an Inf or NaN among its inputs, where a TF32 tail times an Inf
+// head can turn FP32's +-Inf into NaN or flip its sign, or an overflow) is recomputed in FP32,
+// alpha * (row i of A . column j of B) + beta * old, summed in order with FMAs: so the
+// non-finite results are FP32's.  A(i, k) = A[i*lda + k] when a_kmajor, else A[k*lda + i];
+// B(k, j) = B[k*ldb + j] when b_nmajor, else B[j*ldb + k].  O(K) per entry, finite results
+// never take it.
+struct WgExact {
+    const float* A;
+    long long lda;
+    const float* B;
+    long long ldb;
+    int K;
+    bool a_kmajor, b_nmajor;
+    float alpha, beta;
+
+    __device__ __forceinline__ float operator()(long long i, long long j, float old) const {
+        const float* a = A + (a_kmajor ? i * lda : i);
+        const float* b = B + (b_nmajor ? j : j * ldb);
+        const long long sa = a_kmajor ? 1 : lda, sb = b_nmajor ? ldb : 1;
+        float s = 0.0f;
+        for (int k = 0; k < K; ++k) s = fmaf(a[k * sa], b[k * sb], s);
+        return fmaf(beta, old, alpha * s);
+    }
+};
+
+__device__ __forceinline__ bool wg_finite(float x) { return fabsf(x) <= 3.402823466e38f; }
+__device__ __forceinline__ bool wg_finite4(float4 v) {
+    return wg_finite(v.x) & wg_finite(v.y) & wg_finite(v.z) & wg_finite(v.w);
+}
+
 // Second half of the epilogue: C = T + beta*C for the BM x BN tile T (alpha already applied)
 // staged in shared memory (row pitch LDT floats).  Warp w of the WARPS takes rows
 // w*BM/WARPS.. in batches of R, lane l columns 4l + 128c (c < BN/128): every batch loads its
 // R*BN/128 16-byte runs of C before it stores any, so each thread keeps that many loads in
 // flight (C's rows may alias for all the compiler knows: it would not reorder them itself).
 // FAST: the tile lies inside N and C's rows are 16-byte aligned.  beta == 0 never reads C.
+// A non-finite entry of T is replaced by exact's FP32 value, after the batch.
 template <bool FAST, int BM, int BN, int LDT, int WARPS>
 __device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int N, float beta,
                                              const float* T, long long row0, long long col0,
-                                             int warp, int lane) {
+                                             int warp, int lane, const WgExact& exact) {
     constexpr int CH = BN / 128, RW = BM / WARPS, R = 16 / CH < RW ? 16 / CH : RW;
     static_assert(BN % 128 == 0 && BM % WARPS == 0 && RW % R == 0, "epilogue batches");
 #pragma unroll
@@ -322,6 +356,11 @@ __device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int
                                                    : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
             }
         }
+        // An element whose T is not finite keeps C's old value here (a select: this unrolled
+        // loop stays branch-free with 16-byte stores and keeps its loads in flight) and is
+        // redone after the batch with exact, one element at a time, reading that old value
+        // back (rare; a rolled loop, out of the way).
+        bool redo = false;
 #pragma unroll
         for (int i = 0; i < R; ++i) {
             const int r = warp * RW + rb + i;
@@ -331,9 +370,23 @@ __device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int
                 const long long gj = col0 + 4 * lane + 128 * c;
                 const float4 v = *reinterpret_cast<const float4*>(T + r * LDT + 4 * lane + 128 * c);
                 const float4 o = old[i][c];
+                redo |= !wg_finite4(v);
                 wg_st4<FAST>(C + (row0 + r) * ldc + gj, N - gj,
-                             make_float4(fmaf(beta, o.x, v.x), fmaf(beta, o.y, v.y),
-                                         fmaf(beta, o.z, v.z), fmaf(beta, o.w, v.w)));
+                             make_float4(wg_finite(v.x) ? fmaf(beta, o.x, v.x) : o.x,
+                                         wg_finite(v.y) ? fmaf(beta, o.y, v.y) : o.y,
+                                         wg_finite(v.z) ? fmaf(beta, o.z, v.z) : o.z,
+                                         wg_finite(v.w) ? fmaf(beta, o.w, v.w) : o.w));
+            }
+        }
+        if (redo) {
+#pragma unroll 1
+            for (int e = 0; e < R * CH * 4; ++e) {
+                const int r = warp * RW + rb + e / (CH * 4), c = e / 4 % CH;
+                const long long gi = row0 + r, gj = col0 + 4 * lane + 128 * c + e % 4;
+                const float t = T[r * LDT + 4 * lane + 128 * c + e % 4];
+                if (gi >= M || gj >= N || wg_finite(t)) continue;   // written above
+                float* p = C + gi * ldc + gj;
+                *p = exact(gi, gj, beta != 0.0f ? *p : 0.0f);
             }
         }
     }
@@ -349,7 +402,8 @@ __device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int
 template <int BM, int BN, int THREADS>
 __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
                                             float beta, const float* acc, float* T,
-                                            int tile_m, int tile_n, int tid) {
+                                            int tile_m, int tile_n, int tid,
+                                            const WgExact& exact) {
     constexpr int LDT = BN + 8, WARPS = THREADS / 32;
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
     wg_bar(THREADS);
@@ -366,15 +420,18 @@ __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int 
     const bool fast = col0 + BN <= N &&
                       ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 4) & 15) == 0;
     if (fast)
-        wg_tile_to_c<true, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane);
+        wg_tile_to_c<true, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane,
+                                                   exact);
     else
-        wg_tile_to_c<false, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane);
+        wg_tile_to_c<false, BM, BN, LDT, WARPS>(C, ldc, M, N, beta, T, row0, col0, warp, lane,
+                                                   exact);
 }
 
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
 __global__ void __launch_bounds__((BM / 64) * 128, 1)
 sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
-            const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
+            const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc,
+            const float* A, long long lda, const float* B, long long ldb, int K, int layout)
 {
     constexpr int THREADS = (BM / 64) * 128;
     constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
@@ -449,7 +506,8 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
     }
     cp_async_wait<0>();
 
-    wg_epilogue<BM, BN, THREADS>(C, ldc, M, N, alpha, beta, acc, ring, tile_m, tile_n, tid);
+    const WgExact exact{A, lda, B, ldb, K, (layout & 1) != 0, (layout & 2) != 0, alpha, beta};
+    wg_epilogue<BM, BN, THREADS>(C, ldc, M, N, alpha, beta, acc, ring, tile_m, tile_n, tid, exact);
 }
 
 // ---------------------------------------------------------------- the product, TMA pipeline
@@ -467,7 +525,8 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
 __global__ void __launch_bounds__((BM / 64) * 128 + 128, 1)
 sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
-                const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc)
+                const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc,
+                const float* A, long long lda, const float* B, long long ldb, int K, int layout)
 {
     constexpr int CONSUMERS = (BM / 64) * 128;     // threads; the producer warpgroup follows
     // Registers per thread: producer 40, consumers the rest of the 64 Ki (multiple of 8, <= 256).
@@ -565,7 +624,8 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
         if (++s == STAGES) { s = 0; phase ^= 1; }
     }
 
+    const WgExact exact{A, lda, B, ldb, K, (layout & 1) != 0, (layout & 2) != 0, alpha, beta};
     wg_epilogue<BM, BN, CONSUMERS>(C, ldc, M, N, alpha, beta, acc,
                                    reinterpret_cast<float*>(wg_smem_raw + (ring_addr - raw)),
-                                   tile_m, tile_n, tid);
+                                   tile_m, tile_n, tid, exact);
 }

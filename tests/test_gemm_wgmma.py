@@ -274,6 +274,76 @@ def test_strided_and_transposed_views_in_place(hopper, rng, mode):
     assert rel_err(cp.asnumpy(r), o @ o.T) < (1e-5 if mode == "3xtf32" else 3e-3)
 
 
+def ieee_product(a, b, alpha, beta, c):
+    """alpha * a @ b + beta * c in float64, every product and sum done elementwise (IEEE:
+    Inf * 0 and Inf - Inf are NaN; no BLAS shortcut that skips zeros)."""
+    ab = (a.astype(np.float64)[:, :, None] * b.astype(np.float64)[None, :, :]).sum(axis=1)
+    return alpha * ab + beta * c.astype(np.float64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant,mode", _offered())
+@pytest.mark.parametrize("orders", ["CCC", "FFC", "CFF"])
+def test_nonfinite_inputs_give_fp32_results(hopper, rng, variant, mode, orders):
+    """Inf and NaN in A, B and C: the entries they touch are FP32's (+Inf, -Inf or NaN, as
+    elementwise IEEE arithmetic gives; a TF32 tail times an Inf head alone would turn many of
+    them into NaN), all others keep their accuracy.  Integer entries (zero tails) next to the
+    Infs, an Inf meeting a zero (NaN), +Inf and -Inf in one sum (NaN), a NaN in C."""
+    cp = hopper
+    m, n, k = 150, 270, 70
+    a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+    a[::2] = rng.standard_normal((len(a[::2]), k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    a[3, 5] = np.inf
+    a[7, 9] = -np.inf
+    a[11, 1] = np.nan
+    a[140, 2] = np.inf
+    a[140, 3] = -np.inf                 # row 140: +Inf and -Inf products meet where b > 0
+    b[5, 17] = 0.0                      # Inf * 0 in entry (3, 17)
+    b[30, 200] = np.inf                 # column 200: Inf against integer rows (zero tails)
+    b[31, 201] = -np.inf
+    c0 = rng.standard_normal((m, n), dtype=np.float32)
+    c0[20, 21] = np.nan                 # beta * NaN, finite product
+    ref = ieee_product(a, b, 1.5, -0.5, c0)
+    A = cp.asarray(np.asarray(a, order=orders[0]))
+    B = cp.asarray(np.asarray(b, order=orders[1]))
+    C = cp.asarray(np.asarray(c0, order=orders[2]))
+    wg.gemm_wgmma_into(1.5, A, B, -0.5, C, mode=mode, variant=variant)
+    out = cp.asnumpy(C).astype(np.float64)
+    special = ~np.isfinite(ref)
+    assert special.sum() > 3 * (n + m) // 2          # the cases above are there
+    assert np.isnan(ref[3, 17]) and np.isposinf(ref).any() and np.isneginf(ref).any()
+    np.testing.assert_array_equal(out[special], ref[special])   # NaN == NaN here, signs exact
+    fin = ~special
+    assert np.isfinite(out[fin]).all()
+    err = np.abs(out[fin] - ref[fin]).max() / np.abs(ref[fin]).max()
+    assert err < (1e-5 if mode == "3xtf32" else 3e-3)
+
+
+@pytest.mark.gpu
+def test_tiny_and_huge_rows_keep_accuracy(hopper, rng):
+    """Rows of A scaled by 2^-120 (their TF32 tails are subnormal) and by 2^+100, columns of
+    B by 2^-20: every row's relative error stays within 2x the SIMT SGEMM's worst row."""
+    cp = hopper
+    from gpulinalg import _blas
+    m, n, k = 256, 384, 512
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    a[::3] *= np.float32(2.0 ** -120)
+    a[1::3] *= np.float32(2.0 ** 100)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    b[:, ::2] *= np.float32(2.0 ** -20)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+
+    def worst_row(out):
+        return float((np.linalg.norm(cp.asnumpy(out) - ref, axis=1)
+                      / np.linalg.norm(ref, axis=1)).max())
+
+    simt = cp.full((m, n), np.nan, dtype=np.float32)
+    _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, simt)
+    out = _run(cp, a, b, "3xtf32")
+    assert worst_row(out) <= 2 * worst_row(simt), (worst_row(out), worst_row(simt))
+
+
 @pytest.mark.gpu
 def test_beta_zero_ignores_nan_and_k_zero(hopper, rng):
     cp = hopper

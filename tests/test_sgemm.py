@@ -266,7 +266,7 @@ def test_public_rank_k_update_stages_a(cp, rng, k, view):
     c = cp.asarray(rng.standard_normal((m, n), dtype=np.float32))
     assert _blas.chosen_variant(a, b, 1.0, c, stage_a=True) == "pipe128 (A staged)"
     ref = cp.asnumpy(c).astype(np.float64) - cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b)
-    got = gpulinalg.sgemm(-1.0, a, b, beta=1.0, c=c, overwrite_c=True)
+    got = gpulinalg.sgemm(-1.0, a, b, beta=1.0, c=c, overwrite_c=True, precision="fp32")
     assert got is c
     assert rel_err(cp.asnumpy(c), ref) <= 2e-6 * np.sqrt(k)
     assert bool((big == keep).all())
@@ -411,12 +411,42 @@ def test_precision_keyword_validated():
         gpulinalg.sgemm(1.0, a, a, precision="bf16")
 
 
+@pytest.mark.parametrize("wgmma", [True, False])
+def test_auto_precision_rule(monkeypatch, wgmma):
+    """"auto": 3xTF32 for k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN where wgmma exists,
+    else the SIMT kernel; explicit precisions pass through."""
+    from gpulinalg import _gemm_wgmma
+    monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
+    big, k = _blas.AUTO_TC_MIN_MN, _blas.AUTO_TC_MIN_K
+    tc = "3xtf32" if wgmma else "fp32"
+    assert _blas.resolve_precision("auto", big, 1, k) == tc
+    assert _blas.resolve_precision("auto", 4096, 4096, 16384) == tc
+    assert _blas.resolve_precision("auto", 16384, 16384, k - 1) == "fp32"
+    assert _blas.resolve_precision("auto", big - 1, 1, 4096) == "fp32"
+    assert _blas.resolve_precision("auto", 1024, 1024, 1024) == "fp32"
+    for p in ("fp32", "3xtf32", "tf32"):
+        assert _blas.resolve_precision(p, 16384, 16384, 16384) == p
+    assert "auto" in _blas.PRECISIONS
+
+
+@pytest.mark.gpu
+def test_auto_precision_runs_the_rule(cp, rng):
+    """The public default gives exactly the output of the precision the rule names."""
+    for m, n, k in [(1600, 1500, 128), (1600, 1500, 127), (300, 200, 700)]:
+        a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
+        b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
+        want = cp.full((m, n), cp.nan, dtype=cp.float32)
+        _blas.product_into(1.0, a, b, 0.0, want, _blas.resolve_precision("auto", m, n, k))
+        assert bool((gpulinalg.matmul(a, b) == want).all())
+        assert bool((gpulinalg.sgemm(1.0, a, b) == want).all())
+
+
 @pytest.mark.gpu
 def test_precision_modes_through_the_api(cp, rng):
     a = rng.standard_normal((300, 700), dtype=np.float32)
     b = rng.standard_normal((700, 200), dtype=np.float32)
     ref = a.astype(np.float64) @ b
-    fp32 = rel_err(gpulinalg.matmul(a, b), ref)
+    fp32 = rel_err(gpulinalg.matmul(a, b, precision="fp32"), ref)
     x3 = rel_err(gpulinalg.matmul(a, b, precision="3xtf32"), ref)
     tf32 = rel_err(gpulinalg.sgemm(1.0, a, b, precision="tf32"), ref)
     assert x3 <= 1.5 * fp32 + 1e-7
