@@ -315,6 +315,9 @@ def make_plots(docs, img_dir):
     return made
 
 
+AUTO_TC_MIN_MN = 8192 * 16384   # gpulinalg._decomp_lu.AUTO_TC_MIN_MN (no GPU import here)
+
+
 def summary(docs):
     """README lines: the headline ratios against the vendor libraries."""
     lines = []
@@ -346,7 +349,10 @@ def summary(docs):
         for r in docs["lu"]["rows"]:
             if r["panel"] in ("gpu", "auto") and r.get("m", r["n"]) == r["n"]:
                 prec = r.get("precision", "fp32")
-                what = f"LU n={r['n']}" + ("" if prec == "fp32" else f", {prec} updates")
+                # the arithmetic precision="auto" picks there on Hopper (gpulinalg._decomp_lu)
+                default = "3xtf32" if r["n"] * r["n"] >= AUTO_TC_MIN_MN else "fp32"
+                what = (f"LU n={r['n']}, {prec} updates"
+                        + (" (the default)" if prec == default else ""))
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "
                              f"cuSOLVER {r['cusolver_tflops']:.1f} | {r['ratio']:.2f}× |")
     if "lu_multi" in docs:
