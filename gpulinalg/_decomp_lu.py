@@ -65,11 +65,12 @@ def _device_ids(devices, cp):
 AUTO_TC_MIN_MN = 8192 * 16384
 
 
-def _resolve_precision(precision, m, n, host_ops=False):
-    """The update arithmetic `precision` means for an m x n factorization."""
+def _resolve_precision(precision, m, n, fp32_only=False):
+    """The update arithmetic `precision` means for an m x n factorization (fp32_only: the
+    host backend or several GPUs, where "auto" means "fp32")."""
     if precision != "auto":
         return precision
-    if host_ops or m * n < AUTO_TC_MIN_MN:
+    if fp32_only or m * n < AUTO_TC_MIN_MN:
         return "fp32"
     from . import _gemm_wgmma
     return "3xtf32" if _gemm_wgmma.available() else "fp32"
@@ -169,8 +170,9 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     kind = _arrays.array_kind(a)
     m, n = _arrays.check_matrix(a, "a")
     panel_name = _check_options(panel, block_size, lookahead, precision, devices)
-    precision = _resolve_precision(precision, m, n, ops == "numpy")
     ndev = _check_devices(devices)
+    # Several GPUs: FP32 updates unless asked (the multi-GPU driver was measured with them).
+    precision = _resolve_precision(precision, m, n, ops == "numpy" or ndev is not None)
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = finite = None
@@ -311,7 +313,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     precision : {"auto", "fp32", "3xtf32", "tf32"}, optional
         Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops), as
         in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*16384
-        (measured faster there at the same backward error), else "fp32"; "fp32" our SIMT
+        on one GPU (measured faster there at the same backward error), else "fp32"; "fp32" our SIMT
         SGEMM; "3xtf32" the tensor cores
         with the error-compensated three-product split (FP32-level accuracy); "tf32" one
         TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and

@@ -388,7 +388,8 @@ def test_panel_and_option_validation():
 @pytest.mark.parametrize("wgmma", [True, False])
 def test_auto_precision_rule(monkeypatch, wgmma):
     """lu_factor's precision="auto": 3xTF32 updates for M*N >= AUTO_TC_MIN_MN where wgmma
-    exists, FP32 below, elsewhere and on the host backend; explicit precisions pass."""
+    exists, FP32 below, elsewhere, on the host backend and on several GPUs; explicit
+    precisions pass."""
     from gpulinalg import _gemm_wgmma
     monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
     big = _decomp_lu.AUTO_TC_MIN_MN
@@ -396,7 +397,7 @@ def test_auto_precision_rule(monkeypatch, wgmma):
     assert _decomp_lu._resolve_precision("auto", 16384, 16384) == tc
     assert _decomp_lu._resolve_precision("auto", big, 1) == tc
     assert _decomp_lu._resolve_precision("auto", 8192, 8192) == "fp32"
-    assert _decomp_lu._resolve_precision("auto", 16384, 16384, host_ops=True) == "fp32"
+    assert _decomp_lu._resolve_precision("auto", 16384, 16384, fp32_only=True) == "fp32"
     for p in ("fp32", "3xtf32", "tf32"):
         assert _decomp_lu._resolve_precision(p, 64, 64) == p
 
