@@ -82,35 +82,24 @@ __device__ __forceinline__ void grouped_tile(int M, int N, int BM, int BN, int p
     tile_n = (pid % per_group) / group_rows;
 }
 
-// Epilogue pieces of the tensor-core GEMMs, for columns gj, gj+1 of row `crow` (column count
-// N; the caller guarantees gj even and, under VEC, an 8-byte aligned row).  load_c_pair: the
-// two values, 0 past N; put_c_pair: store the ones inside N; VEC: one 8-byte access when both
-// columns exist.
-template <bool VEC>
-__device__ __forceinline__ float2 load_c_pair(const float* crow, long long gj, long long N) {
-    if (VEC && gj + 1 < N) return *reinterpret_cast<const float2*>(crow + gj);
-    return make_float2(gj < N ? crow[gj] : 0.0f, gj + 1 < N ? crow[gj + 1] : 0.0f);
-}
-template <bool VEC>
-__device__ __forceinline__ void put_c_pair(float* crow, long long gj, long long N, float v0,
-                                           float v1) {
-    if (VEC && gj + 1 < N) {
-        *reinterpret_cast<float2*>(crow + gj) = make_float2(v0, v1);
-        return;
-    }
-    if (gj < N) crow[gj] = v0;
-    if (gj + 1 < N) crow[gj + 1] = v1;
-}
-// C[gj], C[gj+1] := the already alpha-scaled v0, v1 + beta * C (C not read when beta == 0).
+// Epilogue of the tensor-core GEMMs: C[gj], C[gj+1] of row `crow` (column count N) := the
+// already alpha-scaled v0, v1 + beta * C (C not read when beta == 0).  VEC: one 8-byte access
+// when both columns exist (the caller guarantees gj even and an 8-byte aligned row).
 template <bool VEC>
 __device__ __forceinline__ void store_c_pair(float* crow, long long gj, long long N, float beta,
                                              float v0, float v1) {
-    if (beta != 0.0f) {
-        const float2 o = load_c_pair<VEC>(crow, gj, N);
-        v0 = fmaf(beta, o.x, v0);
-        v1 = fmaf(beta, o.y, v1);
+    if (VEC && gj + 1 < N) {
+        float2* p = reinterpret_cast<float2*>(crow + gj);
+        if (beta != 0.0f) {
+            const float2 o = *p;
+            v0 = fmaf(beta, o.x, v0);
+            v1 = fmaf(beta, o.y, v1);
+        }
+        *p = make_float2(v0, v1);
+    } else {
+        if (gj < N) crow[gj] = beta != 0.0f ? fmaf(beta, crow[gj], v0) : v0;
+        if (gj + 1 < N) crow[gj + 1] = beta != 0.0f ? fmaf(beta, crow[gj + 1], v1) : v1;
     }
-    put_c_pair<VEC>(crow, gj, N, v0, v1);
 }
 
 // A hint, spread over the 32 lanes of a warp: bring the 128-byte lines that hold rows
