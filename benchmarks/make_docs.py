@@ -315,11 +315,9 @@ def make_plots(docs, img_dir):
     return made
 
 
-AUTO_TC_MIN_MN = 8192 * 16384   # gpulinalg._decomp_lu.AUTO_TC_MIN_MN (no GPU import here)
-
-
 def summary(docs):
     """README lines: the headline ratios against the vendor libraries."""
+    from gpulinalg._decomp_lu import AUTO_TC_MIN_MN as LU_AUTO_TC_MIN_MN
     lines = []
     if "sgemm" in docs:
         for r in docs["sgemm"]["rows"]:
@@ -350,7 +348,7 @@ def summary(docs):
             if r["panel"] in ("gpu", "auto") and r.get("m", r["n"]) == r["n"]:
                 prec = r.get("precision", "fp32")
                 # the arithmetic precision="auto" picks there on Hopper (gpulinalg._decomp_lu)
-                default = "3xtf32" if r["n"] * r["n"] >= AUTO_TC_MIN_MN else "fp32"
+                default = "3xtf32" if r["n"] * r["n"] >= LU_AUTO_TC_MIN_MN else "fp32"
                 what = (f"LU n={r['n']}, {prec} updates"
                         + (" (the default)" if prec == default else ""))
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "
