@@ -298,11 +298,16 @@ def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False, split=None):
 PRECISIONS = ("auto", "fp32", "3xtf32", "tf32")
 # precision="auto" (the public default): 3xTF32 through wgmma -- FP32-level accuracy, measured
 # more accurate than the SIMT kernel from k = 64 on (its sums are split per 32-slice) -- for
-# products where it measured faster than the SIMT kernel on the H100
-# (benchmarks/wgmma_ab.py, gpulinalg-bench sgemm): k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN.
-# Below, and on devices without wgmma, the SIMT FP32 kernel.
-AUTO_TC_MIN_K = 128
-AUTO_TC_MIN_MN = 1536 * 1536
+# products where it measured faster than the SIMT kernel on the H100, a loop of calls each
+# (benchmarks/wgmma_ab.py, C -= A B with m = n, and squares; gpulinalg-bench sgemm):
+# k >= AUTO_TC_MIN_K and either m*n >= AUTO_TC_MIN_MN or m*n*k >= AUTO_TC_MIN_MNK.  Below,
+# the pre-pass and three launches (~35-50 us of host time per call) outlast the SIMT kernel:
+# m = n = 2048, k = 64 / 128 / 256: 7.4 / 14.5 / 29.4 TF/s against 16.1 / 24.6 / 31.9;
+# 1024^3 20.0 against 27.5; 3072^2 k = 64 15.0 against 13.6, 4096^2 k = 64 23.7 against
+# 19.6, 1536^3 54.4 against 33.4.  On devices without wgmma, the SIMT FP32 kernel.
+AUTO_TC_MIN_K = 64
+AUTO_TC_MIN_MN = 3072 * 3072
+AUTO_TC_MIN_MNK = 2 * 10**9
 
 
 def _check_precision(precision):
@@ -315,23 +320,24 @@ def resolve_precision(precision, m, n, k):
     """The arithmetic `precision` means for an m x n x k product ("auto": see AUTO_TC_MIN_K)."""
     if precision != "auto":
         return precision
-    if k >= AUTO_TC_MIN_K and m * n >= AUTO_TC_MIN_MN:
+    if k >= AUTO_TC_MIN_K and (m * n >= AUTO_TC_MIN_MN or m * n * k >= AUTO_TC_MIN_MNK):
         from . import _gemm_wgmma
         if _gemm_wgmma.available():
             return "3xtf32"
     return "fp32"
 
 
-def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False):
+def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False, persistent=True):
     """gemm_into with the arithmetic chosen by `precision` (see `sgemm`): the tensor-core
     modes run through Hopper's wgmma where the device has it (sm_90), else through mma.sync.
-    stage_a: as gemm_into's (FP32 only)."""
+    stage_a: as gemm_into's (FP32 only); persistent: as gemm_wgmma_into's."""
     precision = resolve_precision(precision, a.shape[0], b.shape[1], a.shape[1])
     if precision == "fp32":
         return gemm_into(alpha, a, b, beta, c, stage_a=stage_a)
     from . import _gemm_wgmma
     if _gemm_wgmma.available():
-        return _gemm_wgmma.gemm_wgmma_into(alpha, a, b, beta, c, mode=precision)
+        return _gemm_wgmma.gemm_wgmma_into(alpha, a, b, beta, c, mode=precision,
+                                           persistent=persistent)
     from ._gemm_tc import gemm_tc_into
     return gemm_tc_into(alpha, a, b, beta, c, mode=precision)
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._blas import row_major_problem
 from ._backend import cupy
-from ._kernels import get_kernel
+from ._kernels import Launcher, get_kernel
 
 MODES = ("3xtf32", "tf32")
 _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the workspace
@@ -27,7 +27,10 @@ _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the work
 # when they accumulate).  PIPE "cpasync": sgemm_wgmma (every thread copies with cp.async, one
 # __syncthreads per slice; the first version, kept as the baseline); "tma": sgemm_wgmma_tma (a
 # producer warpgroup's bulk copies, full/empty mbarriers, decoupled consumer warpgroups).
-WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PIPE")
+# PERSIST ("tma" only): one block per SM walks the tiles; each tile's epilogue goes through
+# one ring stage, so the producer loads the next tile's first slices meanwhile.
+WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PIPE PERSIST",
+                    defaults=(False,))
 VARIANTS = {
     "128x256s": WgTile(128, 256, 32, 128, 2, 4, True, "cpasync"),
     "128x128s": WgTile(128, 128, 32, 128, 3, 6, True, "cpasync"),
@@ -35,11 +38,18 @@ VARIANTS = {
     "128x256t": WgTile(128, 256, 32, 128, 2, 0, True, "tma"),
     "128x128t": WgTile(128, 128, 32, 128, 3, 0, True, "tma"),
     "128x256tf": WgTile(128, 256, 32, 256, 0, 4, False, "tma"),
+    "128x256tp": WgTile(128, 256, 32, 128, 2, 0, True, "tma", True),
 }
 # Measured on the H100 (benchmarks/wgmma_sweep.py, n = 2048..16384): the TMA variants are the
-# fastest in both modes; below one 128 x 256 tile per SM, 128 x 128 for 3xtf32.
-DEFAULT_VARIANT = {"3xtf32": "128x256t", "tf32": "128x256tf"}
+# fastest in both modes; below one 128 x 256 tile per SM, 128 x 128 for 3xtf32.  The
+# persistent 128 x 256 ("128x256tp", benchmarks/wgmma_ab.py --also 128x256t): 16384^2
+# C -= A B k = 64 / 128 / 256 / 512 36.6 / 58.6 / 88.7 / 113.3 TF/s against 33.8 / 57.1 /
+# 83.7 / 110.1, squares within +-3%; so the 3xtf32 default, except beside other kernels.
+DEFAULT_VARIANT = {"3xtf32": "128x256tp", "tf32": "128x256tf"}
 SMALL_VARIANT = {"3xtf32": "128x128t", "tf32": "128x256tf"}
+# Where other kernels must find SMs while the product runs (the LU's look-ahead panel beside
+# its trailing update), one block per tile: blocks finish and free their SM all along.
+SHARED_VARIANT = {"3xtf32": "128x256t", "tf32": "128x256tf"}
 _NUM_SMS_GUESS = 132
 
 FAMILY = "sgemm_wgmma"
@@ -79,7 +89,9 @@ def workspace_floats(m, n, k, t, mode):
 
 def _kernel_name(t, mode):
     args = f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},{str(t.SPLIT).lower()}"
-    return f"sgemm_wgmma{'_tma' if t.PIPE == 'tma' else ''}<{args}>"
+    if t.PIPE == "tma":
+        return f"sgemm_wgmma_tma<{args},{str(t.PERSIST).lower()}>"
+    return f"sgemm_wgmma<{args}>"
 
 
 def _split_name(kmajor, mode):
@@ -93,13 +105,14 @@ KERNEL_NAMES = tuple(
     _split_name(km, mode) for km in (True, False) for mode in MODES)
 
 
-def pick_variant(m, n, k, mode="3xtf32"):
+def pick_variant(m, n, k, mode="3xtf32", persistent=True):
     """Tile shape for an m x n x k product: DEFAULT_VARIANT[mode] once its tiles fill the
-    SMs, else SMALL_VARIANT[mode]."""
+    SMs (SHARED_VARIANT[mode] when not `persistent`), else SMALL_VARIANT[mode]."""
     _check_mode(mode)
-    big = VARIANTS[DEFAULT_VARIANT[mode]]
-    if -(-m // big.BM) * -(-n // big.BN) >= _NUM_SMS_GUESS:
-        return DEFAULT_VARIANT[mode]
+    big = (DEFAULT_VARIANT if persistent else SHARED_VARIANT)[mode]
+    t = VARIANTS[big]
+    if -(-m // t.BM) * -(-n // t.BN) >= _NUM_SMS_GUESS:
+        return big
     return SMALL_VARIANT[mode]
 
 
@@ -107,28 +120,47 @@ def available():
     """True when the current device can run these kernels (compute capability exactly 9.0:
     wgmma is an sm_90a feature, absent from later architectures)."""
     try:
-        cp = cupy()
-        return int(cp.cuda.Device().compute_capability) == 90
+        return _available(cupy().cuda.runtime.getDevice())
     except Exception:
         return False
 
 
 @functools.lru_cache(maxsize=None)
+def _available(device_id):
+    return int(cupy().cuda.Device(device_id).compute_capability) == 90
+
+
+# The kernels' parameters, for Launcher (a small product's call is bound by its host time).
+_MAIN_ARGS = "iiifPPfPqPqPqii"   # M N ktiles alpha WA WB beta C ldc A lda B ldb K layout
+_SPLIT_ARGS = "PqiiiiP"          # X ld R K TR ktiles W
+
+
+@functools.lru_cache(maxsize=None)
 def _main_kernel(device_id, variant, mode):
-    """(kernel, dynamic shared memory bytes) for one instantiation, opted in beyond 48 KiB."""
+    """Launcher of one instantiation, its dynamic shared memory opted in beyond 48 KiB."""
     t = VARIANTS[variant]
     smem = dynamic_smem(t, mode)
-    return get_kernel(FAMILY, _kernel_name(t, mode), dynamic_smem=smem,
-                      arch_specific=True), smem
+    return Launcher(get_kernel(FAMILY, _kernel_name(t, mode), dynamic_smem=smem,
+                               arch_specific=True), _MAIN_ARGS, shared_mem=smem)
+
+
+@functools.lru_cache(maxsize=None)
+def _split_kernel(device_id, kmajor, mode):
+    return Launcher(get_kernel(FAMILY, _split_name(kmajor, mode), arch_specific=True),
+                    _SPLIT_ARGS)
+
+
+@functools.lru_cache(maxsize=None)
+def _num_sms(device_id):
+    return cupy().cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
 def _split(x, ld, kmajor, rows, k, tr, ktiles, mode, out):
     """Launch the pre-pass: operand x (rows x k; K-contiguous when kmajor) -> out."""
-    kernel = get_kernel(FAMILY, _split_name(kmajor, mode), arch_specific=True)
+    kernel = _split_kernel(cupy().cuda.runtime.getDevice(), kmajor, mode)
     rp = -(-rows // tr) * tr
-    grid = (rp // 32, min(ktiles, 65535))
-    kernel(grid, (256,), (x, np.int64(ld), np.int32(rows), np.int32(k), np.int32(tr),
-                          np.int32(ktiles), out))
+    kernel((rp // 32, min(ktiles, 65535), 1), (256, 1, 1), x.data.ptr, ld, rows, k, tr, ktiles,
+           out.data.ptr)
 
 
 def split_operands(variant, mode, m, n, k, a, lda, a_kmajor, b, ldb, b_nmajor):
@@ -155,12 +187,13 @@ def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands):
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
     a, lda, a_kmajor, b, ldb, b_nmajor = operands
-    kernel, smem = _main_kernel(cp.cuda.runtime.getDevice(), variant, mode)
-    grid = (-(-m // t.BM) * -(-n // t.BN),)
-    kernel(grid, (tile_threads(t),),
-           (np.int32(m), np.int32(n), np.int32(ktiles), np.float32(alpha), wa, wb,
-            np.float32(beta), c, np.int64(ldc), a, np.int64(lda), b, np.int64(ldb),
-            np.int32(k), np.int32(int(a_kmajor) | 2 * int(b_nmajor))), shared_mem=smem)
+    device = cp.cuda.runtime.getDevice()
+    kernel = _main_kernel(device, variant, mode)
+    tiles = -(-m // t.BM) * -(-n // t.BN)
+    grid = (min(tiles, _num_sms(device)) if t.PERSIST else tiles, 1, 1)
+    kernel(grid, (tile_threads(t), 1, 1), m, n, ktiles, alpha, wa.data.ptr, wb.data.ptr, beta,
+           c.data.ptr, ldc, a.data.ptr, lda, b.data.ptr, ldb, k,
+           int(a_kmajor) | 2 * int(b_nmajor))
 
 
 def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, beta, c, ldc):
@@ -169,14 +202,16 @@ def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, b
     multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands)
 
 
-def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
+def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, persistent=True):
     """c = alpha * a @ b + beta * c in place on the Hopper tensor cores (current device and
     stream; compute capability 9.0 only).
 
     a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
     needs one unit stride (row- or column-major view).  beta == 0 never reads c.  mode
     "3xtf32": FP32-level accuracy from three TF32 products; "tf32": one (10-bit mantissa).
-    Uses a temporary workspace of workspace_floats(...) float32 elements.
+    Uses a temporary workspace of workspace_floats(...) float32 elements.  persistent=False:
+    no variant that keeps one block on every SM to the end (pick_variant), for products that
+    run beside other kernels.
     """
     _check_mode(mode)
     if not available():
@@ -193,6 +228,6 @@ def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
     if args is None:
         return c
     if variant is None:
-        variant = pick_variant(args[0], args[1], args[2], mode)
+        variant = pick_variant(args[0], args[1], args[2], mode, persistent)
     _launch(variant, mode, *args)
     return c

@@ -38,7 +38,7 @@
 // read and write are most of the time: the first version stored float2s straight from the
 // fragments, one load at a time, and ran the whole product at ~1 TB/s of C traffic.
 //
-// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT>: the same tiles and wgmma sequence,
+// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT, PERSIST>: the same tiles and wgmma sequence,
 // warp-specialised (the 3xTF32 default): BM/64 consumer warpgroups plus a producer warpgroup
 // whose one active thread fills the ring with bulk copies (cp.async.bulk, the TMA engine) and
 // full/empty mbarriers per stage; no __syncthreads in the loop (details above the kernel).
@@ -47,6 +47,23 @@
 // cores work.
 // H100, n = 16384, 128 x 256, main kernel alone: 109 TF/s with cp.async, 131 with the TMA
 // pipeline (benchmarks/wgmma_sweep.py).
+//
+// PERSIST (the TMA kernel's last template parameter): one block per SM walks the tiles
+// blockIdx.x, + gridDim.x, ... with the ring's stages and phases running on from tile to
+// tile.  The consumers keep the stage of a tile's last slice for its epilogue (released after
+// it) and release the others as usual, so the producer loads the next tile's first slices
+// while the epilogue runs; each warpgroup writes its 64 rows through its part of that one
+// stage, 128 columns at a time (wg_epilogue_rows).  No C prefetch there (it lost).  H100,
+// 16384^2 C -= A B, main kernel (wgmma_ab.py, bursts): k = 64 / 128 / 256 / 512 36.6 / 58.6 /
+// 88.7 / 113.3 TF/s against 33.8 / 57.1 / 83.7 / 110.1 with one block per tile; squares
+// 4096^3-16384^3 within +-3% (143.0 / 138.8 / 130.8 against 139.6 / 141.0 / 124.4).  The
+// kernel holds every SM to the end, so products that share the device with other streams'
+// kernels (the LU's look-ahead panel) take the one-block-per-tile kernel.
+// compute-sanitizer racecheck reports potential WAR hazards between the consumers' reads of
+// the kept stage and the producer's later bulk copy into it; they are ordered by the
+// warpgroup barrier, fence.proxy.async, and the empty mbarrier's arrive (release) / wait
+// (acquire), a chain the tool does not follow (the test suite checks the persistent kernel
+// bit for bit against the one-block-per-tile kernel on random data).
 //
 // PTX facts this relies on (checked against the PTX ISA text, sections "Asynchronous
 // Warpgroup Level Matrix ..." and "Matrix Descriptor Format", as quoted by public docs):
@@ -273,9 +290,9 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     }
 }
 
-// Barrier among the first `threads` threads of the block (the consumers; hardware barrier 1).
-__device__ __forceinline__ void wg_bar(int threads) {
-    asm volatile("bar.sync 1, %0;\n" :: "r"(threads) : "memory");
+// Named barrier `id` among `threads` threads (1: all the consumers; 2 + w: warpgroup w).
+__device__ __forceinline__ void wg_bar(int threads, int id = 1) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
 // Four consecutive elements p[0..3] of C's row; FAST: one 16-byte access, else the `left`
@@ -427,6 +444,45 @@ __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int 
                                                    exact);
 }
 
+// Epilogue of the persistent kernel: warpgroup wg writes its own 64 rows of the tile,
+// HB columns at a time, through its part of one ring stage (T: 64 x (HB + 8) floats), so the
+// other stages stay free for the next tile's slices.  Same fragment-to-T mapping as above,
+// restricted to pairs HB/8*h .. of pass h; then its 4 warps run wg_tile_to_c on the 64 x HB
+// block (16 rows each, 16 loads in flight per thread); warpgroup barriers 2 + wg.
+template <int BN, int HB>
+__device__ __forceinline__ void wg_epilogue_rows(float* C, long long ldc, int M, int N,
+                                                 float alpha, float beta, const float* acc,
+                                                 float* T, long long row0, long long col0,
+                                                 int wg, int tid, const WgExact& exact) {
+    constexpr int LDT = HB + 8;
+    static_assert(BN % HB == 0 && HB % 128 == 0, "whole 128-column passes");
+    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
+    const bool aligned =
+        ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 4) & 15) == 0;
+#pragma unroll
+    for (int h = 0; h < BN / HB; ++h) {
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            float* trow = T + (16 * warp + 8 * hr + g) * LDT + 2 * t;
+#pragma unroll
+            for (int p = 0; p < HB / 8; ++p) {
+                const int q = HB / 8 * h + p;
+                *reinterpret_cast<float2*>(trow + 8 * p) =
+                    make_float2(alpha * acc[4 * q + 2 * hr], alpha * acc[4 * q + 2 * hr + 1]);
+            }
+        }
+        wg_bar(128, 2 + wg);
+        const long long c0 = col0 + HB * h;
+        if (aligned && c0 + HB <= N)
+            wg_tile_to_c<true, 64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, c0, warp, lane,
+                                                exact);
+        else
+            wg_tile_to_c<false, 64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, c0, warp, lane,
+                                                 exact);
+        wg_bar(128, 2 + wg);   // T is read: the next pass (or the producer) may overwrite it
+    }
+}
+
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
 __global__ void __launch_bounds__((BM / 64) * 128, 1)
 sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
@@ -522,7 +578,7 @@ sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
 // with one arrival per warp on empty[s] once their wgmmas have been waited for.  No
 // __syncthreads in the loop: the warpgroups run decoupled and the copies no longer cost the
 // consumers issue slots.
-template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
+template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool PERSIST>
 __global__ void __launch_bounds__((BM / 64) * 128 + 128, 1)
 sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
                 const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc,
@@ -536,6 +592,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
     constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
     constexpr int STAGE = A_STAGE + B_STAGE;
     constexpr int SUB = WN / 2, ACC = BN / 2;
+    constexpr int HB = BN < 128 ? BN : 128;        // PERSIST epilogue: columns per pass
     constexpr unsigned A_BYTES = 4u * A_STAGE, B_BYTES = 4u * B_STAGE;
     constexpr unsigned PIECE = 16384;              // bytes per bulk copy instruction (at most)
     constexpr unsigned A_PIECE = A_BYTES < PIECE ? A_BYTES : PIECE;
@@ -545,12 +602,16 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
                   "whole bulk copies (16-byte multiples)");
     static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024 - 256,
                   "the ring (and the barriers) fit in 227 KiB of shared memory");
-    static_assert(BM * (BN + 8) <= STAGES * STAGE, "the epilogue's tile fits in the ring");
+    static_assert(PERSIST || BM * (BN + 8) <= STAGES * STAGE,
+                  "the epilogue's tile fits in the ring");
+    static_assert(!PERSIST || BM * (HB + 8) <= STAGE,
+                  "the persistent epilogue's passes fit in one stage");
 
     extern __shared__ __align__(16) unsigned char wg_smem_raw[];
     __shared__ __align__(8) unsigned long long bars[2 * STAGES];   // full[s], then empty[s]
     const unsigned raw = smem_u32(wg_smem_raw);
     const unsigned ring_addr = (raw + 1023u) & ~1023u;   // swizzled tiles: 1024-byte aligned
+    float* ring = reinterpret_cast<float*>(wg_smem_raw + (ring_addr - raw));
     const unsigned full0 = smem_u32(bars), empty0 = full0 + 8 * STAGES;
     const int tid = threadIdx.x;
     if (tid == 0) {
@@ -562,43 +623,51 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
         fence_mbar_init();
     }
     __syncthreads();
-
-    int tile_m, tile_n;
-    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
+    // Tiles tile = blockIdx.x, + gridDim.x, ...: PERSIST kernels run on fewer blocks than tiles
+    // (one per SM); the others on one block per tile.  The ring's stage and phase run on
+    // across a block's tiles.
+    const int ntiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
 
     if (tid >= CONSUMERS) {
         setmaxnreg_dec<40>();
         // Producer warp: refill stage s with slice kt once every consumer warp has released
-        // it (slice kt - STAGES, phase parity ^ 1), lane 0 issuing the copies; PF_LEAD slices
-        // before the end (at the start of a short product) the warp also asks L2 for this
-        // block's tile of C, so that the epilogue reads it from L2 while DRAM serves the
-        // next tiles (rank-k updates: C's traffic is most of the time).
+        // it (the slice STAGES earlier, phase parity ^ 1), lane 0 issuing the copies.  One
+        // block per tile: PF_LEAD slices before the end of the tile (at its start in a short
+        // product) the warp also asks L2 for the tile of C, so that the epilogue reads it from
+        // L2 while DRAM serves the next tiles (rank-k updates: C's traffic is most of the
+        // time).  PERSIST: no prefetch; there the next tile's loads overlap the epilogue
+        // instead, and the prefetch lost (H100, 16384^2 k = 64: 34.0-30.4 TF/s against 36.8).
         if (tid < CONSUMERS + 32) {
             const int lane = tid & 31;
-            const int pf_at = beta != 0.0f ? max(ktiles - PF_LEAD, 0) : -1;
-            const char* ga = reinterpret_cast<const char*>(WA + (long long)tile_m * ktiles * A_STAGE);
-            const char* gb = reinterpret_cast<const char*>(WB + (long long)tile_n * ktiles * B_STAGE);
-            int s = 0;
+            const int pf_at = !PERSIST && beta != 0.0f ? max(ktiles - PF_LEAD, 0) : -1;
+            int s = 0, used = 0;
             unsigned phase = 0;
-            for (int kt = 0; kt < ktiles; ++kt) {
-                if (kt == pf_at)
-                    prefetch_tile_l2(C, ldc, M, N, (long long)tile_m * BM, BM,
-                                     (long long)tile_n * BN, BN, lane);
-                if (kt >= STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);
-                if (lane == 0) {
-                    const unsigned full = full0 + 8 * s;
-                    const unsigned sa = ring_addr + 4u * s * STAGE, sb = sa + A_BYTES;
-                    const char* pa = ga + (long long)kt * A_BYTES;
-                    const char* pb = gb + (long long)kt * B_BYTES;
-                    mbar_expect_tx(full, A_BYTES + B_BYTES);
+            for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+                int tile_m, tile_n;
+                grouped_tile(M, N, BM, BN, tile, tile_m, tile_n);
+                const char* ga = reinterpret_cast<const char*>(WA + (long long)tile_m * ktiles * A_STAGE);
+                const char* gb = reinterpret_cast<const char*>(WB + (long long)tile_n * ktiles * B_STAGE);
+                for (int kt = 0; kt < ktiles; ++kt) {
+                    if (used >= STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);
+                    if (kt == pf_at)
+                        prefetch_tile_l2(C, ldc, M, N, (long long)tile_m * BM, BM,
+                                         (long long)tile_n * BN, BN, lane);
+                    if (lane == 0) {
+                        const unsigned full = full0 + 8 * s;
+                        const unsigned sa = ring_addr + 4u * s * STAGE, sb = sa + A_BYTES;
+                        const char* pa = ga + (long long)kt * A_BYTES;
+                        const char* pb = gb + (long long)kt * B_BYTES;
+                        mbar_expect_tx(full, A_BYTES + B_BYTES);
 #pragma unroll
-                    for (unsigned o = 0; o < A_BYTES; o += A_PIECE)
-                        bulk_g2s(sa + o, pa + o, A_PIECE, full);
+                        for (unsigned o = 0; o < A_BYTES; o += A_PIECE)
+                            bulk_g2s(sa + o, pa + o, A_PIECE, full);
 #pragma unroll
-                    for (unsigned o = 0; o < B_BYTES; o += B_PIECE)
-                        bulk_g2s(sb + o, pb + o, B_PIECE, full);
+                        for (unsigned o = 0; o < B_BYTES; o += B_PIECE)
+                            bulk_g2s(sb + o, pb + o, B_PIECE, full);
+                    }
+                    ++used;
+                    if (++s == STAGES) { s = 0; phase ^= 1; }
                 }
-                if (++s == STAGES) { s = 0; phase ^= 1; }
             }
         }
         return;   // the consumers wait for every copy before they finish
@@ -607,25 +676,47 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
     setmaxnreg_inc<CONSUMER_REGS>();
     const int wg = tid >> 7;                              // warpgroup: rows 64*wg.. of the tile
     const int lane = tid & 31;
+    const WgExact exact{A, lda, B, ldb, K, (layout & 1) != 0, (layout & 2) != 0, alpha, beta};
     float acc[ACC];
-#pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
     float tmp[SPLIT ? SUB : 1];
 #pragma unroll
     for (int i = 0; i < (SPLIT ? SUB : 1); ++i) tmp[i] = 0.0f;
 
     int s = 0;
     unsigned phase = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        mbar_wait(full0 + 8 * s, phase);                  // slice kt has landed in stage s
-        wg_slice<BM, BN, WN, PARTS, SPLIT>(acc, tmp, ring_addr + 4u * (s * STAGE), wg);
-        // This warp's wgmmas on stage s are complete (wait_group 0): release the stage.
-        if (lane == 0) mbar_arrive(empty0 + 8 * s);
-        if (++s == STAGES) { s = 0; phase ^= 1; }
+    for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+        int tile_m, tile_n;
+        grouped_tile(M, N, BM, BN, tile, tile_m, tile_n);
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+        int held = -1;   // PERSIST: the stage of the tile's last slice, kept for the epilogue
+        for (int kt = 0; kt < ktiles; ++kt) {
+            mbar_wait(full0 + 8 * s, phase);                  // slice kt has landed in stage s
+            wg_slice<BM, BN, WN, PARTS, SPLIT>(acc, tmp, ring_addr + 4u * (s * STAGE), wg);
+            // This warp's wgmmas on stage s are complete (wait_group 0): release the stage.
+            if (PERSIST && kt + 1 == ktiles)
+                held = s;
+            else if (lane == 0)
+                mbar_arrive(empty0 + 8 * s);
+            if (++s == STAGES) { s = 0; phase ^= 1; }
+        }
+        if constexpr (PERSIST) {
+            // Every warpgroup's wgmmas are done with the held stage (the barrier) before
+            // either overwrites it; the producer meanwhile fills the others.  k = 0: no
+            // slice was loaded, stage 0 is free.
+            wg_bar(CONSUMERS);
+            float* T = ring + (held < 0 ? 0 : held) * STAGE + wg * 64 * (HB + 8);
+            wg_epilogue_rows<BN, HB>(C, ldc, M, N, alpha, beta, acc, T,
+                                     (long long)tile_m * BM + 64 * wg, (long long)tile_n * BN,
+                                     wg, tid, exact);
+            // The held stage goes back to the producer's bulk copies (async proxy) after
+            // these generic accesses: proxy fence, then one arrival per warp.
+            fence_proxy_async_smem();
+            __syncwarp();
+            if (held >= 0 && lane == 0) mbar_arrive(empty0 + 8 * held);
+        } else {
+            wg_epilogue<BM, BN, CONSUMERS>(C, ldc, M, N, alpha, beta, acc, ring, tile_m, tile_n,
+                                           tid, exact);
+        }
     }
-
-    const WgExact exact{A, lda, B, ldb, K, (layout & 1) != 0, (layout & 2) != 0, alpha, beta};
-    wg_epilogue<BM, BN, CONSUMERS>(C, ldc, M, N, alpha, beta, acc,
-                                   reinterpret_cast<float*>(wg_smem_raw + (ring_addr - raw)),
-                                   tile_m, tile_n, tid, exact);
 }

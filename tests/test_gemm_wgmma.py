@@ -39,6 +39,26 @@ def test_variants_and_names():
         wg.pick_variant(8, 8, 8, "fp16")
 
 
+def _param_formats(kernel):
+    """Launcher format of `kernel`'s parameter list in kernels/sgemm_wgmma.cu."""
+    import re
+
+    from gpulinalg._kernels import source
+    params = re.search(kernel + r"\(([^)]*)\)\s*\{", source("sgemm_wgmma")).group(1)
+    fmt = ""
+    for p in params.split(","):
+        p = " ".join(p.split()[:-1])   # the type, without the name
+        fmt += ("P" if "*" in p else {"int": "i", "float": "f", "long long": "q",
+                                       "unsigned": "I"}[p.replace("const ", "")])
+    return fmt
+
+
+def test_launch_formats_match_the_kernel_parameters():
+    assert _param_formats("sgemm_wgmma_tma") == wg._MAIN_ARGS
+    assert _param_formats("sgemm_wgmma") == wg._MAIN_ARGS
+    assert _param_formats("wgmma_split") == wg._SPLIT_ARGS
+
+
 def test_workspace_floats():
     t = wg.VARIANTS["128x256s"]
     assert wg.workspace_floats(128, 256, 32, t, "3xtf32") == 2 * 32 * (128 + 256)
@@ -216,6 +236,46 @@ def test_integer_exact_multi_tile(hopper, rng, variant, mode):
     b = rng.integers(-3, 4, (k, n)).astype(np.float32)
     out = cp.asnumpy(_run(cp, a, b, mode, variant))
     np.testing.assert_array_equal(out, a.astype(np.float64) @ b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("k", [0, 32, 64, 97])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_persistent_blocks_walk_many_tiles(hopper, rng, k, beta):
+    """The persistent variant on more tiles than the device has SMs (each block walks several,
+    its ring and barrier phases running on across them), with partial edge tiles, k below,
+    at and above the ring depth in slices, and k = 0; small integers: exact."""
+    cp = hopper
+    variant = "128x256tp"
+    t = wg.VARIANTS[variant]
+    assert t.PERSIST
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    m, n = 2 * t.BM * (sms // 8 + 1) + 3, 8 * t.BN - 5   # > 2 tiles per SM
+    a = rng.integers(-3, 4, (m, k)).astype(np.float32)
+    b = rng.integers(-3, 4, (k, n)).astype(np.float32)
+    c0 = rng.integers(-8, 9, (m, n)).astype(np.float32)
+    c = cp.asarray(c0)
+    wg.gemm_wgmma_into(-1.0, cp.asarray(a), cp.asarray(b), beta, c, variant=variant)
+    ref = beta * c0.astype(np.float64) - a.astype(np.float64) @ b
+    np.testing.assert_array_equal(cp.asnumpy(c), ref)
+
+
+@pytest.mark.gpu
+def test_persistent_equals_one_block_per_tile_bitwise(hopper, rng):
+    """Same tiles, same wgmma order, same epilogue arithmetic: the persistent kernel must give
+    the one-block-per-tile kernel's output bit for bit, call after call (a race on the stage
+    its epilogue keeps would show as differing elements)."""
+    cp = hopper
+    m, n, k = 4099, 4093, 64
+    a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
+    c0 = cp.asarray(rng.standard_normal((m, n), dtype=np.float32))
+    want = c0.copy()
+    wg.gemm_wgmma_into(-1.0, a, b, 1.0, want, variant="128x256t")
+    for _ in range(5):
+        got = c0.copy()
+        wg.gemm_wgmma_into(-1.0, a, b, 1.0, got, variant="128x256tp")
+        assert int(cp.count_nonzero(got != want)) == 0
 
 
 SIZES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (7, 7, 7), (127, 129, 128),

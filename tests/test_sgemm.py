@@ -413,16 +413,22 @@ def test_precision_keyword_validated():
 
 @pytest.mark.parametrize("wgmma", [True, False])
 def test_auto_precision_rule(monkeypatch, wgmma):
-    """"auto": 3xTF32 for k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN where wgmma exists,
-    else the SIMT kernel; explicit precisions pass through."""
+    """"auto": 3xTF32 for k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN or m*n*k >=
+    AUTO_TC_MIN_MNK where wgmma exists, else the SIMT kernel; explicit precisions pass
+    through."""
     from gpulinalg import _gemm_wgmma
     monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
-    big, k = _blas.AUTO_TC_MIN_MN, _blas.AUTO_TC_MIN_K
+    big, k, mnk = _blas.AUTO_TC_MIN_MN, _blas.AUTO_TC_MIN_K, _blas.AUTO_TC_MIN_MNK
     tc = "3xtf32" if wgmma else "fp32"
     assert _blas.resolve_precision("auto", big, 1, k) == tc
-    assert _blas.resolve_precision("auto", 4096, 4096, 16384) == tc
+    assert _blas.resolve_precision("auto", big - 1, 1, k) == "fp32"
+    assert mnk % 4000 == 0
+    assert _blas.resolve_precision("auto", 1, mnk // 4000, 4000) == tc
+    assert _blas.resolve_precision("auto", 1, mnk // 4000 - 1, 4000) == "fp32"
+    assert _blas.resolve_precision("auto", 16384, 16384, 64) == tc      # LU-like rank-k
+    assert _blas.resolve_precision("auto", 1536, 1536, 1536) == tc
     assert _blas.resolve_precision("auto", 16384, 16384, k - 1) == "fp32"
-    assert _blas.resolve_precision("auto", big - 1, 1, 4096) == "fp32"
+    assert _blas.resolve_precision("auto", 2048, 2048, 256) == "fp32"
     assert _blas.resolve_precision("auto", 1024, 1024, 1024) == "fp32"
     for p in ("fp32", "3xtf32", "tf32"):
         assert _blas.resolve_precision(p, 16384, 16384, 16384) == p
@@ -432,7 +438,7 @@ def test_auto_precision_rule(monkeypatch, wgmma):
 @pytest.mark.gpu
 def test_auto_precision_runs_the_rule(cp, rng):
     """The public default gives exactly the output of the precision the rule names."""
-    for m, n, k in [(1600, 1500, 128), (1600, 1500, 127), (300, 200, 700)]:
+    for m, n, k in [(3100, 3100, 64), (3100, 3100, 63), (1300, 1300, 1300), (300, 200, 700)]:
         a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
         b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
         want = cp.full((m, n), cp.nan, dtype=cp.float32)
