@@ -87,7 +87,10 @@ BASELINE = "32x8"
 # 7 / 64) against 64: 6145^2 97.7 / 96.2, 8193^2 94.6 / 92.8, 10241^2 94.5 / 93.3, 12289^2
 # 93.0 / 91.9, 14337^2 93.4 / 92.7, 16385^2 92.7 / 92.2, 4097^2 98.5 / 96.4, 5001^2
 # 96.8 / 94.5, 6001 x 10003 94.2 / 93.2 (one sweep had 4097^2 99.5 / 100.6; 2049^2
-# kernel-only 97.9 / 97.3): OFF_SECTOR is the 128-row tile.
+# kernel-only 97.9 / 97.3): OFF_SECTOR is the 128-row tile.  Twentieth session (transpose_ab,
+# 2 rounds): 256 A rows or 64 A columns per block did not help: 128 x 32 / 256 x 32 / 128 x 64
+# at 4097^2 99.2 / 97.8 / 95.6, 8193^2 95.1 / 94.8 / 94.3, 12289^2 92.9 / 92.3 / 93.0,
+# 16385^2 93.0 / 92.1 / 93.2, 6001 x 10003 94.0 / 92.9 / 93.1 (not kept).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"

@@ -109,7 +109,32 @@ def time_graph(fn, warmup=2, repeat=10, calls=10):
     return statistics.median(times), "graph"
 
 
-def time_burst(fns, warmup=2, repeat=10, calls=10):
+_HOLD_SOURCE = r"""
+extern "C" __global__ void hold_stream(unsigned long long ns)
+{
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+"""
+
+
+_hold_kernel = None
+
+
+def _hold_stream(ns):
+    """Enqueue a one-thread kernel that keeps the current stream busy for ns nanoseconds."""
+    import cupy as cp
+    global _hold_kernel
+    if _hold_kernel is None:
+        _hold_kernel = cp.RawKernel(_HOLD_SOURCE, "hold_stream")
+    _hold_kernel((1,), (1,), (np.uint64(ns),))
+
+
+def time_burst(fns, warmup=2, repeat=10, calls=10, queued=False):
     """{name: median milliseconds of ONE call} for a dict of callables, each timed as a burst
     of `calls` back-to-back calls between two CUDA events on the current stream (no host
     synchronisation inside a burst: the steady-state throughput of a loop of calls, launch
@@ -117,7 +142,15 @@ def time_burst(fns, warmup=2, repeat=10, calls=10):
     every round, so drift in clocks or in the neighbours' load hits them alike, in an order
     shuffled each round (seeded): a burst pays for what its predecessor left in the L2 (dirty
     lines: 1-5% of a transpose's time at 4000^2), so no candidate always follows the same
-    one."""
+    one.
+
+    queued=True times device work only: each burst is enqueued behind a kernel that holds
+    the stream (nvbench's "blocking kernel"), so all its launches are queued before the
+    first event runs and the host's per-call time drops out.  The hold lasts at least twice
+    the host time of the previous enqueue; a burst whose enqueue outlasted its hold is
+    timed again with a longer one."""
+    import time
+
     import cupy as cp
     for fn in fns.values():
         for _ in range(warmup):
@@ -125,16 +158,25 @@ def time_burst(fns, warmup=2, repeat=10, calls=10):
     cp.cuda.get_current_stream().synchronize()
     times = {name: [] for name in fns}
     names, rng = list(fns), random.Random(0)
+    hold_ns = 10**6
     for _ in range(repeat):
         rng.shuffle(names)
         for name in names:
             fn = fns[name]
-            start, stop = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            for _ in range(calls):
-                fn()
-            stop.record()
-            stop.synchronize()
+            while True:
+                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                if queued:
+                    _hold_stream(hold_ns)
+                t0 = time.perf_counter_ns()
+                start.record()
+                for _ in range(calls):
+                    fn()
+                stop.record()
+                host_ns = time.perf_counter_ns() - t0
+                stop.synchronize()
+                if not queued or host_ns < hold_ns:
+                    break
+                hold_ns = 2 * host_ns
             times[name].append(cp.cuda.get_elapsed_time(start, stop) / calls)
     return {name: statistics.median(t) for name, t in times.items()}
 

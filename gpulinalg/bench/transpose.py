@@ -10,8 +10,11 @@ the public gpulinalg.transpose(a, out=out), whose argument checks can show below
 where a call's host path outlasts its kernel); "call" times one Python call with the GPU
 idle before it (argument handling and launch latency included, what one isolated call
 costs); "graph" replays the calls captured in a CUDA graph (kernel-only; a graph's memcpy
-node may run on a copy engine, so the copy's graph figure is not always the SM copy's).  The copy is timed all three ways, so
-each "% copy" compares like with like.  GB/s counts bytes read + written (8 m n).  Every
+node may run on a copy engine, so the copy's graph figure is not always the SM copy's).
+"queued" times the burst of the copy, ours and CuPy's behind a kernel that holds the stream
+until every launch is enqueued (device time of a loop of calls, host time excluded: what
+the GPU spends, the figure to compare kernels by where the host path outlasts them).  The
+copy is timed every way, so each "% copy" compares like with like.  GB/s counts bytes read + written (8 m n).  Every
 result is checked against a.T on the device.
 """
 
@@ -68,6 +71,11 @@ def measure(m, n, variants, repeat, seed=0, calls=10):
         burst[f"{v}_"] = lambda v=v: _transpose.transpose_into(a, out, variant=v)
     for prefix, ms in common.time_burst(burst, repeat=repeat, calls=calls).items():
         row[f"{prefix}burst_ms"], row[f"{prefix}burst_gbs"] = ms, gbs(ms)
+    queued = {k: burst[k] for k in ("copy_", "", "cupy_")}
+    for prefix, ms in common.time_burst(queued, repeat=repeat, calls=calls, queued=True).items():
+        row[f"{prefix}queued_ms"], row[f"{prefix}queued_gbs"] = ms, gbs(ms)
+    row["queued_pct_copy"] = 100.0 * row["queued_gbs"] / row["copy_queued_gbs"]
+    row["queued_speedup"] = row["cupy_queued_ms"] / row["queued_ms"]
     timed("copy_", burst["copy_"])
     row["variant"] = _transpose.pick_variant(m, n)
     timed("", burst[""])
@@ -173,13 +181,17 @@ def main(argv=None):
             print(f"  graph timing: {r['graph_how']}", flush=True)
     print()
     print(f"burst: {args.graph_calls} back-to-back calls between events, copy and ours in "
-          "turns; call: one Python call between events; graph: the calls replayed from a CUDA "
-          "graph (kernel-only); % copy against the copy timed the same way")
+          "turns; queued: the same bursts enqueued behind a kernel that holds the stream "
+          "(device time, host time excluded); call: one Python call between events; graph: "
+          "the calls replayed from a CUDA graph (kernel-only); % copy against the copy timed "
+          "the same way")
     cols = [("m", "m", "{}"), ("n", "n", "{}"),
             ("burst_gbs", "burst GB/s", "{:.0f}"), ("burst_pct_copy", "burst % copy", "{:.1f}"),
             ("api_burst_pct_copy", "api burst %", "{:.1f}"),
             ("copy_burst_gbs", "copy burst", "{:.0f}"),
             ("burst_speedup", "burst vs cupy", "{:.2f}"),
+            ("queued_pct_copy", "queued % copy", "{:.1f}"),
+            ("queued_speedup", "queued vs cupy", "{:.2f}"),
             ("call_gbs", "call GB/s", "{:.0f}"), ("pct_copy", "call % copy", "{:.1f}"),
             ("graph_gbs", "graph GB/s", "{:.0f}"), ("graph_pct_copy", "graph % copy", "{:.1f}"),
             ("copy_call_gbs", "copy call", "{:.0f}"), ("copy_graph_gbs", "copy graph", "{:.0f}"),
