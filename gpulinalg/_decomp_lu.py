@@ -66,8 +66,8 @@ AUTO_TC_MIN_MN = 8192 * 16384
 
 
 def _resolve_precision(precision, m, n, fp32_only=False):
-    """The update arithmetic `precision` means for an m x n factorization (fp32_only: the
-    host backend or several GPUs, where "auto" means "fp32")."""
+    """The update arithmetic `precision` means for an m x n factorization, on one GPU or
+    several (fp32_only: the host backend, where "auto" means "fp32")."""
     if precision != "auto":
         return precision
     if fp32_only or m * n < AUTO_TC_MIN_MN:
@@ -171,8 +171,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     m, n = _arrays.check_matrix(a, "a")
     panel_name = _check_options(panel, block_size, lookahead, precision, devices)
     ndev = _check_devices(devices)
-    # Several GPUs: FP32 updates unless asked (the multi-GPU driver was measured with them).
-    precision = _resolve_precision(precision, m, n, ops == "numpy" or ndev is not None)
+    precision = _resolve_precision(precision, m, n, ops == "numpy")
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = finite = None

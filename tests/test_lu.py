@@ -388,7 +388,7 @@ def test_panel_and_option_validation():
 @pytest.mark.parametrize("wgmma", [True, False])
 def test_auto_precision_rule(monkeypatch, wgmma):
     """lu_factor's precision="auto": 3xTF32 updates for M*N >= AUTO_TC_MIN_MN where wgmma
-    exists, FP32 below, elsewhere, on the host backend and on several GPUs; explicit
+    exists (one GPU or several), FP32 below, elsewhere and on the host backend; explicit
     precisions pass."""
     from gpulinalg import _gemm_wgmma
     monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
@@ -400,6 +400,35 @@ def test_auto_precision_rule(monkeypatch, wgmma):
     assert _decomp_lu._resolve_precision("auto", 16384, 16384, fp32_only=True) == "fp32"
     for p in ("fp32", "3xtf32", "tf32"):
         assert _decomp_lu._resolve_precision(p, 64, 64) == p
+
+
+def _resolve_args(monkeypatch, **kw):
+    """The arguments lu_factor(eye(8), **kw) hands _resolve_precision (a spy stops it there)."""
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def spy(precision, m, n, fp32_only=False):
+        seen.append((precision, m, n, fp32_only))
+        raise Stop
+
+    monkeypatch.setattr(_decomp_lu, "_resolve_precision", spy)
+    with pytest.raises(Stop):
+        gpulinalg.lu_factor(np.eye(8, dtype=np.float32), **kw)
+    return seen
+
+
+@pytest.mark.parametrize("devices", [None, 1])
+def test_host_backend_resolves_auto_as_fp32(monkeypatch, devices):
+    assert _resolve_args(monkeypatch, devices=devices, _ops="numpy") == [("auto", 8, 8, True)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("devices", [None, 1])
+def test_gpu_resolves_auto_by_the_rule(cp, monkeypatch, devices):
+    """On the GPU (one or several), "auto" follows the size rule (no fp32_only)."""
+    assert _resolve_args(monkeypatch, devices=devices) == [("auto", 8, 8, False)]
 
 
 def test_lu_solve_validation():
