@@ -90,7 +90,10 @@ BASELINE = "32x8"
 # kernel-only 97.9 / 97.3): OFF_SECTOR is the 128-row tile.  Twentieth session (transpose_ab,
 # 2 rounds): 256 A rows or 64 A columns per block did not help: 128 x 32 / 256 x 32 / 128 x 64
 # at 4097^2 99.2 / 97.8 / 95.6, 8193^2 95.1 / 94.8 / 94.3, 12289^2 92.9 / 92.3 / 93.0,
-# 16385^2 93.0 / 92.1 / 93.2, 6001 x 10003 94.0 / 92.9 / 93.1 (not kept).
+# 16385^2 93.0 / 92.1 / 93.2, 6001 x 10003 94.0 / 92.9 / 93.1 (not kept); each B row's window
+# written with 16-byte stores (4 consecutive tile rows a lane: 4-way bank conflicts on the
+# column reads) 68-82% against 92.5-100.4% (3 rounds, 4097^2-16385^2, 6001 x 10003, 4002 x
+# 4000; not kept).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
