@@ -44,7 +44,8 @@ VARIANTS = {
 # fastest in both modes; below one 128 x 256 tile per SM, 128 x 128 for 3xtf32.  The
 # persistent 128 x 256 ("128x256tp", benchmarks/wgmma_ab.py --also 128x256t): 16384^2
 # C -= A B k = 64 / 128 / 256 / 512 36.6 / 58.6 / 88.7 / 113.3 TF/s against 33.8 / 57.1 /
-# 83.7 / 110.1, squares within +-3%; so the 3xtf32 default, except beside other kernels.
+# 83.7 / 110.1; squares -2% to +5% (4096^3 / 8192^3 / 16384^3 143.0 / 138.8 / 130.8 against
+# 139.6 / 141.0 / 124.4); so the 3xtf32 default, except beside other kernels.
 DEFAULT_VARIANT = {"3xtf32": "128x256tp", "tf32": "128x256tf"}
 SMALL_VARIANT = {"3xtf32": "128x128t", "tf32": "128x256tf"}
 # Where other kernels must find SMs while the product runs (the LU's look-ahead panel beside

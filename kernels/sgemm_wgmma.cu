@@ -56,7 +56,7 @@
 // stage, 128 columns at a time (wg_epilogue_rows).  No C prefetch there (it lost).  H100,
 // 16384^2 C -= A B, main kernel (wgmma_ab.py, bursts): k = 64 / 128 / 256 / 512 36.6 / 58.6 /
 // 88.7 / 113.3 TF/s against 33.8 / 57.1 / 83.7 / 110.1 with one block per tile; squares
-// 4096^3-16384^3 within +-3% (143.0 / 138.8 / 130.8 against 139.6 / 141.0 / 124.4).  The
+// 4096^3-16384^3 -2% to +5% (143.0 / 138.8 / 130.8 against 139.6 / 141.0 / 124.4).  The
 // kernel holds every SM to the end, so products that share the device with other streams'
 // kernels (the LU's look-ahead panel) take the one-block-per-tile kernel.
 // compute-sanitizer racecheck reports potential WAR hazards between the consumers' reads of
