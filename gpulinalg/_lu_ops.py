@@ -375,8 +375,9 @@ class CupyOps(_Columns):
     def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        if self.precision != "fp32":   # the tensor-core products, on views; one block per
-            # tile, so the look-ahead panel finds SMs as the update's blocks finish
+        if self.precision != "fp32":
+            # The tensor-core products, on views; one block per tile (persistent=False), so
+            # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
                           self.a[j1:, lc], self.precision, persistent=False)
             return
