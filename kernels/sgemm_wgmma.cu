@@ -409,31 +409,32 @@ __device__ __forceinline__ void wg_tile_to_c(float* C, long long ldc, int M, int
     }
 }
 
-// Epilogue: C = alpha*acc + beta*C for the BM x BN tile (tile_m, tile_n), by the block's
-// THREADS consumer threads, through shared memory (the ring, free once every warpgroup's
-// wgmmas are done: the first barrier).  Thread (warp q of warpgroup wg, g, t) holds, per
+// The epilogues' two steps.  Staging: thread (warp q of warpgroup wg, g, t) holds, per
 // sub-block h and 8-column group j, columns 8j+2t, +1 of rows 64wg+16q+g and +8: over the
 // tile, pair p = (WN/8)h + j is columns 8p+2t, +1 in accumulators 4p + 2hr, +1 (hr: the row
-// +8).  They go to T as float2s (pitch BN+8: conflict-free), then wg_tile_to_c reads whole
-// 16-byte runs of rows, coalesced, against C (the TMA kernel has asked L2 for them already).
-template <int BM, int BN, int THREADS>
-__device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
-                                            float beta, const float* acc, float* T,
-                                            int tile_m, int tile_n, int tid,
-                                            const WgExact& exact) {
-    constexpr int LDT = BN + 8, WARPS = THREADS / 32;
-    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-    wg_bar(THREADS);
+// +8).  wg_stage writes the alpha-scaled pairs p0 .. p0+NP-1 of rows 16*warp + g (+8) to T as
+// float2s at columns 8(p - p0) + 2t (pitch LDT = 8 mod 32: conflict-free).  wg_to_c then runs
+// wg_tile_to_c on the BM x BN block of T at C's (row0, col0), on its 16-byte path where the
+// block lies inside N and C's rows are 16-byte aligned.
+template <int NP, int LDT>
+__device__ __forceinline__ void wg_stage(float* T, const float* acc, int p0, float alpha,
+                                         int warp, int lane) {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-        float* trow = T + (16 * warp + 8 * hr + g) * LDT + 2 * t;   // warp = 4wg + q
+        float* trow = T + (16 * warp + 8 * hr + g) * LDT + 2 * t;
 #pragma unroll
-        for (int p = 0; p < BN / 8; ++p)
+        for (int p = 0; p < NP; ++p)
             *reinterpret_cast<float2*>(trow + 8 * p) =
-                make_float2(alpha * acc[4 * p + 2 * hr], alpha * acc[4 * p + 2 * hr + 1]);
+                make_float2(alpha * acc[4 * (p0 + p) + 2 * hr],
+                            alpha * acc[4 * (p0 + p) + 2 * hr + 1]);
     }
-    wg_bar(THREADS);
-    const long long row0 = (long long)tile_m * BM, col0 = (long long)tile_n * BN;
+}
+
+template <int BM, int BN, int LDT, int WARPS>
+__device__ __forceinline__ void wg_to_c(float* C, long long ldc, int M, int N, float beta,
+                                        const float* T, long long row0, long long col0,
+                                        int warp, int lane, const WgExact& exact) {
     const bool fast = col0 + BN <= N &&
                       ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 4) & 15) == 0;
     if (fast)
@@ -444,11 +445,29 @@ __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int 
                                                    exact);
 }
 
+// Epilogue: C = alpha*acc + beta*C for the BM x BN tile (tile_m, tile_n), by the block's
+// THREADS consumer threads, through shared memory (the ring, free once every warpgroup's
+// wgmmas are done: the first barrier); wg_tile_to_c reads whole 16-byte runs of rows,
+// coalesced, against C (the TMA kernel has asked L2 for them already).
+template <int BM, int BN, int THREADS>
+__device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
+                                            float beta, const float* acc, float* T,
+                                            int tile_m, int tile_n, int tid,
+                                            const WgExact& exact) {
+    constexpr int LDT = BN + 8;
+    const int lane = tid & 31, warp = tid >> 5;   // warp = 4wg + q
+    wg_bar(THREADS);
+    wg_stage<BN / 8, LDT>(T, acc, 0, alpha, warp, lane);
+    wg_bar(THREADS);
+    wg_to_c<BM, BN, LDT, THREADS / 32>(C, ldc, M, N, beta, T, (long long)tile_m * BM,
+                                       (long long)tile_n * BN, warp, lane, exact);
+}
+
 // Epilogue of the persistent kernel: warpgroup wg writes its own 64 rows of the tile,
 // HB columns at a time, through its part of one ring stage (T: 64 x (HB + 8) floats), so the
-// other stages stay free for the next tile's slices.  Same fragment-to-T mapping as above,
-// restricted to pairs HB/8*h .. of pass h; then its 4 warps run wg_tile_to_c on the 64 x HB
-// block (16 rows each, 16 loads in flight per thread); warpgroup barriers 2 + wg.
+// other stages stay free for the next tile's slices: pass h stages pairs HB/8*h .., then its
+// 4 warps write the 64 x HB block (16 rows each, 16 loads in flight per thread); warpgroup
+// barriers 2 + wg.
 template <int BN, int HB>
 __device__ __forceinline__ void wg_epilogue_rows(float* C, long long ldc, int M, int N,
                                                  float alpha, float beta, const float* acc,
@@ -456,29 +475,12 @@ __device__ __forceinline__ void wg_epilogue_rows(float* C, long long ldc, int M,
                                                  int wg, int tid, const WgExact& exact) {
     constexpr int LDT = HB + 8;
     static_assert(BN % HB == 0 && HB % 128 == 0, "whole 128-column passes");
-    const int lane = tid & 31, warp = (tid >> 5) & 3, g = lane >> 2, t = lane & 3;
-    const bool aligned =
-        ((reinterpret_cast<unsigned long long>(C) | (unsigned long long)ldc * 4) & 15) == 0;
+    const int lane = tid & 31, warp = (tid >> 5) & 3;
 #pragma unroll
     for (int h = 0; h < BN / HB; ++h) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            float* trow = T + (16 * warp + 8 * hr + g) * LDT + 2 * t;
-#pragma unroll
-            for (int p = 0; p < HB / 8; ++p) {
-                const int q = HB / 8 * h + p;
-                *reinterpret_cast<float2*>(trow + 8 * p) =
-                    make_float2(alpha * acc[4 * q + 2 * hr], alpha * acc[4 * q + 2 * hr + 1]);
-            }
-        }
+        wg_stage<HB / 8, LDT>(T, acc, HB / 8 * h, alpha, warp, lane);
         wg_bar(128, 2 + wg);
-        const long long c0 = col0 + HB * h;
-        if (aligned && c0 + HB <= N)
-            wg_tile_to_c<true, 64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, c0, warp, lane,
-                                                exact);
-        else
-            wg_tile_to_c<false, 64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, c0, warp, lane,
-                                                 exact);
+        wg_to_c<64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, col0 + HB * h, warp, lane, exact);
         wg_bar(128, 2 + wg);   // T is read: the next pass (or the producer) may overwrite it
     }
 }
