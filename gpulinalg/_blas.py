@@ -377,9 +377,9 @@ def sgemm(alpha, a, b, beta=0.0, c=None, trans_a=False, trans_b=False, overwrite
     trans_a, trans_b : bool or {0, 1, 2}, optional
         Use the transpose of a / b (2, the conjugate transpose, is the transpose for reals).
     precision : {"auto", "fp32", "3xtf32", "tf32"}, keyword-only
-        "auto" (default): "3xtf32" on Hopper (sm_90) for products with k >= 128 and
-        m*n >= 1536**2, where it is both faster and more accurate than the SIMT kernel
-        (measured, docs/performance.md), else "fp32".  "fp32": the SIMT FP32 kernel.
+        "auto" (default): "3xtf32" on Hopper (sm_90) for products with k >= 64 and either
+        m*n >= 3072**2 or m*n*k >= 2e9, where it is both faster and more accurate than the
+        SIMT kernel (measured, docs/performance.md), else "fp32".  "fp32": the SIMT FP32 kernel.
         "3xtf32": tensor cores with each operand split into a TF32 head and tail and three
         products summed in FP32 (FP32-level accuracy; entries whose sum comes out Inf or NaN
         are recomputed in FP32 on sm_90, so Inf and NaN inputs give FP32's results).  "tf32":

@@ -311,9 +311,9 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         the trailing matrix is updated; 0 serialises them (for comparison).
     precision : {"auto", "fp32", "3xtf32", "tf32"}, optional
         Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops), as
-        in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*16384
-        on one GPU (measured faster there at the same backward error), else "fp32"; "fp32" our SIMT
-        SGEMM; "3xtf32" the tensor cores
+        in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*16384,
+        on one GPU or several (measured faster there at the same backward error), else
+        "fp32"; "fp32" our SIMT SGEMM; "3xtf32" the tensor cores
         with the error-compensated three-product split (FP32-level accuracy); "tf32" one
         TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and
         triangular solves always run in FP32.

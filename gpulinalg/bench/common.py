@@ -2,6 +2,7 @@
 
 import contextlib
 import datetime
+import functools
 import json
 import os
 import pathlib
@@ -122,16 +123,15 @@ extern "C" __global__ void hold_stream(unsigned long long ns)
 """
 
 
-_hold_kernel = None
+@functools.lru_cache(maxsize=None)
+def _hold_kernel():
+    import cupy as cp
+    return cp.RawKernel(_HOLD_SOURCE, "hold_stream")
 
 
 def _hold_stream(ns):
     """Enqueue a one-thread kernel that keeps the current stream busy for ns nanoseconds."""
-    import cupy as cp
-    global _hold_kernel
-    if _hold_kernel is None:
-        _hold_kernel = cp.RawKernel(_HOLD_SOURCE, "hold_stream")
-    _hold_kernel((1,), (1,), (np.uint64(ns),))
+    _hold_kernel()((1,), (1,), (np.uint64(ns),))
 
 
 def time_burst(fns, warmup=2, repeat=10, calls=10, queued=False):
@@ -146,9 +146,9 @@ def time_burst(fns, warmup=2, repeat=10, calls=10, queued=False):
 
     queued=True times device work only: each burst is enqueued behind a kernel that holds
     the stream (nvbench's "blocking kernel"), so all its launches are queued before the
-    first event runs and the host's per-call time drops out.  The hold lasts at least twice
-    the host time of the previous enqueue; a burst whose enqueue outlasted its hold is
-    timed again with a longer one."""
+    first event runs and the host's per-call time drops out.  The hold starts at 1 ms; a
+    burst whose enqueue outlasted its hold is timed again, with a hold of twice that
+    enqueue's host time from then on."""
     import time
 
     import cupy as cp
