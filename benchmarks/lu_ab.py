@@ -10,7 +10,10 @@ value once each (alternating, so that clock drift hits all values alike).  Print
 median ms of each value, its TF/s (2/3 n^3) and its ratio to cuSOLVER; the constant is
 restored at the end.  With --panel cpu each round also makes one uninstrumented call that
 reports the host's clock (_lu.HostClock): the wall over the sum of host panel times, the
-look-ahead check of gpulinalg-bench lu.
+look-ahead check of gpulinalg-bench lu.  --nb 256,1024 times each value with each block
+size (0: the default rule) instead of, or beside, a constant:
+
+    python3 benchmarks/lu_ab.py 32768 --nb 256,512,1024 --precision 3xtf32
 """
 
 import argparse
@@ -20,10 +23,13 @@ import statistics
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("sizes", help="n, comma-separated (square random matrices)")
-    p.add_argument("--vary", required=True, help="MODULE.NAME=v1,v2: constant and its values")
+    p.add_argument("--vary", default="_panel_gpu.GPU_NB_SWITCH=8192",
+                   help="MODULE.NAME=v1,v2: constant and its values (default: none varied)")
+    p.add_argument("--nb", default="0", help="block sizes, comma-separated (0: the rule)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3, help="timed calls per value and round")
     p.add_argument("--panel", default="auto", help="lu_factor's panel= (cpu, gpu, auto)")
+    p.add_argument("--precision", default="auto", help="lu_factor's precision=")
     args = p.parse_args()
     import cupy as cp
     from cupyx.scipy import linalg as cpx_linalg
@@ -32,32 +38,36 @@ def main():
     from gpulinalg import _lu, _lu_graph, _transpose
     from gpulinalg.bench.common import random_matrix, time_gpu, varied_constant
 
+    nbs = [int(x) for x in args.nb.split(",")]
     with varied_constant(args.vary) as (mod, name, values):
         for n in (int(x) for x in args.sizes.split(",")):
             a = random_matrix((n, n), n)
             flop = 2.0 / 3.0 * n ** 3
             ref = time_gpu(lambda: cpx_linalg.lu_factor(a), warmup=1, repeat=args.repeat)
-            times = {v: [] for v in values}
-            clocks = {v: _lu.HostClock() for v in values}
+            cases = [(v, nb) for v in values for nb in nbs]
+            times = {c: [] for c in cases}
+            clocks = {c: _lu.HostClock() for c in cases}
             for _ in range(args.rounds):
-                for v in values:
+                for v, nb in cases:
                     setattr(mod, name, v)
                     _lu_graph.clear()   # a captured graph holds the old value's launches
                     _transpose.pick_variant.cache_clear()   # a memoised tile choice too
-                    times[v].append(time_gpu(lambda: gpulinalg.lu_factor(a, panel=args.panel),
-                                             warmup=2, repeat=args.repeat))
+                    kw = dict(panel=args.panel, precision=args.precision, block_size=nb or None)
+                    times[v, nb].append(time_gpu(lambda: gpulinalg.lu_factor(a, **kw),
+                                                 warmup=2, repeat=args.repeat))
                     if args.panel == "cpu":
-                        gpulinalg.lu_factor(a, panel="cpu", _timeline=clocks[v])
+                        gpulinalg.lu_factor(a, _timeline=clocks[v, nb], **kw)
             print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
-            for v in values:
-                ms = statistics.median(times[v])
-                print(f"  {name}={v}: {ms:.2f} ms ({flop / ms / 1e9:.2f} TF/s), "
+            for v, nb in cases:
+                ms = statistics.median(times[v, nb])
+                label = f"{name}={v}" + (f" nb={nb or 'rule'}" if len(nbs) > 1 else "")
+                print(f"  {label}: {ms:.2f} ms ({flop / ms / 1e9:.2f} TF/s), "
                       f"x{ref / ms:.3f} cuSOLVER; rounds " +
-                      " ".join(f"{t:.2f}" for t in times[v]), flush=True)
-                if clocks[v]:
+                      " ".join(f"{t:.2f}" for t in times[v, nb]), flush=True)
+                if clocks[v, nb]:
                     print("    host clock: wall / sum host panel " + " ".join(
                         f"{c['wall_ms']:.1f}/{c['host_panel_ms']:.1f}="
-                        f"{c['wall_ms'] / c['host_panel_ms']:.3f}" for c in clocks[v]))
+                        f"{c['wall_ms'] / c['host_panel_ms']:.3f}" for c in clocks[v, nb]))
             a = None
             cp.get_default_memory_pool().free_all_blocks()
 

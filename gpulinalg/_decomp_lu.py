@@ -184,7 +184,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         nb = int(block_size)
     elif panel_name == "gpu":   # the GPU panel's own rule (its leaf is 128 columns wide)
         from ._panel_gpu import default_block_size as gpu_block_size
-        nb = gpu_block_size(m, n)
+        nb = gpu_block_size(m, n, precision, ndev)
     else:
         nb = default_block_size(m, n)
     nb = max(1, min(nb, k))
@@ -305,7 +305,10 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         grid barrier per column; no host round trips); "auto" (default) is "gpu", which
         measured 2-4x faster than "cpu" at every size on an H100 host (see Notes).
     block_size : int, optional
-        Panel width nb; by default 128 for min(M, N) <= 8192 and 256 above.
+        Panel width nb.  By default, with the GPU panel: 256 for min(M, N) <= 4096, 128 up
+        to 8192, then 256 (512 above 16384) with FP32 updates, 512 (1024 above 24576) with
+        tensor-core updates on one GPU, 256 on several GPUs; with the CPU panel 128 up to
+        8192 and 256 above.
     lookahead : {1, 0}, optional
         Look-ahead depth: 1 factors the next panel (on its own stream) while the rest of
         the trailing matrix is updated; 0 serialises them (for comparison).
@@ -462,9 +465,9 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
     Notes
     -----
-    Computed with the blocked GPU LU of `lu_factor` (Volkov & Demmel; CPU panels with
-    look-ahead, block size 128 up to 8192 and 256 above, ``m n^2 - n^3/3`` flops for
-    m >= n); L, U and P are then formed on the device.
+    Computed with the blocked GPU LU of `lu_factor` (Volkov & Demmel; panels, look-ahead
+    and block size as `lu_factor` chooses them, ``m n^2 - n^3/3`` flops for m >= n); L, U
+    and P are then formed on the device.
     """
     def finish(kind, xp, A, piv, info):
         m, n = A.shape

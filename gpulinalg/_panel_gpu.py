@@ -118,6 +118,19 @@ TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a
 # 128 / 256, nb 128 / 256): 2048 5.32 / 5.61 / 5.28 / 5.07 ms, 4096 11.31 / 12.08 / 11.34 /
 # 10.93 (cuSOLVER 5.31, 13.16).
 GPU_NB_SWITCH = 8192
+# Wider panels above GPU_NB_SWITCH, as (k, nb): nb for min(m, n) > k, the last row that
+# applies wins.  The update's rate grows with its rank, the 3xTF32 wgmma kernel's far more
+# than the SIMT kernel's (16384^2 x k, H100: 84 / 110 TF/s at k = 256 / 512 against 41 / 44),
+# while the panels' chain grows too.  H100, benchmarks/lu_ab.py, 2 rounds (twenty-first
+# session; the widths were module constants then, `lu_ab.py N --nb 256,512` reruns them):
+# FP32 updates: 16384 nb 256 / 512 98.4 / 101.2 ms, 24576 276.0 / 267.8, 32768 256 / 512 /
+# 768 605.4 / 581.0 / 639.2; 3xTF32 updates: 16384 256 / 512 / 1024 73.4 / 70.8 / 74.3,
+# 24576 512 / 768 / 1024 159.1 / 159.4 / 159.0, 32768 256 / 512 / 768 / 1024 / 1536 / 2048
+# 367.7 / 320.1 / 310.6 / 305.8 / 318.1 / 329.5.  Several GPUs keep 256 (their panels are
+# the chain every GPU waits on; nb = 384 did not gain there).
+NB_STEPS = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))          # FP32 updates, one GPU
+NB_STEPS_TC = ((GPU_NB_SWITCH, 512), (24576, 1024))             # TF32 / 3xTF32, one GPU
+NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW),)                 # several GPUs
 # nb where every panel fits the column-slab leaf.  Again with the graph replay (no host
 # bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
 # 4096 10.52 / 10.63.
@@ -125,12 +138,15 @@ COLS_NB = 2 * ROW_LW
 _NUM_SMS_GUESS = 132    # host emulation only: the H100's co-resident row-leaf blocks
 
 
-def default_block_size(m, n):
-    """Panel width nb of the GPU panel (see GPU_NB_SWITCH)."""
+def default_block_size(m, n, precision="fp32", devices=1):
+    """Panel width nb of the GPU panel (see GPU_NB_SWITCH and NB_STEPS) for an m x n LU
+    whose updates run in `precision` on `devices` GPUs."""
     k = min(m, n)
     if k <= COLS_MAX_ROWS:
         return COLS_NB
-    return 2 * ROW_LW if k > GPU_NB_SWITCH else ROW_LW
+    steps = (NB_STEPS_MULTI if devices > 1 else NB_STEPS if precision == "fp32"
+             else NB_STEPS_TC)
+    return ([ROW_LW] + [nb for above, nb in steps if k > above])[-1]
 
 
 def leaf_shape(mp, max_blocks=GCAP):

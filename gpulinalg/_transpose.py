@@ -14,15 +14,17 @@ FAMILY = "transpose"
 # TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
 # 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
 # aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
-Tile = namedtuple("Tile", "TILE BY PAIR PF EL SKEW", defaults=(False, 0, False, False))
+Tile = namedtuple("Tile", "TILE BY PAIR PF EL SKEW", defaults=(False, 0, False, 0))
 VARIANTS = {
     "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
     "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
     "64x4-pair": Tile(64, 4, True),    # the same with float2 loads and stores
     "32x8-pf256": Tile(32, 8, False, 256),   # 32x8 whose L2 misses fill 256 aligned bytes
     "32x8-pf256-el": Tile(32, 8, False, 256, True),   # and stores B with L2 evict-last
-    "64x8-skew": Tile(64, 8, False, 256, False, True),   # 64 x 32, B rows in whole sectors
-    "128x8-skew": Tile(128, 8, False, 256, False, True),   # 128 x 32: 7 / 128 rows reread
+    # transpose_skew: TILE A rows x 32 columns, B rows written in whole SKEW-float units
+    "64x8-skew": Tile(64, 8, False, 256, False, 8),     # 32-byte sectors
+    "128x8-skew": Tile(128, 8, False, 256, False, 8),   # 7 / 128 rows reread
+    "128x8-skew32": Tile(128, 8, False, 256, False, 32),   # 128-byte lines: 31 / 128
 }
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
@@ -94,11 +96,22 @@ BASELINE = "32x8"
 # written with 16-byte stores (4 consecutive tile rows a lane: 4-way bank conflicts on the
 # column reads) 68-82% against 92.5-100.4% (3 rounds, 4097^2-16385^2, 6001 x 10003, 4002 x
 # 4000; not kept).
+# Twenty-first session (transpose_ab, 3 rounds, two calls; H100): each B row's window on a
+# coarser grid, SA = 8 / 16 / 32 floats (sectors / 64 bytes / 128-byte lines; SA - 1 rows
+# above read again): 4097^2 99.6 / 98.2 / 101.8 and 98.8 / - / 100.7, 8193^2 95.9 / 95.9 / 96.5
+# and 95.5 / - / 96.1, 12289^2 94.3 / 94.4 / 94.6 and 93.8 / - / 94.1, 16385^2 93.1 / 93.1 /
+# 93.2 and 92.7 / - / 92.8, 6001 x 10003 94.9 / 94.8 / 95.5 and 94.3 / - / 94.8: OFF_SECTOR is
+# SA = 32 ("128x8-skew32").  Not kept: 256 rows with SA = 32 (1-7 points lower), tile rows
+# in bands of 4 per strip (so that the blocks sharing a B line run together: 0.7-1.8 lower),
+# each lane's two consecutive window elements in one 8-byte store (0.3-0.5 lower with SA =
+# 8, 1.1-8 with 32).  Nsight Compute (benchmarks/ncu_transpose.py): the skew kernel's DRAM
+# traffic is the ideal's at odd sizes (16385^2: 1.074 GB read, 1.058 written, against 1.141
+# / 1.091 for the 64 x 64 tile there); its L2 reads are 2.29 GB (1.61 on 16384^2).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
 OFF_GRID_EL = "32x8-pf256-el"   # the same where B's row pitch is not a multiple of 128 bytes
-OFF_SECTOR = "128x8-skew"       # where B's pitch or dst is off the 32-byte sector grid
+OFF_SECTOR = "128x8-skew32"     # where B's pitch or dst is off the 32-byte sector grid
 EVICT_LAST_STORES = True        # False: OFF_GRID there too (A/B switch; pick_variant caches)
 SMALL = "32x8"
 SMALL_TILES_PER_SM = 4
@@ -109,7 +122,7 @@ _MAX_GRID_Y = 65535
 
 def _tiled_name(t):
     if t.SKEW:
-        return f"transpose_skew<{t.TILE},{t.PF}>"   # TILE A rows x 32 A columns
+        return f"transpose_skew<{t.TILE},{t.PF},{t.SKEW}>"   # TILE A rows x 32 A columns
     return (f"transpose_pair<{t.BY}>" if t.PAIR
             else f"transpose_tiled<{t.TILE},{t.BY},{t.PF},{str(t.EL).lower()}>")
 
@@ -192,8 +205,8 @@ def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant):
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
     pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
     kernel, grid, block, skew = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
-    if skew:   # dst's offset in floats from a 32-byte sector boundary
-        kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 8)
+    if skew:   # dst's offset in floats from a 128-byte line
+        kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 32)
     else:
         kernel(grid, block, rows, cols, sp, lds, dp, ldd)
 

@@ -216,29 +216,35 @@ transpose_pair(int rows, int cols, const float* __restrict__ src, long long lds,
     }
 }
 
-// transpose_skew<TR, PF>: B's row pitch (or dst) off the 32-byte sector grid (ldd not a
+// transpose_skew<TR, PF, SA>: B's row pitch (or dst) off the 32-byte sector grid (ldd not a
 //   multiple of 8 floats: odd sizes).  A tile whose B rows are written from c0 + r0 on would
 //   start mid-sector in almost every row, and the next tile row's block (gx blocks later)
 //   writes the rest of that sector: a partially written sector that leaves L2 in between
 //   costs DRAM a read-modify-write (H100, 16385^2: 57% of copy with the 32 x 32 tile).
-//   Here each B row's window of A rows is shifted back to the sector grid: B row j of tile
-//   row k takes A rows TR*k - t(j) ... TR*k - t(j) + TR - 1, t(j) = (doff + j*ldd) mod 8
-//   (doff: dst's offset in floats from a 32-byte boundary), so each warp store is 4 whole
-//   sectors; t(j) does not depend on k, so the windows of one B row tile it exactly (the
-//   first is clipped at row 0, the last runs to `rows`: up to TR + 7 elements).  A block
-//   reads A rows TR*k - 7 ... TR*k + TR - 1 by 32 columns into a [TR + 7][33] tile (the 7
-//   rows above are the tile above's, read again from L2).  32 x 8 threads, (TR + 7) / 8
-//   loads each with the 256-byte L2 fill (PF).  TR = 128 is the launched one (H100, odd
-//   sizes 4097-16385: 92.3-98.5% of copy; TR = 64: 1-2.6 points lower, 11% of its reads are
-//   the rows above; TR = 32: 83-88%, 22%).
-template <int TR, int PF>
+//   Here each B row's window of A rows is shifted back to an SA-float grid (SA = 8: 32-byte
+//   sectors, 16: 64 bytes, 32: 128-byte lines): B row j of tile row k takes A rows
+//   TR*k - t(j) ... TR*k - t(j) + TR - 1, t(j) = (doff + j*ldd) mod SA (doff: dst's offset
+//   in floats from a 128-byte boundary), so each warp store covers whole SA-float units;
+//   t(j) does not depend on k, so the windows of one B row tile it exactly (the first is
+//   clipped at row 0, the last runs to `rows`: up to TR + SA - 1 elements).  A block reads A
+//   rows TR*k - (SA-1) ... TR*k + TR - 1 by 32 columns into a [TR + SA - 1][33] tile (the
+//   SA - 1 rows above are the tile above's, read again from L2).  32 x 8 threads,
+//   (TR + SA - 1) / 8 loads each with the 256-byte L2 fill (PF).  TR = 128, SA = 32 is the
+//   launched one (H100, odd sizes 4097-16385: 92.8-101.8% of copy, 0.1-2.2 points above SA
+//   = 8 in two runs; SA = 16 equal to 8; TR = 64: 1-2.6 points lower, 11% of its reads are
+//   the rows above; TR = 32: 83-88%, 22%).  Its DRAM traffic is the ideal's (Nsight Compute,
+//   16385^2, SA = 8: 1.074 GB read, 1.058 written): what is left is in the SM and L2 (2.29
+//   GB of L2 reads: the odd pitch's fifth sector per row segment and the rows read again;
+//   on 16384^2, same traffic as transpose_pair, it takes 4% longer).
+template <int TR, int PF, int SA>
 __global__ void __launch_bounds__(256)
 transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,
                float* __restrict__ dst, long long ldd, unsigned doff)
 {
     static_assert(TR % 32 == 0, "the windows are written 32 lanes at a time");
-    constexpr int TC = 32, BY = 8, H = TR + 7;   // tile rows kept: 7 above the tile's own TR
-    constexpr int NQ = (H + BY - 1) / BY;       // loads per thread
+    static_assert(SA == 8 || SA == 16 || SA == 32, "window grid: 32, 64 or 128 bytes");
+    constexpr int TC = 32, BY = 8, UP = SA - 1, H = TR + UP;   // UP rows above the tile's own
+    constexpr int NQ = (H + BY - 1) / BY;                      // loads per thread
     __shared__ float tile[H][TC + 1];
     const unsigned gx = (static_cast<unsigned>(cols) + TC - 1) / TC;
     const unsigned gy = (static_cast<unsigned>(rows) + TR - 1) / TR;
@@ -247,12 +253,12 @@ transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,
     const long long c0 = static_cast<long long>(blockIdx.x % gx) * TC;
     const int tx = threadIdx.x, ty = threadIdx.y;
 
-    // A rows r0 - 7 + lr, lr < H, columns c0 + tx
+    // A rows r0 - UP + lr, lr < H, columns c0 + tx
     float v[NQ];
 #pragma unroll
     for (int q = 0; q < NQ; ++q) {
         const int lr = ty + BY * q;
-        const long long r = r0 - 7 + lr;
+        const long long r = r0 - UP + lr;
         v[q] = (lr < H && r >= 0 && r < rows && c0 + tx < cols)
                ? load_a<PF>(src + r * lds + c0 + tx) : 0.0f;
     }
@@ -270,14 +276,14 @@ transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,
             break;
         const long long j = c0 + jj;
         const int t = static_cast<int>((doff + static_cast<unsigned long long>(j) *
-                                        static_cast<unsigned long long>(ldd)) & 7);
+                                        static_cast<unsigned long long>(ldd)) & (SA - 1));
         const long long end = last ? rows : r0 + TR - t;   // this window: A rows [r0 - t, end)
         float* d = dst + j * ldd;
 #pragma unroll
-        for (int w = 0; w <= TR / 32; ++w) {   // w = TR/32: the last window's up to 7 more
+        for (int w = 0; w <= TR / 32; ++w) {   // w = TR/32: the last window's up to SA-1 more
             const long long i = r0 - t + 32 * w + tx;
             if (i >= 0 && i < end)
-                d[i] = tile[32 * w + tx - t + 7][jj];
+                d[i] = tile[32 * w + tx - t + UP][jj];
         }
     }
 }

@@ -93,6 +93,15 @@ def test_leaf_plan_and_block_size():
     assert _no_cols_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
     assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
+    assert _panel_gpu.default_block_size(16384, 16384) == 256
+    assert _panel_gpu.default_block_size(16385, 40000) == 512
+    # tensor-core updates on one GPU take wider panels; several GPUs keep 256
+    assert _panel_gpu.default_block_size(8193, 20000, "3xtf32") == 512
+    assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
+    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
+    assert _panel_gpu.default_block_size(8192, 8192, "3xtf32") == 128
+    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 256
+    assert _panel_gpu.default_block_size(32768, 32768, "fp32", devices=4) == 256
     cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
     assert _panel_gpu.default_block_size(cols, 9000) == 256
     assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
@@ -839,6 +848,17 @@ def test_lu_factor_gpu_panel(cp, rng, shape, lookahead):
 @pytest.mark.parametrize("nb", [1, 37, 64, 256])
 def test_lu_factor_gpu_panel_block_sizes(cp, rng, nb):
     _gpu_lu_check(cp, rng.standard_normal((700, 700)).astype(np.float32), block_size=nb)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
+@pytest.mark.parametrize("shape,nb", [((4700, 4700), 512), ((5200, 1500), 384),
+                                      ((1500, 5200), 1024)])
+def test_lu_factor_gpu_panel_wide_blocks(cp, rng, shape, nb, precision):
+    # panels of more than 4096 rows (row leaves, two recursion levels) with the updates
+    # of the wide block sizes that tensor-core updates take at large n
+    _gpu_lu_check(cp, rng.standard_normal(shape).astype(np.float32), block_size=nb,
+                  precision=precision)
 
 
 @pytest.mark.gpu

@@ -73,11 +73,11 @@ def test_tile_model_covers_every_element(variant, shape):
     np.testing.assert_array_equal(emulate_tiled(a, variant), a.T)
 
 
-def emulate_skew(a, ldd, doff, tr):
-    """NumPy model of transpose_skew<tr>: B = a.T written into a flat buffer at offset doff
-    with pitch ldd, each B row's window of tr A rows per tile row shifted to the 32-byte
-    sector grid.  Returns (B, write counts, whether every full 32-element warp store was
-    sector-aligned)."""
+def emulate_skew(a, ldd, doff, tr, sa=8):
+    """NumPy model of transpose_skew<tr, sa>: B = a.T written into a flat buffer at offset
+    doff with pitch ldd, each B row's window of tr A rows per tile row shifted to the
+    sa-float grid.  Returns (B, write counts, whether every full 32-element warp store was
+    aligned to sa floats)."""
     rows, cols = a.shape
     buf = np.full(doff + (cols - 1) * ldd + rows, np.nan, np.float32)
     count = np.zeros(buf.size, np.int32)
@@ -86,21 +86,21 @@ def emulate_skew(a, ldd, doff, tr):
     for bid in range(gx * gy):
         k, c0 = bid // gx, bid % gx * 32
         r0 = tr * k
-        lo = r0 - 7   # the tile holds A rows r0 - 7 .. r0 + tr - 1 (those that exist)
-        tile = np.zeros((tr + 7, 32), np.float32)
-        rr = np.arange(lo, lo + tr + 7)
+        lo = r0 - (sa - 1)   # the tile holds A rows r0 - sa + 1 .. r0 + tr - 1 (those that exist)
+        tile = np.zeros((tr + sa - 1, 32), np.float32)
+        rr = np.arange(lo, lo + tr + sa - 1)
         okr = (rr >= 0) & (rr < rows)
         tile[okr, :min(32, cols - c0)] = a[rr[okr], c0:c0 + 32]
         for jj in range(min(32, cols - c0)):
             j = c0 + jj
-            t = (doff + j * ldd) % 8
+            t = (doff + j * ldd) % sa
             end = rows if k + 1 == gy else r0 + tr - t
             for w in range(tr // 32 + 1):   # the last pass only in the last tile row
                 start = r0 - t + 32 * w
                 i = start + np.arange(32)
                 ok = (i >= 0) & (i < end)
                 if ok.all():
-                    aligned &= (doff + j * ldd + start) % 8 == 0
+                    aligned &= (doff + j * ldd + start) % sa == 0
                 e = doff + j * ldd + i[ok]
                 buf[e] = tile[i[ok] - lo, jj]
                 count[e] += 1
@@ -109,14 +109,14 @@ def emulate_skew(a, ldd, doff, tr):
     return b, c, aligned
 
 
-@pytest.mark.parametrize("tr", [32, 64])
+@pytest.mark.parametrize("tr,sa", [(32, 8), (64, 8), (32, 16), (64, 32)])
 @pytest.mark.parametrize("shape,ldd_extra,doff", [((1, 1), 0, 0), ((33, 65), 1, 3),
                                                   ((64, 64), 5, 7), ((97, 31), 0, 1),
                                                   ((129, 70), 3, 6), ((40, 9), 2, 5),
-                                                  ((200, 40), 1, 2)])
-def test_skew_model_writes_each_element_once_in_whole_sectors(shape, ldd_extra, doff, tr):
+                                                  ((200, 40), 1, 2), ((50, 20), 2, 21)])
+def test_skew_model_writes_each_element_once_in_whole_sectors(shape, ldd_extra, doff, tr, sa):
     a = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-    b, count, aligned = emulate_skew(a, shape[0] + ldd_extra, doff, tr)
+    b, count, aligned = emulate_skew(a, shape[0] + ldd_extra, doff, tr, sa)
     np.testing.assert_array_equal(b, a.T)
     assert (count == 1).all()
     assert aligned
@@ -154,11 +154,12 @@ def test_launcher_packs_the_kernel_parameter_layout():
 def test_kernel_table():
     for name, t in _transpose.VARIANTS.items():
         assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
-        smem = (t.TILE + 7) * 33 * 4 if t.SKEW else t.TILE * (t.TILE + 1) * 4
+        smem = (t.TILE + t.SKEW - 1) * 33 * 4 if t.SKEW else t.TILE * (t.TILE + 1) * 4
         assert smem <= 48 * 1024, name   # static shared memory
         assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
         assert t.PF in (0, 256) and not (t.PAIR and (t.PF or t.EL)), name   # tiled only
-        assert not t.SKEW or (t.BY, t.PAIR, t.EL) == (8, False, False), name
+        assert not t.SKEW or ((t.BY, t.PAIR, t.EL) == (8, False, False)
+                              and t.SKEW in (8, 16, 32)), name
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert _transpose.OFF_GRID in _transpose.VARIANTS
