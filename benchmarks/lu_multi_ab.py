@@ -33,6 +33,7 @@ def main():
                    help="[MODULE.]NAME=v1,v2: a constant of gpulinalg (default module "
                         "_lu_multi) and its values; repeatable")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--precision", default="auto", help="lu_factor's precision=")
     p.add_argument("--steps", help="write the per-step timelines (JSON) to this file")
     args = p.parse_args()
     import cupy as cp
@@ -55,7 +56,7 @@ def main():
         for i in range(args.repeat + 1):
             cp.cuda.Device().synchronize()
             t = time.perf_counter()
-            gpulinalg.lu_factor(a, **kw)
+            gpulinalg.lu_factor(a, precision=args.precision, **kw)
             cp.cuda.Device().synchronize()
             if i:
                 times.append((time.perf_counter() - t) * 1e3)
@@ -72,7 +73,8 @@ def main():
             for ndev in (int(x) for x in args.devices.split(",")):
                 ms = wall(block_size=nb, devices=ndev)
                 tl = []
-                gpulinalg.lu_factor(a, block_size=nb, devices=ndev, _timeline=tl)
+                gpulinalg.lu_factor(a, block_size=nb, devices=ndev, precision=args.precision,
+                                    _timeline=tl)
                 t = tl[-1]
                 per = " ".join(f"[{d['update_ms']:.0f}/{d['panel_ms']:.0f}]" for d in t["devices"])
                 print(f"  {ndev} GPUs: {ms:.1f} ms, x{one / ms:.2f}; "

@@ -126,11 +126,16 @@ GPU_NB_SWITCH = 8192
 # FP32 updates: 16384 nb 256 / 512 98.4 / 101.2 ms, 24576 276.0 / 267.8, 32768 256 / 512 /
 # 768 605.4 / 581.0 / 639.2; 3xTF32 updates: 16384 256 / 512 / 1024 73.4 / 70.8 / 74.3,
 # 24576 512 / 768 / 1024 159.1 / 159.4 / 159.0, 32768 256 / 512 / 768 / 1024 / 1536 / 2048
-# 367.7 / 320.1 / 310.6 / 305.8 / 318.1 / 329.5.  Several GPUs keep 256 (their panels are
-# the chain every GPU waits on; nb = 384 did not gain there).
+# 367.7 / 320.1 / 310.6 / 305.8 / 318.1 / 329.5.  Two GPUs (H200 x2, benchmarks/
+# lu_multi_ab.py 32768 --devices 2 --nb 256,512,1024 --precision P, same call as one GPU):
+# 3xTF32 225.3 / 211.5 / 212.2 ms (one GPU 350.4 / 310.6 / 301.0), FP32 nb 256 / 512
+# 344.0 / 339.5 (one GPU 600.3 / 578.2): 512 above 16384 whatever the precision.  More
+# GPUs keep 256 (not measured wider this session; there the panels are the chain every
+# GPU waits on).
 NB_STEPS = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))          # FP32 updates, one GPU
 NB_STEPS_TC = ((GPU_NB_SWITCH, 512), (24576, 1024))             # TF32 / 3xTF32, one GPU
-NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW),)                 # several GPUs
+NB_STEPS_2GPU = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))     # two GPUs
+NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW),)                 # more GPUs
 # nb where every panel fits the column-slab leaf.  Again with the graph replay (no host
 # bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
 # 4096 10.52 / 10.63.
@@ -144,8 +149,8 @@ def default_block_size(m, n, precision="fp32", devices=1):
     k = min(m, n)
     if k <= COLS_MAX_ROWS:
         return COLS_NB
-    steps = (NB_STEPS_MULTI if devices > 1 else NB_STEPS if precision == "fp32"
-             else NB_STEPS_TC)
+    steps = (NB_STEPS_MULTI if devices > 2 else NB_STEPS_2GPU if devices == 2
+             else NB_STEPS if precision == "fp32" else NB_STEPS_TC)
     return ([ROW_LW] + [nb for above, nb in steps if k > above])[-1]
 
 

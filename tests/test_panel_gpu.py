@@ -100,7 +100,9 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
     assert _panel_gpu.default_block_size(8192, 8192, "3xtf32") == 128
-    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 256
+    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 512
+    assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=2) == 256
+    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=3) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "fp32", devices=4) == 256
     cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
     assert _panel_gpu.default_block_size(cols, 9000) == 256
