@@ -106,7 +106,10 @@ BASELINE = "32x8"
 # each lane's two consecutive window elements in one 8-byte store (0.3-0.5 lower with SA =
 # 8, 1.1-8 with 32).  Nsight Compute (benchmarks/ncu_transpose.py): the skew kernel's DRAM
 # traffic is the ideal's at odd sizes (16385^2: 1.074 GB read, 1.058 written, against 1.141
-# / 1.091 for the 64 x 64 tile there); its L2 reads are 2.29 GB (1.61 on 16384^2).
+# / 1.091 for the 64 x 64 tile there); its L2 reads are 2.29 GB (1.61 on 16384^2).  Also
+# not kept: A read with 8-byte loads at any pitch (62 columns a block, each row's 64-float
+# window on the 8-byte grid, SA = 32): 4097^2 93.6 against 100.4, 8193^2 92.7 / 95.1,
+# 12289^2 91.4 / 93.0, 16385^2 91.2 / 92.4, 6001 x 10003 92.3 / 94.2, 16384^2 93.7 / 94.7.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
