@@ -316,7 +316,7 @@ def transpose(a, out=None):
     goes through 64 x 64 shared-memory tiles with 8-byte accesses (32 x 32 tiles with 4-byte
     accesses for small matrices and for row pitches that are not multiples of 256 bytes;
     128 x 32 tiles that write each result row in whole 128-byte lines where those rows do
-    not start on one, e.g. odd sizes) so that reads and writes are both coalesced. It is
+    not start on a 32-byte sector, e.g. odd sizes) so that reads and writes are both coalesced. It is
     bandwidth-bound: ``8*m*n`` bytes are read and written. A column-major `a` transposes to a
     C-ordered result by a plain strided copy.
     """
