@@ -129,9 +129,9 @@ GPU_NB_SWITCH = 8192
 # 367.7 / 320.1 / 310.6 / 305.8 / 318.1 / 329.5.  Two GPUs (H200 x2, benchmarks/
 # lu_multi_ab.py 32768 --devices 2 --nb 256,512,1024 --precision P, same call as one GPU):
 # 3xTF32 225.3 / 211.5 / 212.2 ms (one GPU 350.4 / 310.6 / 301.0), FP32 nb 256 / 512
-# 344.0 / 339.5 (one GPU 600.3 / 578.2): 512 above 16384 whatever the precision.  More
-# GPUs keep 256 (not measured wider this session; there the panels are the chain every
-# GPU waits on).
+# 344.0 / 339.5 (one GPU 600.3 / 578.2): 512 above 16384 whatever the precision.  Four
+# GPUs keep 256 (H200 x4, same command with --devices 2,4: 3xTF32 172.1 / 177.0 ms, FP32
+# 217.0 / 224.7 for nb 256 / 512; there the panels are the chain every GPU waits on).
 NB_STEPS = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))          # FP32 updates, one GPU
 NB_STEPS_TC = ((GPU_NB_SWITCH, 512), (24576, 1024))             # TF32 / 3xTF32, one GPU
 NB_STEPS_2GPU = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))     # two GPUs
