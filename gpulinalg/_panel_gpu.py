@@ -73,6 +73,10 @@ ROW_BLOCK_CAP = 32
 # GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
 # 633.9 ms, on 2 1090.2 / 1088.7).
 ROW_BLOCK_CAP_MULTI = GMAX_ROW
+# The row leaf's kernel: 1 = getrf_leaf_comm (a ninth, communication warp per block; the
+# record leaves before the rank-1 update, the pivot row's fetch rides on the record poll),
+# 0 = getrf_leaf_row.  Same grid, workspace and results (bit for bit).
+ROW_COMM = 1
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -104,6 +108,7 @@ COLS_LW = 256
 COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
+                + tuple(f"getrf_leaf_comm<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
                 + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
@@ -367,7 +372,8 @@ class _DeviceSteps:
         self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
         if leaf[0] == "row":
             self.lw, self.rpt = leaf[1], leaf[2]
-            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw},{self.rpt}>",
+            kind, self.threads = ("comm", THREADS + 32) if ROW_COMM else ("row", THREADS)
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf_{kind}<{self.lw},{self.rpt}>",
                                      cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cols":
@@ -392,7 +398,7 @@ class _DeviceSteps:
         ws = self.ws
         g = -(-mp // (THREADS * self.rpt))
         # The rows' positions are 0-based relative to a's first row: the pivots' base.
-        self.kernel((g,), (THREADS,),
+        self.kernel((g,), (self.threads,),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
                      np.int32(col_base), ws.keys, ws.rows,
                      np.uint32(ws.next_tags(min(mp, w)))))

@@ -680,6 +680,330 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
     store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
 }
 
+// ------------------------------------------------------------------ getrf_leaf_comm
+//
+// getrf_leaf_comm<LW, RPT>: getrf_leaf_row's contract, grid, row mapping, lazy swaps,
+// records and tagged rows (the same workspace), with bit-identical results, but each block
+// has a ninth warp, the COMMUNICATION warp, which holds no rows, and the column loop is a
+// pipeline in which neither the rank-1 update nor the pivot row's fetch waits on the grid:
+//   compute warps, column t (after named barrier P: pivot t-1 and its row are in s_p /
+//   s_prow):  exchange the positions of pivot t-1, its multipliers, update column t only
+//   (one fmaf per row, on the copy xn of column t), search column t, lane 0 puts the warp's
+//   candidate in s_wk / s_wi, arrive at barrier C -- all in rolled code, the same for every
+//   column; THEN, through the switch on t (register indices), the rest of pivot t-1's rank-1
+//   update (columns > t) and the copy of column t+1 for the next search, and the owner of
+//   the warp's candidate copies its row (now complete) to s_wrow[warp], arrive at barrier R;
+//   communication warp, column t:  wait C, reduce the 8 warp candidates, publish the block's
+//   record (tagged, as getrf_leaf_row: no fence); wait R, publish the winner's row (32
+//   lanes, two 16-byte tagged stores each); poll the G records, and from the first arrivals
+//   on fetch the row of the best candidate seen so far (refetched if a later record beats
+//   it), so that the row fetch rides on the poll's round trips; write s_prow / s_p, piv[t],
+//   info; arrive at barrier P.
+// So a block's record leaves after one fmaf and the search; the rank-1 update, the jump into
+// the column's code and the row copy run while the records travel.  Per element the fmafs
+// are getrf_leaf_row's, in the same order (pivot t-1 reaches column t before the search of
+// column t and columns > t right after it, before pivot t): results are bit-identical.
+// Named barriers: C = 1, R = 2, P = 3 (0, __syncthreads, is not used), each between the 256
+// compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
+// slots are single-buffered: s_wk / s_wi / s_wrow are written before C / R of column t and
+// rewritten only after P of column t, which the communication warp arrives at after its last
+// read of them; s_prow / s_p are rewritten after R of the next column, which every compute
+// warp reaches after its last read of them (the update).
+// Bound: latency (the record's round trip through L2 per column), as getrf_leaf_row.
+
+namespace {
+
+__device__ __forceinline__ void named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+
+// Column J's register work of a compute warp (J = 0..LW; after the search of column J):
+// pivot J-1's multipliers into column J-1, the updated column J (xn) back into x, pivot
+// J-1's update of the columns > J, and column J+1 (not yet updated by pivot J) into xn.
+template <int J, int LW, int RPT>
+__device__ __forceinline__ void comm_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
+                                          const float (&l)[RPT], const float* s_prow,
+                                          float (&xn)[RPT])
+{
+    if constexpr (J > 0) {
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            if (upd[q])
+                x[q][J - 1] = l[q];
+            if constexpr (J < LW)
+                x[q][J] = xn[q];
+        }
+#pragma unroll
+        for (int c = J + 1; c < LW; ++c) {
+            const float pc = s_prow[c];
+#pragma unroll
+            for (int q = 0; q < RPT; ++q)
+                if (upd[q])
+                    x[q][c] = fmaf(-l[q], pc, x[q][c]);
+        }
+    }
+    if constexpr (J + 1 < LW) {
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            xn[q] = x[q][J + 1];
+    }
+}
+
+#define GETRF_COMM_STEP(J) comm_step<(J), LW, RPT>(x, upd, l, s_prow, xn)
+
+// The communication warp's column loop; SPL record slots polled per lane (G <= 32 * SPL).
+template <int SPL, int LW, int NW>
+__device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_base,
+                                          ulonglong2* keys, ulonglong2* rows, unsigned epoch,
+                                          const unsigned* s_wk, const int* s_wi,
+                                          const float (*s_wrow)[LW], float* s_prow, int* s_p,
+                                          int G, int b, int lane)
+{
+    constexpr int T = GETRF_THREADS + 32;
+#pragma unroll 1
+    for (int j = 0; j < kk; ++j) {
+        const int par = j & 1;
+        const unsigned tag = epoch + static_cast<unsigned>(j);
+        const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
+
+        // The block's candidate from the warps' (lane w holds warp w's), its record.
+        named_sync(1, T);                                                    // C
+        const unsigned k0 = lane < NW ? s_wk[lane] : 0u;
+        const int i0 = lane < NW ? s_wi[lane] : 0x7fffffff;
+        unsigned bkey;
+        const int bi = warp_first_max(k0, i0, bkey);
+        const unsigned mw = __ballot_sync(0xffffffffu, lane < NW && bkey != 0u && k0 == bkey &&
+                                                            i0 == bi);
+        if (lane == 0)
+            st_relaxed_gpu_v2(keys + par * G + b, t | bkey, t | static_cast<unsigned>(bi));
+        // Its row, once the compute warps have updated it.
+        named_sync(2, T);                                                    // R
+        if (mw && lane < LW / 4) {
+            const float4 v = reinterpret_cast<const float4*>(s_wrow[__ffs(mw) - 1])[lane];
+            ulonglong2* dst = rows + (par * G + b) * (LW / 2) + 2 * lane;
+            st_relaxed_gpu_v2(dst, t | __float_as_uint(v.x), t | __float_as_uint(v.y));
+            st_relaxed_gpu_v2(dst + 1, t | __float_as_uint(v.z), t | __float_as_uint(v.w));
+        }
+
+        // Poll the G records until all carry the tag; meanwhile fetch the row of the best
+        // record seen so far (`spec`) until its words carry the tag too.
+        const ulonglong2* slot = keys + par * G;
+        unsigned ckey = 0u;                     // this lane's first max of its records
+        int ci = 0x7fffffff, cb = 0;
+        unsigned pending = 0;
+#pragma unroll
+        for (int s = 0; s < SPL; ++s)
+            if (lane + 32 * s < G)
+                pending |= 1u << s;
+        int spec = -1, wi = 0x7fffffff;
+        bool row_ok = false;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        while (true) {
+            const bool polling = __any_sync(0xffffffffu, pending != 0);
+            const int fetch = row_ok ? -1 : spec;   // warp-uniform
+            if (!polling && fetch < 0)
+                break;
+            ulonglong2 k[SPL], w0, w1;
+#pragma unroll
+            for (int s = 0; s < SPL; ++s)
+                if (pending & (1u << s))
+                    k[s] = ld_relaxed_gpu_v2(slot + lane + 32 * s);
+            if (fetch >= 0 && lane < LW / 4) {
+                const ulonglong2* src = rows + (par * G + fetch) * (LW / 2) + 2 * lane;
+                w0 = ld_relaxed_gpu_v2(src);
+                w1 = ld_relaxed_gpu_v2(src + 1);
+            }
+            bool fresh = false;                 // a record arrived in this round
+#pragma unroll
+            for (int s = 0; s < SPL; ++s)
+                if ((pending & (1u << s)) && static_cast<unsigned>(k[s].x >> 32) == tag &&
+                    static_cast<unsigned>(k[s].y >> 32) == tag) {
+                    pending &= ~(1u << s);
+                    fresh = true;
+                    const unsigned kk_ = static_cast<unsigned>(k[s].x);
+                    const int i = static_cast<int>(static_cast<unsigned>(k[s].y));
+                    if (kk_ > ckey || (kk_ == ckey && kk_ != 0u && i < ci)) {
+                        ckey = kk_;
+                        ci = i;
+                        cb = lane + 32 * s;
+                    }
+                }
+            if (fetch >= 0) {
+                const bool ok = lane >= LW / 4 ||
+                    (static_cast<unsigned>(w0.x >> 32) == tag &&
+                     static_cast<unsigned>(w0.y >> 32) == tag &&
+                     static_cast<unsigned>(w1.x >> 32) == tag &&
+                     static_cast<unsigned>(w1.y >> 32) == tag);
+                if (lane < LW / 4)
+                    v = make_float4(__uint_as_float(static_cast<unsigned>(w0.x)),
+                                    __uint_as_float(static_cast<unsigned>(w0.y)),
+                                    __uint_as_float(static_cast<unsigned>(w1.x)),
+                                    __uint_as_float(static_cast<unsigned>(w1.y)));
+                row_ok = __all_sync(0xffffffffu, ok);
+            }
+            if (__any_sync(0xffffffffu, fresh)) {
+                // The best record so far; a new one restarts the row fetch.
+                unsigned wkey;
+                wi = warp_first_max(ckey, ci, wkey);
+                if (wi != 0x7fffffff) {
+                    const unsigned from = __ballot_sync(0xffffffffu, ci == wi && ckey == wkey);
+                    const int best = __shfl_sync(0xffffffffu, cb, __ffs(from) - 1);
+                    if (best != spec) {
+                        spec = best;
+                        row_ok = false;
+                    }
+                }
+            }
+        }
+        const bool valid = wi != 0x7fffffff;
+        if (lane < LW / 4)
+            reinterpret_cast<float4*>(s_prow)[lane] = valid ? v : make_float4(0.f, 0.f, 0.f, 0.f);
+        __syncwarp();
+        if (lane == 0) {
+            *s_p = valid ? wi : -1;
+            if (b == 0) {
+                piv[j] = valid ? wi : j;
+                if (valid && s_prow[j] == 0.f && *info == 0)
+                    *info = col_base + j + 1;
+            }
+        }
+        named_arrive(3, T);                                                  // P
+    }
+}
+
+}  // namespace
+
+template <int LW, int RPT>
+__global__ void __launch_bounds__(GETRF_THREADS + 32, 1)
+getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
+                ulonglong2* keys, ulonglong2* rows, unsigned epoch)
+{
+    constexpr int TC = GETRF_THREADS;           // compute threads (rows), warps 0..NW-1
+    constexpr int NW = TC / 32;
+    constexpr int T = TC + 32;                  // and the communication warp, warp NW
+    constexpr int SPL = (GETRF_GMAX_ROW + 31) / 32;   // most record slots polled per lane
+    static_assert(LW % 4 == 0 && LW / 4 <= 32, "a row is one float4 per lane");
+    static_assert(LW <= 128, "the column switch has 129 cases");
+    static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
+    static_assert(SPL <= 32 && NW <= 32, "pending-slot bit mask; one warp candidate per lane");
+
+    __shared__ unsigned s_wk[NW];               // the warps' candidates of this column
+    __shared__ int s_wi[NW];
+    __shared__ __align__(16) float s_wrow[NW][LW];   // and their rows
+    __shared__ __align__(16) float s_prow[LW];  // the pivot row of the previous column
+    __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int G = gridDim.x, b = blockIdx.x;
+    const int kk = min(mp, ncols);
+
+    if (warp == NW) {                           // the communication warp
+        if (G <= 32)
+            comm_loop<1, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wk, s_wi,
+                                 s_wrow, s_prow, &s_p, G, b, lane);
+        else
+            comm_loop<SPL, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wk, s_wi,
+                                   s_wrow, s_prow, &s_p, G, b, lane);
+        return;
+    }
+
+    // The compute warps: rows interleaved over the blocks, as getrf_leaf_row.  A thread's
+    // row exists iff its position is below mp (swaps exchange positions of existing rows
+    // only), so `mine` is recomputed where needed rather than kept in registers.
+    int pos[RPT];
+    bool mine[RPT];
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        pos[q] = (q * G + b) * TC + tid;
+        mine[q] = pos[q] < mp;
+    }
+    float x[RPT][LW];
+    float xn[RPT];                              // column j, updated through pivot j-1
+    float xc[RPT];                              // column j-1 (for pivot j-1's multipliers)
+    load_rows<LW, RPT>(x, xn, A, lda, ncols, pos, mine);
+
+#pragma unroll 1
+    for (int j = 0; j <= kk; ++j) {
+        bool upd[RPT];
+        float l[RPT];
+#pragma unroll
+        for (int q = 0; q < RPT; ++q) {
+            upd[q] = false;
+            l[q] = 0.f;
+        }
+        if (j > 0) {
+            // Pivot j-1: positions, multipliers, column j.
+            named_sync(3, T);                                                // P
+            const int sp = s_p, jp = j - 1;
+            const bool valid = sp >= 0;
+            const int p = valid ? sp : jp;
+            const float pv = valid ? s_prow[jp] : 0.f;
+            const bool nonzero = valid && pv != 0.f;
+            const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
+            const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
+            const float pc = j < LW ? s_prow[j] : 0.f;
+#pragma unroll
+            for (int q = 0; q < RPT; ++q) {
+                if (pos[q] == p)
+                    pos[q] = jp;
+                else if (pos[q] == jp)
+                    pos[q] = p;
+                upd[q] = nonzero && pos[q] < mp && pos[q] > jp;
+                l[q] = upd[q] ? (by_recip ? xc[q] * rinv : xc[q] / pv) : 0.f;
+                if (upd[q] && j < LW)
+                    xn[q] = fmaf(-l[q], pc, xn[q]);
+            }
+        }
+        int cand = 0x7fffffff;
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            mine[q] = pos[q] < mp;
+        if (j < kk) {
+            // The warp's candidate for column j.
+            unsigned tkey, wkey;
+            const int ti = thread_first_max<RPT>(xn, pos, mine, j, tkey);
+            cand = warp_first_max(tkey, ti, wkey);
+            if (lane == 0) {
+                s_wk[warp] = wkey;
+                s_wi[warp] = cand;
+            }
+            named_arrive(1, T);                                              // C
+        }
+#pragma unroll
+        for (int q = 0; q < RPT; ++q)
+            xc[q] = xn[q];
+        switch (j) {
+            GETRF_CASES64(0, LW + 1, GETRF_COMM_STEP)
+            GETRF_CASES64(64, LW + 1, GETRF_COMM_STEP)
+            GETRF_CASE(128, LW + 1, GETRF_COMM_STEP)
+        }
+        if (j < kk) {
+            // The warp's candidate row (complete through pivot j-1) for the communication warp.
+#pragma unroll
+            for (int q = 0; q < RPT; ++q)
+                if (mine[q] && pos[q] == cand) {
+#pragma unroll
+                    for (int c = 0; c < LW; c += 4)
+                        *reinterpret_cast<float4*>(&s_wrow[warp][c]) =
+                            make_float4(x[q][c], x[q][c + 1], x[q][c + 2], x[q][c + 3]);
+                }
+            named_arrive(2, T);                                              // R
+        }
+    }
+
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        mine[q] = pos[q] < mp;
+    // load_rows' test for whole 16-byte pieces, made again (not kept live through the loop)
+    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
+                     (lda & 3) == 0;
+    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
+}
+
 
 
 // ------------------------------------------------------------------ getrf_leaf_cluster

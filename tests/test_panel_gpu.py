@@ -504,6 +504,24 @@ def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lw", ROW_WIDTHS)
+@pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 40), (33000, 64)])
+def test_comm_leaf_bitwise_equals_row_leaf(cp, rng, monkeypatch, lw, m, w):
+    """getrf_leaf_comm (communication warp, pipelined update) against getrf_leaf_row, bit for
+    bit, with a zero column (skipped update) and a NaN column (no candidate)."""
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    a[:, w // 3] = 0
+    a[:, w // 2] = np.nan
+    out = {}
+    for comm in (0, 1):
+        monkeypatch.setattr(_panel_gpu, "ROW_COMM", comm)
+        out[comm] = _device_panel(cp, a, leaf=("row", lw))
+    np.testing.assert_array_equal(out[1][1], out[0][1])
+    np.testing.assert_array_equal(out[1][0], out[0][0])
+    assert out[1][2] == out[0][2] == (w // 3 + 1 if w // 3 < m else 0)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("m,w", [(5000, 32), (3000, 20), (9000, 32), (33, 32), (40000, 32)])
 def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
     """row<32> (deferred rank-1 tail, pivot rows completed by their readers) and the tile
