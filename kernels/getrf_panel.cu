@@ -689,7 +689,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
 //   compute warps, column t (after named barrier P: pivot t-1 and its row are in s_p /
 //   s_prow):  exchange the positions of pivot t-1, its multipliers, update column t only
 //   (one fmaf per row, on the copy xn of column t), search column t, lane 0 puts the warp's
-//   candidate in s_wk / s_wi, arrive at barrier C -- all in rolled code, the same for every
+//   candidate {key, position} in s_wc[warp], arrive at barrier C -- all in rolled code, the same for every
 //   column; THEN, through the switch on t (register indices), the rest of pivot t-1's rank-1
 //   update (columns > t) and the copy of column t+1 for the next search, and the owner of
 //   the warp's candidate copies its row (now complete) to s_wrow[warp], arrive at barrier R;
@@ -705,7 +705,7 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
 // column t and columns > t right after it, before pivot t): results are bit-identical.
 // Named barriers: C = 1, R = 2, P = 3 (0, __syncthreads, is not used), each between the 256
 // compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
-// slots are single-buffered: s_wk / s_wi / s_wrow are written before C / R of column t and
+// slots are single-buffered: s_wc / s_wrow are written before C / R of column t and
 // rewritten only after P of column t, which the communication warp arrives at after its last
 // read of them; s_prow / s_p are rewritten after R of the next column, which every compute
 // warp reaches after its last read of them (the update).
@@ -759,7 +759,7 @@ __device__ __forceinline__ void comm_step(float (&x)[RPT][LW], const bool (&upd)
 template <int SPL, int LW, int NW>
 __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_base,
                                           ulonglong2* keys, ulonglong2* rows, unsigned epoch,
-                                          const unsigned* s_wk, const int* s_wi,
+                                          const uint2* s_wc,
                                           const float (*s_wrow)[LW], float* s_prow, int* s_p,
                                           int G, int b, int lane)
 {
@@ -772,8 +772,9 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
 
         // The block's candidate from the warps' (lane w holds warp w's), its record.
         named_sync(1, T);                                                    // C
-        const unsigned k0 = lane < NW ? s_wk[lane] : 0u;
-        const int i0 = lane < NW ? s_wi[lane] : 0x7fffffff;
+        const uint2 c0 = lane < NW ? s_wc[lane] : make_uint2(0u, 0x7fffffffu);
+        const unsigned k0 = c0.x;
+        const int i0 = static_cast<int>(c0.y);
         unsigned bkey;
         const int bi = warp_first_max(k0, i0, bkey);
         const unsigned mw = __ballot_sync(0xffffffffu, lane < NW && bkey != 0u && k0 == bkey &&
@@ -891,8 +892,7 @@ getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info,
     static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
     static_assert(SPL <= 32 && NW <= 32, "pending-slot bit mask; one warp candidate per lane");
 
-    __shared__ unsigned s_wk[NW];               // the warps' candidates of this column
-    __shared__ int s_wi[NW];
+    __shared__ uint2 s_wc[NW];                  // the warps' candidates {key, position}
     __shared__ __align__(16) float s_wrow[NW][LW];   // and their rows
     __shared__ __align__(16) float s_prow[LW];  // the pivot row of the previous column
     __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
@@ -903,11 +903,11 @@ getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info,
 
     if (warp == NW) {                           // the communication warp
         if (G <= 32)
-            comm_loop<1, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wk, s_wi,
-                                 s_wrow, s_prow, &s_p, G, b, lane);
+            comm_loop<1, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wc, s_wrow,
+                                 s_prow, &s_p, G, b, lane);
         else
-            comm_loop<SPL, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wk, s_wi,
-                                   s_wrow, s_prow, &s_p, G, b, lane);
+            comm_loop<SPL, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wc, s_wrow,
+                                   s_prow, &s_p, G, b, lane);
         return;
     }
 
@@ -967,10 +967,8 @@ getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info,
             unsigned tkey, wkey;
             const int ti = thread_first_max<RPT>(xn, pos, mine, j, tkey);
             cand = warp_first_max(tkey, ti, wkey);
-            if (lane == 0) {
-                s_wk[warp] = wkey;
-                s_wi[warp] = cand;
-            }
+            if (lane == 0)
+                s_wc[warp] = make_uint2(wkey, static_cast<unsigned>(cand));
             named_arrive(1, T);                                              // C
         }
 #pragma unroll
@@ -985,7 +983,7 @@ getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info,
             // The warp's candidate row (complete through pivot j-1) for the communication warp.
 #pragma unroll
             for (int q = 0; q < RPT; ++q)
-                if (mine[q] && pos[q] == cand) {
+                if (pos[q] == cand) {   // cand < mp, or INT_MAX: no candidate
 #pragma unroll
                     for (int c = 0; c < LW; c += 4)
                         *reinterpret_cast<float4*>(&s_wrow[warp][c]) =
