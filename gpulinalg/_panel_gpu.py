@@ -26,7 +26,8 @@ Four leaves (`leaf_plan`, first that fits):
   8192, 16384 rows); a panel wider than LW recurses down to LW-wide leaves.  The default plan
   takes only LW >= CLUSTER_MIN_LW = 128 (mp <= 4096 with CS = 16; see the measurements there).
 - "row" (getrf_leaf_row<LW, RPT>): RPT rows per thread, LW columns in registers, (LW, RPT) =
-  (128, 1), (64, 2), (32, 4): the widest whose grid of ceil(mp / (256 RPT)) blocks is
+  (128, 1), (64, 2), (32, 4), and per block a ninth warp that does the grid's communication
+  while the others update (pipelined): the widest whose grid of ceil(mp / (256 RPT)) blocks is
   co-resident and at most ROW_BLOCK_CAP blocks (else the fewest co-resident blocks: up to
   135,168 rows on an H100).  With (128, 1) a panel of nb <= 128 columns is ONE launch;
   nb = 256 recurses once (two 128-wide leaves, one laswp / trsm / SGEMM between them).
@@ -63,7 +64,7 @@ WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LW
 # largest, take the most rows per thread.  H100 LU, one run (benchmarks/lu_ab.py): caps
 # 160 / 64 / 32 gave 111.1 / 111.2 / 108.1 ms at 16384, 662.3 / 647.4 / 643.0 ms at 32768
 # (8192: 29.6 ms each: its panels fit 32 blocks anyway).
-GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; warp 0 polls 5 per lane)
+GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; 5 polled per lane)
 ROW_SHAPES = ((128, 1), (64, 2), (32, 4))
 ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
 ROW_LW = ROW_SHAPES[0][0]
@@ -73,10 +74,7 @@ ROW_BLOCK_CAP = 32
 # GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
 # 633.9 ms, on 2 1090.2 / 1088.7).
 ROW_BLOCK_CAP_MULTI = GMAX_ROW
-# The row leaf's kernel: 1 = getrf_leaf_comm (a ninth, communication warp per block; the
-# record leaves before the rank-1 update, the pivot row's fetch rides on the record poll),
-# 0 = getrf_leaf_row.  Same grid, workspace and results (bit for bit).
-ROW_COMM = 1
+ROW_THREADS = THREADS + 32   # getrf_leaf_row's block: 8 compute warps, 1 communication warp
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -108,7 +106,6 @@ COLS_LW = 256
 COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
-                + tuple(f"getrf_leaf_comm<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
                 + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
@@ -283,16 +280,17 @@ class PanelWorkspace:
         self._steps = {}
         self._plans = {}
 
-    def max_blocks(self, kernel, cap):
-        """Co-resident blocks of `kernel` on this device (what a cooperative launch allows);
-        queried once per device and kernel (a factorization starts without driver queries)."""
+    def max_blocks(self, kernel, cap, threads=THREADS):
+        """Co-resident blocks of `kernel` (blocks of `threads`) on this device (what a
+        cooperative launch allows); queried once per device and kernel (a factorization
+        starts without driver queries)."""
         key = (self.device, kernel.name)
         if key not in _MAX_BLOCKS:
             per_sm = 1
             try:  # RawKernel.kernel is the driver Function (its ptr the CUfunction handle)
                 per_sm = max(1, cupy().cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                    kernel.kernel.ptr, THREADS, 0))
-            except Exception:  # no occupancy query: __launch_bounds__(256, 1) promises one
+                    kernel.kernel.ptr, threads, 0))
+            except Exception:  # no occupancy query: __launch_bounds__(..., 1) promises one
                 pass
             _MAX_BLOCKS[key] = self.sms * per_sm
         return min(cap, _MAX_BLOCKS[key])
@@ -302,11 +300,12 @@ class PanelWorkspace:
         leaves the cluster leaf out, and so does a device where no cluster size launches."""
         key = (mp, row_lw, cluster)
         plan = self._plans.get(key)
-        if plan is None:   # every row leaf is __launch_bounds__(256, 1): one block per SM
+        if plan is None:   # every row leaf is __launch_bounds__(288, 1): one block per SM
             row = get_kernel(FAMILY, KERNEL_NAMES[len(LEAF_SHAPES)], cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
-            plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW), self.max_blocks(tile, GCAP),
-                             row_lw, cluster_size() if cluster else 0,
+            plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, ROW_THREADS),
+                             self.max_blocks(tile, GCAP), row_lw,
+                             cluster_size() if cluster else 0,
                              row_cap=ROW_BLOCK_CAP_MULTI if self.multi else ROW_BLOCK_CAP)
             self._plans[key] = plan
         return plan
@@ -372,8 +371,7 @@ class _DeviceSteps:
         self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
         if leaf[0] == "row":
             self.lw, self.rpt = leaf[1], leaf[2]
-            kind, self.threads = ("comm", THREADS + 32) if ROW_COMM else ("row", THREADS)
-            self.kernel = get_kernel(FAMILY, f"getrf_leaf_{kind}<{self.lw},{self.rpt}>",
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw},{self.rpt}>",
                                      cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cols":
@@ -398,7 +396,7 @@ class _DeviceSteps:
         ws = self.ws
         g = -(-mp // (THREADS * self.rpt))
         # The rows' positions are 0-based relative to a's first row: the pivots' base.
-        self.kernel((g,), (self.threads,),
+        self.kernel((g,), (ROW_THREADS,),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
                      np.int32(col_base), ws.keys, ws.rows,
                      np.uint32(ws.next_tags(min(mp, w)))))

@@ -47,37 +47,61 @@
 // panel of nb columns costs ~nb * 2.5 us plus the recursion's small SGEMM/laswp/trsm launches.
 //
 // getrf_leaf_row<LW, RPT> ((LW, RPT) = (128, 1), (64, 2), (32, 4)): an LW-wide leaf of a tall
-// block in ONE launch, RPT rows per thread.  G = ceil(mp / (256*RPT)) blocks of 256 threads
-// (G <= GETRF_GMAX_ROW and co-resident: an H100 holds 132 such blocks, so mp <= 33792 * RPT);
-// thread t of block b owns the rows r(q) = (q*G + b)*256 + t, q < RPT, and keeps their LW
-// floats in registers (x[RPT][LW], __launch_bounds__(256, 1)).  More rows per thread leave
-// SMs to a concurrent SGEMM (the grid is latency-bound: the SMs it holds mostly wait).
-// Differences from getrf_leaf:
+// block in ONE launch, RPT rows per thread.  G = ceil(mp / (256*RPT)) blocks of 256 + 32
+// threads (G <= GETRF_GMAX_ROW and co-resident: an H100 holds 132 such blocks, so mp <= 33792
+// * RPT); thread t of the first 8 warps (the COMPUTE warps) of block b owns the rows r(q) =
+// (q*G + b)*256 + t, q < RPT, and keeps their LW floats in registers (x[RPT][LW]); the ninth
+// warp (the COMMUNICATION warp) holds no rows.  More rows per thread leave SMs to a concurrent
+// SGEMM (the grid is latency-bound: the SMs it holds mostly wait).
 //   - lazy swaps: no data moves between threads.  Each thread carries its rows' current
 //     positions pos[q] (initially r(q)); pivoting at column j exchanges the positions j and p
 //     (pos == p -> j, pos == j -> p), the search runs over pos >= j (ties to the smaller pos,
 //     as isamax), the update over pos > j, and the final store writes the row to A(pos, :).
-//     So neither row j nor the swapped rows are published or copied;
-//   - a flag barrier instead of a counter, and no fence: the thread owning its block's
-//     candidate (or thread 0 when the block has none) stores the candidate's row in
-//     rows[j & 1][b] as tagged 64-bit words {tag, value bits}, then the 16-byte record
-//     keys[j & 1][b] = {tag, key, tag, pos} (key = |v| bits + 1, 0 for none; every 64-bit
-//     word is single-copy atomic; tag = epoch + j, a number the host never reuses: keys and
-//     rows start zeroed and epochs at 1).  Warp 0 polls the G records (ld.relaxed.gpu.v2.u64)
-//     until all carry this column's tag -- that IS the grid barrier, and it already holds
-//     every block's candidate -- reduces them (redux.sync), and loads the winner's row (two
-//     16-byte loads per lane), again until every word carries the tag: the tags, not a
-//     release/acquire fence pair, tell a fresh word from an old one.  The slots are
-//     double-buffered by the parity of j: block b rewrites [j & 1][b] at column j+2 only
+//     A row exists iff its position is below mp (positions of existing rows are exchanged
+//     among themselves), so no flag is kept for it;
+//   - a flag barrier, no fence: a block's candidate (16-byte record keys[j & 1][b] = {tag,
+//     key, tag, pos}, key = |v| bits + 1, 0 for none) and its row (rows[j & 1][b], tagged
+//     64-bit words {tag, value bits}) are stored relaxed; every 64-bit word is single-copy
+//     atomic and tag = epoch + j is a number the host never reuses (keys and rows start
+//     zeroed, epochs at 1), so the tags, not a release/acquire pair, tell a fresh word from
+//     an old one.  The communication warp polls the G records until all carry this column's
+//     tag -- that IS the grid barrier, and it already holds every block's candidate.  Slots
+//     are double-buffered by the parity of j: block b rewrites [j & 1][b] at column j+2 only
 //     after seeing every block's column-(j+1) record, which each block wrote after its last
-//     read of the column-j slots (its update used the values read).
+//     read of the column-j slots;
+//   - a pipeline between the two kinds of warps, so that neither the rank-1 update nor the
+//     pivot row's fetch waits on the grid.  Compute warps, column j (after named barrier P:
+//     pivot j-1 and its row are in s_p / s_prow): exchange the positions of pivot j-1, its
+//     multipliers, update column j only (one fmaf per row, on the copy xn of column j),
+//     search column j, lane 0 puts the warp's candidate {key, pos} in s_wc[warp], arrive at
+//     barrier C -- rolled code, the same for every column; THEN, through a switch on j
+//     (register indices: comm_step<J>), the rest of pivot j-1's rank-1 update (columns > j)
+//     and the copy of column j+1 for the next search; the owner of the warp's candidate
+//     copies its row (now complete) to s_wrow[warp], arrive at barrier R.  Communication
+//     warp, column j: wait C, reduce the 8 warp candidates, store the block's record; wait R,
+//     store the winner's row (two 16-byte tagged stores per lane); poll the G records and,
+//     from the first arrivals on, fetch the row of the best candidate seen so far (again if a
+//     later record beats it), so that the row fetch rides on the poll's round trips; write
+//     s_prow / s_p, piv[j], info; arrive at barrier P.  So a block's record leaves after one
+//     fmaf and the search, and the update, the jump into the column's code and the row copy
+//     run while the records travel.  Per element the fmafs are those of unblocked LU, in the
+//     same order (pivot j-1 reaches column j before the search of column j and the columns
+//     > j right after it, before pivot j): bit-identical to the other leaves.
+//   Named barriers C = 1, R = 2, P = 3 (0, __syncthreads, is not used), each between the 256
+//   compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
+//   slots are single-buffered: s_wc / s_wrow are written before C / R of column j and
+//   rewritten only after P of column j, which the communication warp arrives at after its
+//   last read of them; s_prow / s_p are rewritten after R of the next column, which every
+//   compute warp reaches after its last read of them (the update).  Nine warps put three on
+//   one SM sub-partition: at most 168 registers per thread (no spill at 128 panel floats).
 //   - the column loop is NOT unrolled: the barrier code exists once (it stays in the
-//     instruction cache); only the register-indexed work (multiplier, rank-1 update, the next
-//     column's value) is per column, reached through a switch on j (a jump table):
-//     leaf_step<J>.  (Fully unrolled, LW = 128 came to 76,000 instructions.)
-// Per column: 2 __syncthreads, the poll, one row fetch (two dependent L2 round trips), ~(LW - j)
-// FMAs per thread, no fence.  (Measured with a fenced publication and shuffle reductions:
-// ~2.7-3 us per column on the H100, ~0.35 ms per 128-wide panel.)
+//     instruction cache); only the register-indexed work sits behind the switch (a jump
+//     table).  (Fully unrolled, LW = 128 came to 76,000 instructions.)
+// Per column on the critical path: the position exchange, one fmaf, the search and two warp
+// reductions, the record's trip through L2 and the poll, the pivot row's fetch where its record
+// was the last to arrive, three named barriers.  H100, 128-wide panels alone: 2.3 / 2.5 / 2.8
+// us per column at 8192 / 16384 / 32768 rows (2.7 / 2.8 / 3.2 with the earlier design, where
+// warp 0 polled, then fetched the row, and every warp updated all columns before the search).
 //
 // getrf_leaf_cluster<LW, RPT, CS> ((LW, RPT) = (128, 1), (64, 2), (32, 4); CS = 16 or 8): the
 // same contract and arithmetic as getrf_leaf_row (lazy swaps by positions, the same pivot
@@ -469,7 +493,7 @@ __device__ __forceinline__ int thread_first_max(const float (&xj)[RPT], const in
     return bi;
 }
 
-// Column J's register work of getrf_leaf_row and getrf_leaf_cluster for the RPT rows of this
+// Column J's register work of getrf_leaf_cluster for the RPT rows of this
 // thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with
 // upd[q], then the next column's values.  Pivot-row element outer, rows inner: one shared
 // load per element.
@@ -543,173 +567,8 @@ __device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT
     }
 }
 
-template <int LW, int RPT>
-__global__ void __launch_bounds__(GETRF_THREADS, 1)
-getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
-               ulonglong2* keys, ulonglong2* rows, unsigned epoch)
-{
-    constexpr int T = GETRF_THREADS;
-    constexpr int NW = T / 32;
-    constexpr int SPL = (GETRF_GMAX_ROW + 31) / 32;   // record slots polled per lane of warp 0
-    static_assert(LW % 4 == 0 && LW / 4 <= 32, "warp 0 fetches a row as one float4 per lane");
-    static_assert(LW <= 128, "the column switch has 128 cases");
-    static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
-    static_assert(SPL <= 32, "pending-slot bit mask");
-
-    __shared__ unsigned s_wk[NW];
-    __shared__ int s_wi[NW];
-    __shared__ __align__(16) float s_prow[LW];  // the pivot row of this column
-    __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
-
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int G = gridDim.x, b = blockIdx.x;
-    const int kk = min(mp, ncols);
-    // Rows interleaved over the blocks: r(q) = (q*G + b)*T + tid, also the initial positions.
-    int pos[RPT];
-    bool mine[RPT];
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        pos[q] = (q * G + b) * T + tid;
-        mine[q] = pos[q] < mp;
-    }
-
-    float x[RPT][LW], xj[RPT];                  // xj[q] = A(pos[q], j), the current column j
-    const bool vec = load_rows<LW, RPT>(x, xj, A, lda, ncols, pos, mine);
-
-    // The column loop stays rolled: only the register-indexed step is per column (the switch),
-    // so the barrier code exists once and stays in the instruction cache.
-#pragma unroll 1
-    for (int j = 0; j < kk; ++j) {
-        const int par = j & 1;
-        const unsigned tag = epoch + static_cast<unsigned>(j);
-
-        // 1. The block's candidate: first max |A(pos, j)| over its positions pos >= j.
-        unsigned tkey, bkey;
-        const int ti = thread_first_max<RPT>(xj, pos, mine, j, tkey);
-        const int bi = block_first_max<NW>(tkey, ti, warp, lane, s_wk, s_wi, bkey);   // (1)
-
-        // 2. Publish, without fences: the candidate's owner stores its row as tagged words
-        //    {tag, value} (LW/2 16-byte stores), then the record (thread 0 stores the record of
-        //    a block without candidate: key 0, position INT_MAX).
-        const unsigned long long t = static_cast<unsigned long long>(tag) << 32;
-        bool owner = false;                     // bi = INT_MAX (no candidate) matches no pos
-#pragma unroll
-        for (int q = 0; q < RPT; ++q)
-            if (mine[q] && pos[q] == bi) {
-                owner = true;
-                ulonglong2* dst = rows + (par * G + b) * (LW / 2);
-#pragma unroll
-                for (int c = 0; c < LW; c += 2)
-                    st_relaxed_gpu_v2(dst + c / 2, t | __float_as_uint(x[q][c]),
-                                      t | __float_as_uint(x[q][c + 1]));
-            }
-        if (owner || (tid == 0 && bi == 0x7fffffff))
-            st_relaxed_gpu_v2(keys + par * G + b, t | bkey, t | static_cast<unsigned>(bi));
-
-        // 3. Grid barrier and pivot choice (warp 0): poll the G records of this column until
-        //    all carry its tag, reduce them, fetch the winner's row (again until every word
-        //    carries the tag: no fence orders it after the record).
-        if (warp == 0) {
-            const ulonglong2* slot = keys + par * G;
-            unsigned ckey = 0u;                 // this lane's first max of its records
-            int ci = 0x7fffffff, cb = 0;
-            unsigned pending = 0;
-#pragma unroll
-            for (int s = 0; s < SPL; ++s)
-                if (lane + 32 * s < G)
-                    pending |= 1u << s;
-            while (__any_sync(0xffffffffu, pending != 0)) {
-                ulonglong2 k[SPL];
-#pragma unroll
-                for (int s = 0; s < SPL; ++s)
-                    if (pending & (1u << s))
-                        k[s] = ld_relaxed_gpu_v2(slot + lane + 32 * s);
-#pragma unroll
-                for (int s = 0; s < SPL; ++s)
-                    if ((pending & (1u << s)) && static_cast<unsigned>(k[s].x >> 32) == tag &&
-                        static_cast<unsigned>(k[s].y >> 32) == tag) {
-                        pending &= ~(1u << s);
-                        const unsigned kk_ = static_cast<unsigned>(k[s].x);
-                        const int i = static_cast<int>(static_cast<unsigned>(k[s].y));
-                        if (kk_ > ckey || (kk_ == ckey && kk_ != 0u && i < ci)) {
-                            ckey = kk_;
-                            ci = i;
-                            cb = lane + 32 * s;
-                        }
-                    }
-            }
-            unsigned wkey;
-            const int wi = warp_first_max(ckey, ci, wkey);
-            const bool valid = wi != 0x7fffffff;
-            const unsigned from = __ballot_sync(0xffffffffu, valid && ci == wi);
-            cb = __shfl_sync(0xffffffffu, cb, from ? __ffs(from) - 1 : 0);
-            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (valid && lane < LW / 4) {
-                const ulonglong2* src = rows + (par * G + cb) * (LW / 2) + 2 * lane;
-                ulonglong2 w0, w1;
-                do {
-                    w0 = ld_relaxed_gpu_v2(src);
-                    w1 = ld_relaxed_gpu_v2(src + 1);
-                } while (static_cast<unsigned>(w0.x >> 32) != tag ||
-                         static_cast<unsigned>(w0.y >> 32) != tag ||
-                         static_cast<unsigned>(w1.x >> 32) != tag ||
-                         static_cast<unsigned>(w1.y >> 32) != tag);
-                v = make_float4(__uint_as_float(static_cast<unsigned>(w0.x)),
-                                __uint_as_float(static_cast<unsigned>(w0.y)),
-                                __uint_as_float(static_cast<unsigned>(w1.x)),
-                                __uint_as_float(static_cast<unsigned>(w1.y)));
-            }
-            if (lane < LW / 4)
-                reinterpret_cast<float4*>(s_prow)[lane] = v;
-            __syncwarp();
-            if (lane == 0) {
-                s_p = valid ? wi : -1;
-                if (b == 0) {
-                    piv[j] = valid ? wi : j;
-                    if (valid && s_prow[j] == 0.f && *info == 0)
-                        *info = col_base + j + 1;
-                }
-            }
-        }
-        __syncthreads();                                                    // (2)
-
-        // 4. Exchange positions j and p; scale and update the rows below (pos > j).
-        apply_pivot<LW, RPT>(x, xj, pos, mine, j, s_p, s_prow);
-    }
-
-    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
-}
-
-// ------------------------------------------------------------------ getrf_leaf_comm
-//
-// getrf_leaf_comm<LW, RPT>: getrf_leaf_row's contract, grid, row mapping, lazy swaps,
-// records and tagged rows (the same workspace), with bit-identical results, but each block
-// has a ninth warp, the COMMUNICATION warp, which holds no rows, and the column loop is a
-// pipeline in which neither the rank-1 update nor the pivot row's fetch waits on the grid:
-//   compute warps, column t (after named barrier P: pivot t-1 and its row are in s_p /
-//   s_prow):  exchange the positions of pivot t-1, its multipliers, update column t only
-//   (one fmaf per row, on the copy xn of column t), search column t, lane 0 puts the warp's
-//   candidate {key, position} in s_wc[warp], arrive at barrier C -- all in rolled code, the same for every
-//   column; THEN, through the switch on t (register indices), the rest of pivot t-1's rank-1
-//   update (columns > t) and the copy of column t+1 for the next search, and the owner of
-//   the warp's candidate copies its row (now complete) to s_wrow[warp], arrive at barrier R;
-//   communication warp, column t:  wait C, reduce the 8 warp candidates, publish the block's
-//   record (tagged, as getrf_leaf_row: no fence); wait R, publish the winner's row (32
-//   lanes, two 16-byte tagged stores each); poll the G records, and from the first arrivals
-//   on fetch the row of the best candidate seen so far (refetched if a later record beats
-//   it), so that the row fetch rides on the poll's round trips; write s_prow / s_p, piv[t],
-//   info; arrive at barrier P.
-// So a block's record leaves after one fmaf and the search; the rank-1 update, the jump into
-// the column's code and the row copy run while the records travel.  Per element the fmafs
-// are getrf_leaf_row's, in the same order (pivot t-1 reaches column t before the search of
-// column t and columns > t right after it, before pivot t): results are bit-identical.
-// Named barriers: C = 1, R = 2, P = 3 (0, __syncthreads, is not used), each between the 256
-// compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
-// slots are single-buffered: s_wc / s_wrow are written before C / R of column t and
-// rewritten only after P of column t, which the communication warp arrives at after its last
-// read of them; s_prow / s_p are rewritten after R of the next column, which every compute
-// warp reaches after its last read of them (the update).
-// Bound: latency (the record's round trip through L2 per column), as getrf_leaf_row.
+// ------------------------------------------------------------------ getrf_leaf_row
+// (the design: at the top of this file)
 
 namespace {
 
@@ -880,7 +739,7 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
 
 template <int LW, int RPT>
 __global__ void __launch_bounds__(GETRF_THREADS + 32, 1)
-getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
+getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
                 ulonglong2* keys, ulonglong2* rows, unsigned epoch)
 {
     constexpr int TC = GETRF_THREADS;           // compute threads (rows), warps 0..NW-1
@@ -911,7 +770,7 @@ getrf_leaf_comm(int mp, int ncols, float* A, long long lda, int* piv, int* info,
         return;
     }
 
-    // The compute warps: rows interleaved over the blocks, as getrf_leaf_row.  A thread's
+    // The compute warps: rows interleaved over the blocks.  A thread's
     // row exists iff its position is below mp (swaps exchange positions of existing rows
     // only), so `mine` is recomputed where needed rather than kept in registers.
     int pos[RPT];
