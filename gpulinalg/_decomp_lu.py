@@ -61,7 +61,9 @@ def _device_ids(devices, cp):
 # as cuSOLVER (docs/performance.md): 3xTF32 vs FP32 updates 1.98x vs 1.45x cuSOLVER at 16384^2,
 # 2.05x vs 1.22x at 32768^2, 1.68x vs 1.45x at 16384 x 8192, 1.77x vs 1.53x at 8192 x 16384,
 # equal at 8192^2 and 4096^2, 1.21x vs 1.31x at 2048^2; backward errors equal (9.8e-5 vs
-# 1.1e-4 at 32768^2).
+# 1.1e-4 at 32768^2).  With the pipelined row leaf (`lu_ab.py 4096,6144,8192 --vary
+# _decomp_lu.AUTO_TC_MIN_MN=134217728,1`, 3 rounds): 10.12 / 10.20 ms, 16.15 / 16.86, 24.38
+# / 23.91 (FP32 / 3xTF32 updates): 2% at 8192^2, within the rounds' spread, so kept.
 AUTO_TC_MIN_MN = 8192 * 16384
 
 

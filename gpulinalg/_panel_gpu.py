@@ -63,7 +63,9 @@ WORKSPACE_FLOATS = 2 * GCAP * REC + 2 * LWMAX   # rec[2][GCAP][REC] | rowj[2][LW
 # the cap trades the panel's latency for the SGEMM's SMs; tall panels, where the update is
 # largest, take the most rows per thread.  H100 LU, one run (benchmarks/lu_ab.py): caps
 # 160 / 64 / 32 gave 111.1 / 111.2 / 108.1 ms at 16384, 662.3 / 647.4 / 643.0 ms at 32768
-# (8192: 29.6 ms each: its panels fit 32 blocks anyway).
+# (8192: 29.6 ms each: its panels fit 32 blocks anyway).  With the pipelined leaf (twenty-
+# second session, the default 3xTF32 updates, `lu_ab.py 16384,32768 --vary
+# _panel_gpu.ROW_BLOCK_CAP=32,64,160`): 66.6 / 69.4 / 90.3 ms and 302.3 / 306.0 / 317.9 ms.
 GMAX_ROW = 160          # GETRF_GMAX_ROW: most blocks (record slots; 5 polled per lane)
 ROW_SHAPES = ((128, 1), (64, 2), (32, 4))
 ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
