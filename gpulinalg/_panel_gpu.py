@@ -101,7 +101,10 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # 320 / 319 / 339; 8192 rows (CW = 4) 469 / - / 346.  LU, alternating in one call
 # (benchmarks/lu_ab.py), COLS_MAX_ROWS 0 -> 4096: 2048 6.76 -> 5.50 ms, 4096 13.26 -> 11.57,
 # 8192 29.62 -> 27.75 (its panels of <= 4096 rows); COLS_MAX_ROWS = 8192 made n = 8192
-# slower than 0 (32.1 against 29.5 ms).
+# slower than 0 (32.1 against 29.5 ms).  Twenty-second session, with the pipelined row leaf
+# (faster alone now: 4096 x 128 cols 0.315 / row<128> 0.295 ms; 2048 x 256 0.468 / 0.591):
+# COLS_MAX_ROWS 4096 / 3072 / 2048 gave LU 4096 9.98 / 10.69 / 10.92 ms, 6144 16.26 / 16.60 /
+# 17.07, 8192 24.37 / 24.83 / 25.30 (lu_ab.py --vary, 3 rounds): kept.
 COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
