@@ -493,19 +493,14 @@ __device__ __forceinline__ int thread_first_max(const float (&xj)[RPT], const in
     return bi;
 }
 
-// Column J's register work of getrf_leaf_cluster for the RPT rows of this
-// thread (J constant: x[][] stays in registers): multiplier and rank-1 update of the rows with
-// upd[q], then the next column's values.  Pivot-row element outer, rows inner: one shared
-// load per element.
+// The rank-1 update of the columns > J by pivot row s_prow for the RPT rows of this thread
+// with upd[q] (J constant: x[][] stays in registers), then column J+1 into x_next.  Pivot-row
+// element outer, rows inner: one shared load per element.
 template <int J, int LW, int RPT>
-__device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
-                                                  const float (&l)[RPT], const float* s_prow,
-                                                  float (&x_next)[RPT])
+__device__ __forceinline__ void update_right(float (&x)[RPT][LW], const bool (&upd)[RPT],
+                                             const float (&l)[RPT], const float* s_prow,
+                                             float (&x_next)[RPT])
 {
-#pragma unroll
-    for (int q = 0; q < RPT; ++q)
-        if (upd[q])
-            x[q][J] = l[q];
 #pragma unroll
     for (int c = J + 1; c < LW; ++c) {
         const float pc = s_prow[c];
@@ -519,6 +514,19 @@ __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)
         for (int q = 0; q < RPT; ++q)
             x_next[q] = x[q][J + 1];
     }
+}
+
+// Column J's register work of getrf_leaf_cluster: the multipliers, then update_right.
+template <int J, int LW, int RPT>
+__device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)[RPT],
+                                          const float (&l)[RPT], const float* s_prow,
+                                          float (&x_next)[RPT])
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q)
+        if (upd[q])
+            x[q][J] = l[q];
+    update_right<J, LW, RPT>(x, upd, l, s_prow, x_next);
 }
 
 // The cases of a switch on a column index: case J: STEP(J) for the J < N (the leaves keep
@@ -537,12 +545,13 @@ __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)
 #define GETRF_STEP(J) leaf_step<(J), LW, RPT>(x, upd, l, s_prow, xj)
 
 // Column j's pivot chosen (sp: its position, -1 when the column has none; s_prow: its row):
-// exchange the positions j and p, scale this thread's rows below it (pos > j) into
-// multipliers, apply the rank-1 update and hand out the next column's values in xj.
-template <int LW, int RPT>
-__device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT],
-                                            int (&pos)[RPT], const bool (&mine)[RPT], int j,
-                                            int sp, const float* s_prow)
+// exchange the positions j and p; this thread's rows below it (pos > j; a row exists iff its
+// position is below mp) get upd[q] and their multipliers l[q] from their column-j values xj[q]
+// (by the reciprocal unless |pivot| < FLT_MIN, as LAPACK).
+template <int RPT>
+__device__ __forceinline__ void pivot_multipliers(const float (&xj)[RPT], int (&pos)[RPT],
+                                                  int mp, int j, int sp, const float* s_prow,
+                                                  bool (&upd)[RPT], float (&l)[RPT])
 {
     const bool valid = sp >= 0;
     const int p = valid ? sp : j;
@@ -550,17 +559,27 @@ __device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT
     const bool nonzero = valid && pv != 0.f;
     const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
     const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
-    bool upd[RPT];
-    float l[RPT];
 #pragma unroll
     for (int q = 0; q < RPT; ++q) {
         if (pos[q] == p)
             pos[q] = j;
         else if (pos[q] == j)
             pos[q] = p;
-        upd[q] = nonzero && mine[q] && pos[q] > j;
+        upd[q] = nonzero && pos[q] < mp && pos[q] > j;
         l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
     }
+}
+
+// pivot_multipliers, then the rank-1 update of this thread's rows, handing out the next
+// column's values in xj.
+template <int LW, int RPT>
+__device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT],
+                                            int (&pos)[RPT], int mp, int j, int sp,
+                                            const float* s_prow)
+{
+    bool upd[RPT];
+    float l[RPT];
+    pivot_multipliers<RPT>(xj, pos, mp, j, sp, s_prow, upd, l);
     switch (j) {
         GETRF_CASES64(0, LW, GETRF_STEP)
         GETRF_CASES64(64, LW, GETRF_STEP)
@@ -596,19 +615,11 @@ __device__ __forceinline__ void comm_step(float (&x)[RPT][LW], const bool (&upd)
             if constexpr (J < LW)
                 x[q][J] = xn[q];
         }
-#pragma unroll
-        for (int c = J + 1; c < LW; ++c) {
-            const float pc = s_prow[c];
-#pragma unroll
-            for (int q = 0; q < RPT; ++q)
-                if (upd[q])
-                    x[q][c] = fmaf(-l[q], pc, x[q][c]);
-        }
-    }
-    if constexpr (J + 1 < LW) {
+        update_right<J, LW, RPT>(x, upd, l, s_prow, xn);
+    } else {                                    // no pivot yet: only the next column
 #pragma unroll
         for (int q = 0; q < RPT; ++q)
-            xn[q] = x[q][J + 1];
+            xn[q] = x[q][1];
     }
 }
 
@@ -797,24 +808,13 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         if (j > 0) {
             // Pivot j-1: positions, multipliers, column j.
             named_sync(3, T);                                                // P
-            const int sp = s_p, jp = j - 1;
-            const bool valid = sp >= 0;
-            const int p = valid ? sp : jp;
-            const float pv = valid ? s_prow[jp] : 0.f;
-            const bool nonzero = valid && pv != 0.f;
-            const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
-            const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
-            const float pc = j < LW ? s_prow[j] : 0.f;
+            pivot_multipliers<RPT>(xc, pos, mp, j - 1, s_p, s_prow, upd, l);
+            if (j < LW) {
+                const float pc = s_prow[j];
 #pragma unroll
-            for (int q = 0; q < RPT; ++q) {
-                if (pos[q] == p)
-                    pos[q] = jp;
-                else if (pos[q] == jp)
-                    pos[q] = p;
-                upd[q] = nonzero && pos[q] < mp && pos[q] > jp;
-                l[q] = upd[q] ? (by_recip ? xc[q] * rinv : xc[q] / pv) : 0.f;
-                if (upd[q] && j < LW)
-                    xn[q] = fmaf(-l[q], pc, xn[q]);
+                for (int q = 0; q < RPT; ++q)
+                    if (upd[q])
+                        xn[q] = fmaf(-l[q], pc, xn[q]);
             }
         }
         int cand = 0x7fffffff;
@@ -1023,7 +1023,7 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
         __syncthreads();
 
         // 5. Exchange positions j and p; scale and update the rows below (pos > j).
-        apply_pivot<LW, RPT>(x, xj, pos, mine, j, s_p, s_prow);
+        apply_pivot<LW, RPT>(x, xj, pos, mp, j, s_p, s_prow);
     }
 
     // Arrive: this CTA's last reads of other CTAs' shared memory are done.  Wait (after the
