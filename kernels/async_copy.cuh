@@ -27,6 +27,16 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 }
 
+// Named barrier `id` (1-15; 0 is __syncthreads) among `threads` threads (a multiple of 32,
+// whole warps): named_sync waits for all of them, named_arrive counts this warp and goes on
+// (a producer's half); both order this thread's earlier memory accesses before the barrier.
+__device__ __forceinline__ void named_sync(int id, int threads) {
+    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+    asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
 // mbarriers and bulk copies (TMA, non-tensor; sm_90), in PTX.
 __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");

@@ -591,14 +591,6 @@ __device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT
 
 namespace {
 
-__device__ __forceinline__ void named_sync(int id, int threads) {
-    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
-}
-
 // Column J's register work of a compute warp (J = 0..LW; after the search of column J):
 // pivot J-1's multipliers into column J-1, the updated column J (xn) back into x, pivot
 // J-1's update of the columns > J, and column J+1 (not yet updated by pivot J) into xn.

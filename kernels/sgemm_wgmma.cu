@@ -290,11 +290,6 @@ __device__ __forceinline__ void wg_slice(float* acc, float* tmp, unsigned stage,
     }
 }
 
-// Named barrier `id` among `threads` threads (1: all the consumers; 2 + w: warpgroup w).
-__device__ __forceinline__ void wg_bar(int threads, int id = 1) {
-    asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
-}
-
 // Four consecutive elements p[0..3] of C's row; FAST: one 16-byte access, else the `left`
 // (elements before the row's end) that exist, 0 for the rest.
 template <bool FAST>
@@ -456,9 +451,9 @@ __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int 
                                             const WgExact& exact) {
     constexpr int LDT = BN + 8;
     const int lane = tid & 31, warp = tid >> 5;   // warp = 4wg + q
-    wg_bar(THREADS);
+    named_sync(1, THREADS);                     // all the consumers
     wg_stage<BN / 8, LDT>(T, acc, 0, alpha, warp, lane);
-    wg_bar(THREADS);
+    named_sync(1, THREADS);                     // all the consumers
     wg_to_c<BM, BN, LDT, THREADS / 32>(C, ldc, M, N, beta, T, (long long)tile_m * BM,
                                        (long long)tile_n * BN, warp, lane, exact);
 }
@@ -479,9 +474,9 @@ __device__ __forceinline__ void wg_epilogue_rows(float* C, long long ldc, int M,
 #pragma unroll
     for (int h = 0; h < BN / HB; ++h) {
         wg_stage<HB / 8, LDT>(T, acc, HB / 8 * h, alpha, warp, lane);
-        wg_bar(128, 2 + wg);
+        named_sync(2 + wg, 128);                // warpgroup wg
         wg_to_c<64, HB, LDT, 4>(C, ldc, M, N, beta, T, row0, col0 + HB * h, warp, lane, exact);
-        wg_bar(128, 2 + wg);   // T is read: the next pass (or the producer) may overwrite it
+        named_sync(2 + wg, 128);   // T is read: the next pass (or the producer) may overwrite it
     }
 }
 
@@ -706,7 +701,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
             // Every warpgroup's wgmmas are done with the held stage (the barrier) before
             // either overwrites it; the producer meanwhile fills the others.  k = 0: no
             // slice was loaded, stage 0 is free.
-            wg_bar(CONSUMERS);
+            named_sync(1, CONSUMERS);
             float* T = ring + (held < 0 ? 0 : held) * STAGE + wg * 64 * (HB + 8);
             wg_epilogue_rows<BN, HB>(C, ldc, M, N, alpha, beta, acc, T,
                                      (long long)tile_m * BM + 64 * wg, (long long)tile_n * BN,
