@@ -413,6 +413,13 @@ getrf_leaf(int mp, int ncols, float* A, long long lda, int* piv, int* info, int 
 // ---------------------------------------------- shared by getrf_leaf_row and getrf_leaf_cluster
 // (lazy swaps: each thread keeps RPT rows in registers, x[q] the row at position pos[q])
 
+// Whether a block's rows move in 16-byte pieces: ncols == LW, A and lda aligned (the LU's
+// panels, n % 4 == 0).
+template <int LW>
+__device__ __forceinline__ bool whole_rows(const float* A, long long lda, int ncols) {
+    return ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 && (lda & 3) == 0;
+}
+
 // Rows pos[q] of A into x[q] (mine[q]: the row exists; zeros else) and their first values into
 // xj[q].  Returns `vec`: whole rows in 16-byte pieces (ncols == LW, A and lda aligned: the
 // LU's panels, n % 4 == 0), as store_rows must write them back.
@@ -421,8 +428,7 @@ __device__ __forceinline__ bool load_rows(float (&x)[RPT][LW], float (&xj)[RPT],
                                           long long lda, int ncols, const int (&pos)[RPT],
                                           const bool (&mine)[RPT])
 {
-    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
-                     (lda & 3) == 0;
+    const bool vec = whole_rows<LW>(A, lda, ncols);
 #pragma unroll
     for (int q = 0; q < RPT; ++q) {
         const float* src = A + static_cast<long long>(mine[q] ? pos[q] : 0) * lda;
@@ -844,13 +850,8 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
         }
     }
 
-#pragma unroll
-    for (int q = 0; q < RPT; ++q)
-        mine[q] = pos[q] < mp;
-    // load_rows' test for whole 16-byte pieces, made again (not kept live through the loop)
-    const bool vec = ncols == LW && (reinterpret_cast<unsigned long long>(A) & 15) == 0 &&
-                     (lda & 3) == 0;
-    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, vec);
+    // (mine as the last column left it; load_rows' test made again, not kept live in the loop)
+    store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, whole_rows<LW>(A, lda, ncols));
 }
 
 
