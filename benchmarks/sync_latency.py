@@ -17,6 +17,8 @@ import statistics
 
 import cupy as cp
 
+from gpulinalg import _kernels
+
 SMEM = 120 * 1024    # one block per SM, as the row leaf's 288 x 168-register blocks
 
 
@@ -40,7 +42,8 @@ def main():
     p.add_argument("--iters", type=int, default=20000)
     args = p.parse_args()
     src = (pathlib.Path(__file__).parent / "sync_latency.cu").read_text()
-    mod = cp.RawModule(code=src, options=("--std=c++17",), enable_cooperative_groups=True)
+    mod = cp.RawModule(code=src, options=("--std=c++17", f"-I{_kernels.kernel_dir()}"),
+                       enable_cooperative_groups=True)
     ping, gather = mod.get_function("pingpong"), mod.get_function("allgather")
     for k in (ping, gather):
         k.max_dynamic_shared_size_bytes = SMEM
@@ -48,7 +51,7 @@ def main():
     sms = dev.attributes["MultiProcessorCount"]
     print(f"device: {cp.cuda.runtime.getDeviceProperties(dev.id)['name'].decode()}, {sms} SMs")
 
-    flags = cp.zeros(64, dtype=cp.uint64)
+    flags = cp.zeros((16, 2), dtype=cp.uint64)
     print(f"{'pingpong partner':>18s} {'us/round':>9s} {'one-way us':>11s}")
     for partner in sorted({1, 2, 3, 33, sms // 2, sms // 2 + 1, sms - 1}):
         def ping_args(i):

@@ -1,4 +1,4 @@
-// async_copy.cuh -- device helpers shared by the GEMM-like kernels (pasted into each family's
+// async_copy.cuh -- device helpers shared by the kernel families (pasted into each family's
 // source by gpulinalg/_kernels.py, so it is part of CuPy's cache key).
 //
 // cp.async (sm_80+): global -> shared copies that bypass registers; a source size of 0 writes
@@ -35,6 +35,21 @@ __device__ __forceinline__ void named_sync(int id, int threads) {
 }
 __device__ __forceinline__ void named_arrive(int id, int threads) {
     asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
+// 16 bytes as two single-copy-atomic 64-bit words, relaxed at GPU scope (L2; never a stale
+// L1 line): the tagged records and rows through which the GPU panel's row leaf synchronises
+// (kernels/getrf_panel.cu; benchmarks/sync_latency.cu times them alone).
+__device__ __forceinline__ ulonglong2 ld_relaxed_gpu_v2(const ulonglong2* p) {
+    ulonglong2 v;
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_relaxed_gpu_v2(ulonglong2* p, unsigned long long a,
+                                                  unsigned long long b) {
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b)
+                 : "memory");
 }
 
 // mbarriers and bulk copies (TMA, non-tensor; sm_90), in PTX.

@@ -167,19 +167,6 @@ __device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
     return v > bv || (v == bv && i < bi);
 }
 
-__device__ __forceinline__ ulonglong2 ld_relaxed_gpu_v2(const ulonglong2* p) {
-    ulonglong2 v;
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
-                 : "=l"(v.x), "=l"(v.y) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_relaxed_gpu_v2(ulonglong2* p, unsigned long long a,
-                                                  unsigned long long b) {
-    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" :: "l"(p), "l"(a), "l"(b)
-                 : "memory");
-}
-
 __device__ __forceinline__ void warp_best(float& bv, int& bi, int& bb) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
