@@ -30,8 +30,8 @@ def main(sizes):
     a, b = random_matrix((16384, 256), 1), random_matrix((256, 16384), 2)
     c = random_matrix((16384, 16384), 3)
     ws = _panel_gpu.PanelWorkspace()
-    steps = ws.steps(("row", 128, 1))       # the LU's launcher of getrf_leaf_row<128,1>
-    name = "getrf_leaf_row<128,1>"
+    steps = ws.steps(("row", 128, 1))       # the LU's launcher of the 128-wide row leaf
+    name = _panel_gpu.row_kernel_name(128, 1)
     kernels = {"coop": get_kernel(_panel_gpu.FAMILY, name, cooperative=True),
                "plain": get_kernel(_panel_gpu.FAMILY, name)}
 

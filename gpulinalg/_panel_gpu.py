@@ -76,7 +76,23 @@ ROW_BLOCK_CAP = 32
 # GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
 # 633.9 ms, on 2 1090.2 / 1088.7).
 ROW_BLOCK_CAP_MULTI = GMAX_ROW
-ROW_THREADS = THREADS + 32   # getrf_leaf_row's block: 8 compute warps, 1 communication warp
+# getrf_leaf_row<LW, RPT, EARLY>: EARLY (candidate rows published before the rank-1 update,
+# a 384-thread block whose communication warp has an SM sub-partition to itself) for RPT <=
+# ROW_EARLY_RPT, else 288 threads: 8 compute warps, 1 communication warp (kernels/
+# getrf_panel.cu).  H100, panels alone (row<128>, one row per thread): 8192 / 16384 / 32768 x
+# 128 2.26 / 2.50 / 2.79 -> 2.05 / 2.27 / 2.38 us per column; with 2 or 4 rows per thread
+# EARLY lost 2-4% (twenty-third and twenty-fourth sessions).
+ROW_EARLY_RPT = 1
+
+
+def row_threads(rpt):
+    return THREADS + (4 if rpt <= ROW_EARLY_RPT else 1) * 32
+
+
+def row_kernel_name(lw, rpt):
+    return f"getrf_leaf_row<{lw},{rpt},{int(rpt <= ROW_EARLY_RPT)}>"
+
+
 # getrf_leaf_cluster<LW, RPT, CS>: one cluster of CS CTAs.  CLUSTER_SHAPES: (LW, RPT), widest
 # first, LW*RPT = 128 floats in registers.  CLUSTER_SIZES: tried in this order on the device
 # (16 needs the non-portable cluster size attribute; 8 is portable); CLUSTER_SIZE: the first,
@@ -110,7 +126,8 @@ COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
 COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
-                + tuple(f"getrf_leaf_row<{lw},{rpt}>" for lw, rpt in ROW_SHAPES)
+                + tuple(f"getrf_leaf_row<{lw},{rpt},{e}>" for lw, rpt in ROW_SHAPES
+                        for e in (0, 1) if e == 0 or rpt == 1)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
                 + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
@@ -305,10 +322,10 @@ class PanelWorkspace:
         leaves the cluster leaf out, and so does a device where no cluster size launches."""
         key = (mp, row_lw, cluster)
         plan = self._plans.get(key)
-        if plan is None:   # every row leaf is __launch_bounds__(288, 1): one block per SM
-            row = get_kernel(FAMILY, KERNEL_NAMES[len(LEAF_SHAPES)], cooperative=True)
+        if plan is None:   # every row leaf is __launch_bounds__(384, 1): one block per SM
+            row = get_kernel(FAMILY, row_kernel_name(*ROW_SHAPES[0]), cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
-            plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, ROW_THREADS),
+            plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, row_threads(ROW_SHAPES[0][1])),
                              self.max_blocks(tile, GCAP), row_lw,
                              cluster_size() if cluster else 0,
                              row_cap=ROW_BLOCK_CAP_MULTI if self.multi else ROW_BLOCK_CAP)
@@ -376,7 +393,7 @@ class _DeviceSteps:
         self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
         if leaf[0] == "row":
             self.lw, self.rpt = leaf[1], leaf[2]
-            self.kernel = get_kernel(FAMILY, f"getrf_leaf_row<{self.lw},{self.rpt}>",
+            self.kernel = get_kernel(FAMILY, row_kernel_name(self.lw, self.rpt),
                                      cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cols":
@@ -401,7 +418,7 @@ class _DeviceSteps:
         ws = self.ws
         g = -(-mp // (THREADS * self.rpt))
         # The rows' positions are 0-based relative to a's first row: the pivots' base.
-        self.kernel((g,), (ROW_THREADS,),
+        self.kernel((g,), (row_threads(self.rpt),),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
                      np.int32(col_base), ws.keys, ws.rows,
                      np.uint32(ws.next_tags(min(mp, w)))))

@@ -46,13 +46,14 @@
 // Expect ~2-3 us per column whatever mp (G <= 128): 32 columns in ~70-100 us per leaf; the
 // panel of nb columns costs ~nb * 2.5 us plus the recursion's small SGEMM/laswp/trsm launches.
 //
-// getrf_leaf_row<LW, RPT> ((LW, RPT) = (128, 1), (64, 2), (32, 4)): an LW-wide leaf of a tall
-// block in ONE launch, RPT rows per thread.  G = ceil(mp / (256*RPT)) blocks of 256 + 32
-// threads (G <= GETRF_GMAX_ROW and co-resident: an H100 holds 132 such blocks, so mp <= 33792
-// * RPT); thread t of the first 8 warps (the COMPUTE warps) of block b owns the rows r(q) =
-// (q*G + b)*256 + t, q < RPT, and keeps their LW floats in registers (x[RPT][LW]); the ninth
-// warp (the COMMUNICATION warp) holds no rows.  More rows per thread leave SMs to a concurrent
-// SGEMM (the grid is latency-bound: the SMs it holds mostly wait).
+// getrf_leaf_row<LW, RPT, EARLY> ((LW, RPT) = (128, 1), (64, 2), (32, 4); EARLY 0 or 1, the
+// launcher takes 1 at RPT = 1): an LW-wide leaf of a tall block in ONE launch, RPT rows per
+// thread.  G = ceil(mp / (256*RPT)) blocks (G <= GETRF_GMAX_ROW and co-resident: an H100 holds
+// 132 such blocks, so mp <= 33792 * RPT) of 8 COMPUTE warps, one COMMUNICATION warp and, with
+// EARLY, 3 idle warp slots (below).  Compute thread t (0..255) of block b owns the rows r(q) =
+// (q*G + b)*256 + t, q < RPT, and keeps their LW floats in registers (x[RPT][LW]); the
+// communication warp holds no rows.  More rows per thread leave SMs to a concurrent SGEMM
+// (the grid is latency-bound: the SMs it holds mostly wait).
 //   - lazy swaps: no data moves between threads.  Each thread carries its rows' current
 //     positions pos[q] (initially r(q)); pivoting at column j exchanges the positions j and p
 //     (pos == p -> j, pos == j -> p), the search runs over pos >= j (ties to the smaller pos,
@@ -77,31 +78,43 @@
 //     barrier C -- rolled code, the same for every column; THEN, through a switch on j
 //     (register indices: comm_step<J>), the rest of pivot j-1's rank-1 update (columns > j)
 //     and the copy of column j+1 for the next search; the owner of the warp's candidate
-//     copies its row (now complete) to s_wrow[warp], arrive at barrier R.  Communication
-//     warp, column j: wait C, reduce the 8 warp candidates, store the block's record; wait R,
-//     store the winner's row (two 16-byte tagged stores per lane); poll the G records and,
-//     from the first arrivals on, fetch the row of the best candidate seen so far (again if a
-//     later record beats it), so that the row fetch rides on the poll's round trips; write
-//     s_prow / s_p, piv[j], info; arrive at barrier P.  So a block's record leaves after one
-//     fmaf and the search, and the update, the jump into the column's code and the row copy
-//     run while the records travel.  Per element the fmafs are those of unblocked LU, in the
-//     same order (pivot j-1 reaches column j before the search of column j and the columns
-//     > j right after it, before pivot j): bit-identical to the other leaves.
-//   Named barriers C = 1, R = 2, P = 3 (0, __syncthreads, is not used), each between the 256
-//   compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
+//     copies its row (now complete) to s_wrow[warp], arrive at barriers R and U.
+//     Communication warp, column j: wait C, reduce the 8 warp candidates, store the block's
+//     record; wait R, store the winner's row (two 16-byte tagged stores per lane); poll the G
+//     records and, from the first arrivals on, fetch the row of the best candidate seen so far
+//     (again if a later record beats it), so that the row fetch rides on the poll's round
+//     trips; wait U, write s_prow / s_p, piv[j], info; arrive at barrier P.  So a block's
+//     record leaves after one fmaf and the search, and the update, the jump into the column's
+//     code and the row copy run while the records travel.  Per element the fmafs are those of
+//     unblocked LU, in the same order (pivot j-1 reaches column j before the search of column
+//     j and the columns > j right after it, before pivot j): bit-identical to the other leaves.
+//   - EARLY: the row leaves before the update, too.  The owner of the warp's candidate copies
+//     its row to s_wrow[warp] right after C, as it is: through pivot j-2, column j-1 holding
+//     its value there (not yet its multiplier); arrive at R, then the update.  The
+//     communication warp computes the row's multiplier for pivot j-1 from that column and
+//     applies pivot j-1's fmaf to the columns >= j (s_prow still holds pivot j-1's row: it is
+//     rewritten only after U) -- the same operations as the owner's, so the published row is
+//     the same bit for bit.  The block is 12 warp slots, slot w on SM sub-partition w % 4:
+//     slot 0 is the communication warp, alone on its sub-partition (slots 4, 8, 11 idle),
+//     slots 1-3, 5-7, 9, 10 the compute warps, so that its poll never waits behind a compute
+//     warp's update.  (Either change alone gained little or lost: twenty-third session.)
+//   Named barriers C = 1, R = 2, P = 3, U = 4 (0, __syncthreads, is not used), each between the
+//   256 compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
 //   slots are single-buffered: s_wc / s_wrow are written before C / R of column j and
 //   rewritten only after P of column j, which the communication warp arrives at after its
-//   last read of them; s_prow / s_p are rewritten after R of the next column, which every
-//   compute warp reaches after its last read of them (the update).  Nine warps put three on
-//   one SM sub-partition: at most 168 registers per thread (no spill at 128 panel floats).
+//   last read of them; s_prow / s_p are rewritten after U of that column, which every compute
+//   warp arrives at after its last read of them (the update).  Three warps on one SM
+//   sub-partition: at most 168 registers per thread (no spill at 128 panel floats; ptxas
+//   spills at the margin: see how getrf_leaf_row computes its compute-thread index).
 //   - the column loop is NOT unrolled: the barrier code exists once (it stays in the
 //     instruction cache); only the register-indexed work sits behind the switch (a jump
 //     table).  (Fully unrolled, LW = 128 came to 76,000 instructions.)
 // Per column on the critical path: the position exchange, one fmaf, the search and two warp
 // reductions, the record's trip through L2 and the poll, the pivot row's fetch where its record
-// was the last to arrive, three named barriers.  H100, 128-wide panels alone: 2.3 / 2.5 / 2.8
-// us per column at 8192 / 16384 / 32768 rows (2.7 / 2.8 / 3.2 with the earlier design, where
-// warp 0 polled, then fetched the row, and every warp updated all columns before the search).
+// was the last to arrive, four named barriers.  H100, 128-wide panels alone: 2.1 / 2.3 / 2.5
+// us per column at 8192 / 16384 / 32768 rows with EARLY, 2.4 / 2.6 / 2.9 without (2.7 / 2.8 /
+// 3.2 with the earlier design, where warp 0 polled, then fetched the row, and every warp
+// updated all columns before the search).
 //
 // getrf_leaf_cluster<LW, RPT, CS> ((LW, RPT) = (128, 1), (64, 2), (32, 4); CS = 16 or 8): the
 // same contract and arithmetic as getrf_leaf_row (lazy swaps by positions, the same pivot
@@ -537,6 +550,15 @@ __device__ __forceinline__ void leaf_step(float (&x)[RPT][LW], const bool (&upd)
     GETRF_CASES16(J + 32, N, STEP) GETRF_CASES16(J + 48, N, STEP)
 #define GETRF_STEP(J) leaf_step<(J), LW, RPT>(x, upd, l, s_prow, xj)
 
+// The multiplier of a row whose pivot-column value is xj, for the nonzero pivot pv: by the
+// reciprocal rinv = reciprocal(pv) unless |pv| < FLT_MIN (LAPACK's sfmin), as LAPACK.
+__device__ __forceinline__ float reciprocal(float pv) {
+    return fabsf(pv) >= 1.17549435e-38f ? 1.0f / pv : 0.f;
+}
+__device__ __forceinline__ float multiplier(float xj, float pv, float rinv) {
+    return fabsf(pv) >= 1.17549435e-38f ? xj * rinv : xj / pv;
+}
+
 // Column j's pivot chosen (sp: its position, -1 when the column has none; s_prow: its row):
 // exchange the positions j and p; this thread's rows below it (pos > j; a row exists iff its
 // position is below mp) get upd[q] and their multipliers l[q] from their column-j values xj[q]
@@ -550,8 +572,7 @@ __device__ __forceinline__ void pivot_multipliers(const float (&xj)[RPT], int (&
     const int p = valid ? sp : j;
     const float pv = valid ? s_prow[j] : 0.f;
     const bool nonzero = valid && pv != 0.f;
-    const bool by_recip = fabsf(pv) >= 1.17549435e-38f;   // FLT_MIN (LAPACK's sfmin)
-    const float rinv = nonzero && by_recip ? 1.0f / pv : 0.f;
+    const float rinv = nonzero ? reciprocal(pv) : 0.f;
 #pragma unroll
     for (int q = 0; q < RPT; ++q) {
         if (pos[q] == p)
@@ -559,7 +580,7 @@ __device__ __forceinline__ void pivot_multipliers(const float (&xj)[RPT], int (&
         else if (pos[q] == j)
             pos[q] = p;
         upd[q] = nonzero && pos[q] < mp && pos[q] > j;
-        l[q] = upd[q] ? (by_recip ? xj[q] * rinv : xj[q] / pv) : 0.f;
+        l[q] = upd[q] ? multiplier(xj[q], pv, rinv) : 0.f;
     }
 }
 
@@ -583,6 +604,14 @@ __device__ __forceinline__ void apply_pivot(float (&x)[RPT][LW], float (&xj)[RPT
 // (the design: at the top of this file)
 
 namespace {
+
+// One row of LW floats from registers to shared memory (16-byte stores).
+template <int LW>
+__device__ __forceinline__ void store_row(float* dst, const float (&x)[LW]) {
+#pragma unroll
+    for (int c = 0; c < LW; c += 4)
+        *reinterpret_cast<float4*>(dst + c) = make_float4(x[c], x[c + 1], x[c + 2], x[c + 3]);
+}
 
 // Column J's register work of a compute warp (J = 0..LW; after the search of column J):
 // pivot J-1's multipliers into column J-1, the updated column J (xn) back into x, pivot
@@ -611,14 +640,17 @@ __device__ __forceinline__ void comm_step(float (&x)[RPT][LW], const bool (&upd)
 #define GETRF_COMM_STEP(J) comm_step<(J), LW, RPT>(x, upd, l, s_prow, xn)
 
 // The communication warp's column loop; SPL record slots polled per lane (G <= 32 * SPL).
-template <int SPL, int LW, int NW>
+// EARLY: the warps' candidate rows arrive before pivot j-1's update of their columns >= j,
+// which this warp applies (pivot j-1's row is still in s_prow).
+template <int SPL, int LW, int NW, bool EARLY>
 __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_base,
                                           ulonglong2* keys, ulonglong2* rows, unsigned epoch,
-                                          const uint2* s_wc,
-                                          const float (*s_wrow)[LW], float* s_prow, int* s_p,
+                                          const uint2* s_wc, const float (*s_wrow)[LW],
+                                          float* s_prow, int* s_p,
                                           int G, int b, int lane)
 {
     constexpr int T = GETRF_THREADS + 32;
+    bool pvalid = false;                        // pivot j-1 exists (EARLY)
 #pragma unroll 1
     for (int j = 0; j < kk; ++j) {
         const int par = j & 1;
@@ -636,10 +668,25 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
                                                             i0 == bi);
         if (lane == 0)
             st_relaxed_gpu_v2(keys + par * G + b, t | bkey, t | static_cast<unsigned>(bi));
-        // Its row, once the compute warps have updated it.
+        // Its row: complete (late), or through pivot j-2 beyond column j (EARLY).
         named_sync(2, T);                                                    // R
         if (mw && lane < LW / 4) {
-            const float4 v = reinterpret_cast<const float4*>(s_wrow[__ffs(mw) - 1])[lane];
+            const int w = __ffs(mw) - 1;
+            float4 v = reinterpret_cast<const float4*>(s_wrow[w])[lane];
+            if constexpr (EARLY) {
+                // Pivot j-1's multiplier and fmaf on the columns >= j, as the owner applies
+                // them (s_prow: pivot j-1's row; column j-1 of the row: its value there).
+                const float pv = j > 0 && pvalid ? s_prow[j - 1] : 0.f;
+                if (pv != 0.f) {
+                    const float l = multiplier(s_wrow[w][j - 1], pv, reciprocal(pv));
+                    const float4 pr = reinterpret_cast<const float4*>(s_prow)[lane];
+                    const int c = 4 * lane;
+                    v.x = c >= j ? fmaf(-l, pr.x, v.x) : v.x;
+                    v.y = c + 1 >= j ? fmaf(-l, pr.y, v.y) : v.y;
+                    v.z = c + 2 >= j ? fmaf(-l, pr.z, v.z) : v.z;
+                    v.w = c + 3 >= j ? fmaf(-l, pr.w, v.w) : v.w;
+                }
+            }
             ulonglong2* dst = rows + (par * G + b) * (LW / 2) + 2 * lane;
             st_relaxed_gpu_v2(dst, t | __float_as_uint(v.x), t | __float_as_uint(v.y));
             st_relaxed_gpu_v2(dst + 1, t | __float_as_uint(v.z), t | __float_as_uint(v.w));
@@ -716,6 +763,8 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
             }
         }
         const bool valid = wi != 0x7fffffff;
+        pvalid = valid;
+        named_sync(4, T);               // U: the compute warps' last read of s_prow is done
         if (lane < LW / 4)
             reinterpret_cast<float4*>(s_prow)[lane] = valid ? v : make_float4(0.f, 0.f, 0.f, 0.f);
         __syncwarp();
@@ -733,38 +782,52 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
 
 }  // namespace
 
-template <int LW, int RPT>
-__global__ void __launch_bounds__(GETRF_THREADS + 32, 1)
+// getrf_leaf_row's block.  Late (EARLY = 0): 9 warps, the compute warps 0..7 and the
+// communication warp 8.  EARLY: 12 warp slots, slot w on SM sub-partition w % 4; slot 0 is
+// the communication warp, alone on its sub-partition (slots 4, 8 and 11 stay idle), slots
+// 1-3, 5-7, 9, 10 the compute warps 0..7.  (The late leaf loses 3% with that layout.)
+template <int EARLY>
+constexpr int row_block_threads() { return EARLY ? 12 * 32 : GETRF_THREADS + 32; }
+
+template <int LW, int RPT, int EARLY>
+__global__ void __launch_bounds__(row_block_threads<EARLY>(), 1)
 getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, int col_base,
                 ulonglong2* keys, ulonglong2* rows, unsigned epoch)
 {
     constexpr int TC = GETRF_THREADS;           // compute threads (rows), warps 0..NW-1
     constexpr int NW = TC / 32;
-    constexpr int T = TC + 32;                  // and the communication warp, warp NW
+    constexpr int T = TC + 32;                  // and the communication warp
     constexpr int SPL = (GETRF_GMAX_ROW + 31) / 32;   // most record slots polled per lane
     static_assert(LW % 4 == 0 && LW / 4 <= 32, "a row is one float4 per lane");
     static_assert(LW <= 128, "the column switch has 129 cases");
     static_assert(LW * RPT <= 128, "register budget: at most 128 panel floats per thread");
     static_assert(SPL <= 32 && NW <= 32, "pending-slot bit mask; one warp candidate per lane");
+    static_assert(NW == 8, "the slot layouts above");
 
     __shared__ uint2 s_wc[NW];                  // the warps' candidates {key, position}
     __shared__ __align__(16) float s_wrow[NW][LW];   // and their rows
     __shared__ __align__(16) float s_prow[LW];  // the pivot row of the previous column
     __shared__ int s_p;                         // its position, or -1 (no candidate: all NaN)
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int slot = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int G = gridDim.x, b = blockIdx.x;
     const int kk = min(mp, ncols);
 
-    if (warp == NW) {                           // the communication warp
+    if (slot == (EARLY ? 0 : NW)) {             // the communication warp
         if (G <= 32)
-            comm_loop<1, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wc, s_wrow,
-                                 s_prow, &s_p, G, b, lane);
+            comm_loop<1, LW, NW, EARLY>(kk, piv, info, col_base, keys, rows, epoch, s_wc,
+                                        s_wrow, s_prow, &s_p, G, b, lane);
         else
-            comm_loop<SPL, LW, NW>(kk, piv, info, col_base, keys, rows, epoch, s_wc, s_wrow,
-                                   s_prow, &s_p, G, b, lane);
+            comm_loop<SPL, LW, NW, EARLY>(kk, piv, info, col_base, keys, rows, epoch, s_wc,
+                                          s_wrow, s_prow, &s_p, G, b, lane);
         return;
     }
+    if (EARLY && ((slot & 3) == 0 || slot == 11))
+        return;                                 // idle
+    // The compute thread's index (EARLY: slot - 1 - slot / 4 is its warp); computed from
+    // threadIdx.x directly (as slot * 32 + lane, ptxas spilled 8 bytes in the EARLY loop).
+    const int tid = EARLY ? threadIdx.x - 32 - ((threadIdx.x >> 7) << 5) : threadIdx.x;
+    const int warp = tid >> 5;
 
     // The compute warps: rows interleaved over the blocks.  A thread's
     // row exists iff its position is below mp (swaps exchange positions of existing rows
@@ -814,6 +877,16 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
             if (lane == 0)
                 s_wc[warp] = make_uint2(wkey, static_cast<unsigned>(cand));
             named_arrive(1, T);                                              // C
+            if constexpr (EARLY) {
+                // The candidate row as it is: pivot j-1 reached column j only (xn); the
+                // communication warp applies it to the columns > j.
+#pragma unroll
+                for (int q = 0; q < RPT; ++q)
+                    if (pos[q] == cand) {   // cand < mp, or INT_MAX: no candidate
+                        store_row<LW>(s_wrow[warp], x[q]);
+                    }
+                named_arrive(2, T);                                          // R
+            }
         }
 #pragma unroll
         for (int q = 0; q < RPT; ++q)
@@ -824,23 +897,21 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
             GETRF_CASE(128, LW + 1, GETRF_COMM_STEP)
         }
         if (j < kk) {
-            // The warp's candidate row (complete through pivot j-1) for the communication warp.
+            if constexpr (!EARLY) {
+                // The warp's candidate row (complete through pivot j-1).
 #pragma unroll
-            for (int q = 0; q < RPT; ++q)
-                if (pos[q] == cand) {   // cand < mp, or INT_MAX: no candidate
-#pragma unroll
-                    for (int c = 0; c < LW; c += 4)
-                        *reinterpret_cast<float4*>(&s_wrow[warp][c]) =
-                            make_float4(x[q][c], x[q][c + 1], x[q][c + 2], x[q][c + 3]);
-                }
-            named_arrive(2, T);                                              // R
+                for (int q = 0; q < RPT; ++q)
+                    if (pos[q] == cand)
+                        store_row<LW>(s_wrow[warp], x[q]);
+                named_arrive(2, T);                                          // R
+            }
+            named_arrive(4, T);                         // U: done reading s_prow
         }
     }
 
     // (mine as the last column left it; load_rows' test made again, not kept live in the loop)
     store_rows<LW, RPT>(x, A, lda, ncols, pos, mine, whole_rows<LW>(A, lda, ncols));
 }
-
 
 
 // ------------------------------------------------------------------ getrf_leaf_cluster

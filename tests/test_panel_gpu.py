@@ -107,7 +107,7 @@ def test_leaf_plan_and_block_size():
     cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
     assert _panel_gpu.default_block_size(cols, 9000) == 256
     assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
-    assert all(f"getrf_leaf_row<{lw},{rpt}>" in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
+    assert all(_panel_gpu.row_kernel_name(lw, rpt) in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
 
@@ -539,6 +539,29 @@ def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
     np.testing.assert_array_equal(piv, ref_piv)
     np.testing.assert_array_equal(lu, ref_lu)
     assert info == ref_info == w // 2 + 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 3), (33000, 128)])
+def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, m, w):
+    """getrf_leaf_row<128, 1> publishing candidate rows before the rank-1 update (EARLY: the
+    communication warp applies pivot j-1's fmaf) and after it: equal bit for bit, ties, a
+    zero column and an all-NaN column included; 33000 rows: more than 32 blocks."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[[m // 3, m // 2, m - 1], 0] = [2.0, -2.0, 2.0]
+    if w > 2:
+        a[:, w // 3] = 0
+        a[:, w // 2] = np.nan
+    out = []
+    for early in (0, 1):
+        monkeypatch.setattr(_panel_gpu, "ROW_EARLY_RPT", early)
+        out.append(_device_panel(cp, a, ws=PanelWorkspace(), leaf=("row", 128)))
+    (lu0, piv0, info0), (lu1, piv1, info1) = out
+    assert piv1[0] == m // 3 and info0 == info1
+    np.testing.assert_array_equal(piv0, piv1)
+    np.testing.assert_array_equal(lu0, lu1)
 
 
 @pytest.mark.gpu
