@@ -63,8 +63,11 @@ def _device_ids(devices, cp):
 # equal at 8192^2 and 4096^2, 1.21x vs 1.31x at 2048^2; backward errors equal (9.8e-5 vs
 # 1.1e-4 at 32768^2).  With the pipelined row leaf (`lu_ab.py 4096,6144,8192 --vary
 # _decomp_lu.AUTO_TC_MIN_MN=134217728,1`, 3 rounds): 10.12 / 10.20 ms, 16.15 / 16.86, 24.38
-# / 23.91 (FP32 / 3xTF32 updates): 2% at 8192^2, within the rounds' spread, so kept.
-AUTO_TC_MIN_MN = 8192 * 16384
+# / 23.91 (FP32 / 3xTF32 updates): 2% at 8192^2, within the rounds' spread, so kept.  With
+# the EARLY row leaf (twenty-fourth session, the same command, `=134217728,1`): 4096 10.01 /
+# 10.23 ms, 6144 15.25 / 15.68, 8192 23.80 / 22.52 (3xTF32 faster in every round), so the rule
+# now starts at 8192^2.
+AUTO_TC_MIN_MN = 8192 * 8192
 
 
 def _resolve_precision(precision, m, n, fp32_only=False):

@@ -396,7 +396,9 @@ def test_auto_precision_rule(monkeypatch, wgmma):
     tc = "3xtf32" if wgmma else "fp32"
     assert _decomp_lu._resolve_precision("auto", 16384, 16384) == tc
     assert _decomp_lu._resolve_precision("auto", big, 1) == tc
-    assert _decomp_lu._resolve_precision("auto", 8192, 8192) == "fp32"
+    assert _decomp_lu._resolve_precision("auto", 8192, 8192) == tc
+    assert _decomp_lu._resolve_precision("auto", big - 1, 1) == "fp32"
+    assert _decomp_lu._resolve_precision("auto", 6144, 6144) == "fp32"
     assert _decomp_lu._resolve_precision("auto", 16384, 16384, fp32_only=True) == "fp32"
     for p in ("fp32", "3xtf32", "tf32"):
         assert _decomp_lu._resolve_precision(p, 64, 64) == p
