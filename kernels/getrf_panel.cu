@@ -671,14 +671,14 @@ __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_b
         // Its row: complete (late), or through pivot j-2 beyond column j (EARLY).
         named_sync(2, T);                                                    // R
         if (mw && lane < LW / 4) {
-            const int w = __ffs(mw) - 1;
-            float4 v = reinterpret_cast<const float4*>(s_wrow[w])[lane];
+            const float* row = s_wrow[EARLY ? 0 : __ffs(mw) - 1];   // EARLY: the block's
+            float4 v = reinterpret_cast<const float4*>(row)[lane];
             if constexpr (EARLY) {
                 // Pivot j-1's multiplier and fmaf on the columns >= j, as the owner applies
                 // them (s_prow: pivot j-1's row; column j-1 of the row: its value there).
                 const float pv = j > 0 && pvalid ? s_prow[j - 1] : 0.f;
                 if (pv != 0.f) {
-                    const float l = multiplier(s_wrow[w][j - 1], pv, reciprocal(pv));
+                    const float l = multiplier(row[j - 1], pv, reciprocal(pv));
                     const float4 pr = reinterpret_cast<const float4*>(s_prow)[lane];
                     const int c = 4 * lane;
                     v.x = c >= j ? fmaf(-l, pr.x, v.x) : v.x;
@@ -876,16 +876,21 @@ getrf_leaf_row(int mp, int ncols, float* A, long long lda, int* piv, int* info, 
             cand = warp_first_max(tkey, ti, wkey);
             if (lane == 0)
                 s_wc[warp] = make_uint2(wkey, static_cast<unsigned>(cand));
-            named_arrive(1, T);                                              // C
             if constexpr (EARLY) {
-                // The candidate row as it is: pivot j-1 reached column j only (xn); the
-                // communication warp applies it to the columns > j.
+                // The block's candidate row as it is, by its owner alone (eight owners'
+                // 16-byte stores at once queue up behind each other): pivot j-1 has reached
+                // column j only (xn); the communication warp applies it to the columns >= j.
+                named_sync(1, T);                                            // C
+                const uint2 c = lane < NW ? s_wc[lane] : make_uint2(0u, 0x7fffffffu);
+                unsigned bkey;
+                const int best = warp_first_max(c.x, static_cast<int>(c.y), bkey);
 #pragma unroll
                 for (int q = 0; q < RPT; ++q)
-                    if (pos[q] == cand) {   // cand < mp, or INT_MAX: no candidate
-                        store_row<LW>(s_wrow[warp], x[q]);
-                    }
+                    if (pos[q] == best)     // best < mp, or INT_MAX: no candidate
+                        store_row<LW>(s_wrow[0], x[q]);
                 named_arrive(2, T);                                          // R
+            } else {
+                named_arrive(1, T);                                          // C
             }
         }
 #pragma unroll
