@@ -76,13 +76,15 @@ ROW_BLOCK_CAP = 32
 # GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
 # 633.9 ms, on 2 1090.2 / 1088.7).
 ROW_BLOCK_CAP_MULTI = GMAX_ROW
-# getrf_leaf_row<LW, RPT, EARLY>: EARLY (candidate rows published before the rank-1 update,
-# a 384-thread block whose communication warp has an SM sub-partition to itself) for RPT <=
-# ROW_EARLY_RPT, else 288 threads: 8 compute warps, 1 communication warp (kernels/
-# getrf_panel.cu).  H100, panels alone (row<128>, one row per thread): 8192 / 16384 / 32768 x
-# 128 2.26 / 2.50 / 2.79 -> 2.05 / 2.27 / 2.38 us per column; with 2 or 4 rows per thread
-# EARLY lost 2-4% (twenty-third and twenty-fourth sessions).
-ROW_EARLY_RPT = 1
+# getrf_leaf_row<LW, RPT, EARLY>: EARLY (the block's candidate row published before the rank-1
+# update, a 384-thread block whose communication warp has an SM sub-partition to itself) for
+# RPT <= ROW_EARLY_RPT, else 288 threads: 8 compute warps, 1 communication warp (kernels/
+# getrf_panel.cu).  H100, panels alone, alternating with the late leaf (twenty-fourth
+# session): row<128> 8192 / 16384 / 32768 x 128 2.43 / 2.70 / 2.93 -> 1.92 / 2.10 / 2.26 us
+# per column, row<64> 16384 / 32768 2.57 / 2.95 -> 2.27 / 2.59; row<32> within the noise
+# (32768 3.41 -> 3.26, 16384 3.37 -> 4.19 with a spread of 0.41-0.69 ms; LU 32768, which takes
+# it, 298.2 / 298.8 ms), so it stays late.  LU 16384 64.21 -> 62.61 ms with row<64> EARLY.
+ROW_EARLY_RPT = 2
 
 
 def row_threads(rpt):
@@ -127,7 +129,7 @@ COLS_LW = 256
 COLS_MAX_ROWS = 4096
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt},{e}>" for lw, rpt in ROW_SHAPES
-                        for e in (0, 1) if e == 0 or rpt == 1)
+                        for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
                 + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))

@@ -47,7 +47,7 @@
 // panel of nb columns costs ~nb * 2.5 us plus the recursion's small SGEMM/laswp/trsm launches.
 //
 // getrf_leaf_row<LW, RPT, EARLY> ((LW, RPT) = (128, 1), (64, 2), (32, 4); EARLY 0 or 1, the
-// launcher takes 1 at RPT = 1): an LW-wide leaf of a tall block in ONE launch, RPT rows per
+// launcher takes 1 for RPT <= 2): an LW-wide leaf of a tall block in ONE launch, RPT rows per
 // thread.  G = ceil(mp / (256*RPT)) blocks (G <= GETRF_GMAX_ROW and co-resident: an H100 holds
 // 132 such blocks, so mp <= 33792 * RPT) of 8 COMPUTE warps, one COMMUNICATION warp and, with
 // EARLY, 3 idle warp slots (below).  Compute thread t (0..255) of block b owns the rows r(q) =
@@ -88,16 +88,18 @@
 //     code and the row copy run while the records travel.  Per element the fmafs are those of
 //     unblocked LU, in the same order (pivot j-1 reaches column j before the search of column
 //     j and the columns > j right after it, before pivot j): bit-identical to the other leaves.
-//   - EARLY: the row leaves before the update, too.  The owner of the warp's candidate copies
-//     its row to s_wrow[warp] right after C, as it is: through pivot j-2, column j-1 holding
-//     its value there (not yet its multiplier); arrive at R, then the update.  The
-//     communication warp computes the row's multiplier for pivot j-1 from that column and
-//     applies pivot j-1's fmaf to the columns >= j (s_prow still holds pivot j-1's row: it is
-//     rewritten only after U) -- the same operations as the owner's, so the published row is
-//     the same bit for bit.  The block is 12 warp slots, slot w on SM sub-partition w % 4:
-//     slot 0 is the communication warp, alone on its sub-partition (slots 4, 8, 11 idle),
-//     slots 1-3, 5-7, 9, 10 the compute warps, so that its poll never waits behind a compute
-//     warp's update.  (Either change alone gained little or lost: twenty-third session.)
+//   - EARLY: the row leaves before the update, too.  The compute warps wait at C (bar.sync),
+//     reduce the 8 warp candidates themselves, and the owner of the block's candidate alone
+//     copies its row to s_wrow[0] as it is: through pivot j-2, column j-1 holding its value
+//     there (not yet its multiplier); arrive at R, then the update.  (One owner per warp
+//     copying, 8 single-lane runs of 16-byte stores queued in the MIO pipe and held R: 2.14
+//     against 1.92 us per column at 8192 rows.)  The communication warp computes the row's
+//     multiplier for pivot j-1 from that column and applies pivot j-1's fmaf to the columns
+//     >= j (s_prow still holds pivot j-1's row: it is rewritten only after U) -- the same
+//     operations as the owner's, so the published row is the same bit for bit.  The block is
+//     12 warp slots, slot w on SM sub-partition w % 4: slot 0 is the communication warp, alone
+//     on its sub-partition (slots 4, 8, 11 idle), slots 1-3, 5-7, 9, 10 the compute warps, so
+//     that its poll never waits behind a compute warp's update.
 //   Named barriers C = 1, R = 2, P = 3, U = 4 (0, __syncthreads, is not used), each between the
 //   256 compute threads (bar.arrive or bar.sync) and the 32 of the communication warp.  Shared
 //   slots are single-buffered: s_wc / s_wrow are written before C / R of column j and
@@ -111,10 +113,11 @@
 //     table).  (Fully unrolled, LW = 128 came to 76,000 instructions.)
 // Per column on the critical path: the position exchange, one fmaf, the search and two warp
 // reductions, the record's trip through L2 and the poll, the pivot row's fetch where its record
-// was the last to arrive, four named barriers.  H100, 128-wide panels alone: 2.1 / 2.3 / 2.5
-// us per column at 8192 / 16384 / 32768 rows with EARLY, 2.4 / 2.6 / 2.9 without (2.7 / 2.8 /
+// was the last to arrive, four named barriers.  H100, 128-wide panels alone: 1.9 / 2.1 / 2.3
+// us per column at 8192 / 16384 / 32768 rows with EARLY, 2.4 / 2.7 / 2.9 without (2.7 / 2.8 /
 // 3.2 with the earlier design, where warp 0 polled, then fetched the row, and every warp
-// updated all columns before the search).
+// updated all columns before the search); one block alone (128-256 rows) 1.7-2.0, so the
+// grid barrier costs ~0.1 us of it, the rest is the chain on the SM.
 //
 // getrf_leaf_cluster<LW, RPT, CS> ((LW, RPT) = (128, 1), (64, 2), (32, 4); CS = 16 or 8): the
 // same contract and arithmetic as getrf_leaf_row (lazy swaps by positions, the same pivot

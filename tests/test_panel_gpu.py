@@ -542,10 +542,11 @@ def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("lw", [lw for lw, rpt in ROW_SHAPES if rpt <= _panel_gpu.ROW_EARLY_RPT])
 @pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 3), (33000, 128)])
-def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, m, w):
-    """getrf_leaf_row<128, 1> publishing candidate rows before the rank-1 update (EARLY: the
-    communication warp applies pivot j-1's fmaf) and after it: equal bit for bit, ties, a
+def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, lw, m, w):
+    """getrf_leaf_row publishing the block's candidate row before the rank-1 update (EARLY:
+    the communication warp applies pivot j-1's fmaf) and after it: equal bit for bit, ties, a
     zero column and an all-NaN column included; 33000 rows: more than 32 blocks."""
     from gpulinalg._panel_gpu import PanelWorkspace
     a = rng.standard_normal((m, w)).astype(np.float32)
@@ -555,9 +556,9 @@ def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, m, w):
         a[:, w // 3] = 0
         a[:, w // 2] = np.nan
     out = []
-    for early in (0, 1):
+    for early in (0, _panel_gpu.ROW_EARLY_RPT):
         monkeypatch.setattr(_panel_gpu, "ROW_EARLY_RPT", early)
-        out.append(_device_panel(cp, a, ws=PanelWorkspace(), leaf=("row", 128)))
+        out.append(_device_panel(cp, a, ws=PanelWorkspace(), leaf=("row", lw)))
     (lu0, piv0, info0), (lu1, piv1, info1) = out
     assert piv1[0] == m // 3 and info0 == info1
     np.testing.assert_array_equal(piv0, piv1)
