@@ -324,7 +324,7 @@ class PanelWorkspace:
         leaves the cluster leaf out, and so does a device where no cluster size launches."""
         key = (mp, row_lw, cluster)
         plan = self._plans.get(key)
-        if plan is None:   # every row leaf is __launch_bounds__(384, 1): one block per SM
+        if plan is None:   # every row leaf is __launch_bounds__(..., 1): one block per SM
             row = get_kernel(FAMILY, row_kernel_name(*ROW_SHAPES[0]), cooperative=True)
             tile = get_kernel(FAMILY, KERNEL_NAMES[0], cooperative=True)
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, row_threads(ROW_SHAPES[0][1])),

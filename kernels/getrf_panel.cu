@@ -643,8 +643,8 @@ __device__ __forceinline__ void comm_step(float (&x)[RPT][LW], const bool (&upd)
 #define GETRF_COMM_STEP(J) comm_step<(J), LW, RPT>(x, upd, l, s_prow, xn)
 
 // The communication warp's column loop; SPL record slots polled per lane (G <= 32 * SPL).
-// EARLY: the warps' candidate rows arrive before pivot j-1's update of their columns >= j,
-// which this warp applies (pivot j-1's row is still in s_prow).
+// EARLY: the block's candidate row (s_wrow[0]) arrives before pivot j-1's update of its
+// columns >= j, which this warp applies (pivot j-1's row is still in s_prow).
 template <int SPL, int LW, int NW, bool EARLY>
 __device__ __forceinline__ void comm_loop(int kk, int* piv, int* info, int col_base,
                                           ulonglong2* keys, ulonglong2* rows, unsigned epoch,
