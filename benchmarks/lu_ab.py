@@ -14,6 +14,9 @@ look-ahead check of gpulinalg-bench lu.  --nb 256,1024 times each value with eac
 size (0: the default rule) instead of, or beside, a constant:
 
     python3 benchmarks/lu_ab.py 32768 --nb 256,512,1024 --precision 3xtf32
+
+--set MODULE.NAME=v (repeatable) fixes another constant for every value (e.g. a leaf turned
+off while a threshold is varied).
 """
 
 import argparse
@@ -26,6 +29,8 @@ def main():
     p.add_argument("--vary", default="_panel_gpu.GPU_NB_SWITCH=8192",
                    help="MODULE.NAME=v1,v2: constant and its values (default: none varied)")
     p.add_argument("--nb", default="0", help="block sizes, comma-separated (0: the rule)")
+    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=v",
+                   help="a constant fixed for the whole run (repeatable)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--repeat", type=int, default=3, help="timed calls per value and round")
     p.add_argument("--panel", default="auto", help="lu_factor's panel= (cpu, gpu, auto)")
@@ -36,9 +41,13 @@ def main():
 
     import gpulinalg
     from gpulinalg import _lu, _lu_graph, _transpose
-    from gpulinalg.bench.common import random_matrix, time_gpu, varied_constant
+    from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu, varied_constant
 
     nbs = [int(x) for x in args.nb.split(",")]
+    for spec in args.set:
+        mod, name, (value,) = parse_vary(spec)
+        print(f"{mod.__name__}.{name} = {value} (was {getattr(mod, name)})")
+        setattr(mod, name, value)
     with varied_constant(args.vary) as (mod, name, values):
         for n in (int(x) for x in args.sizes.split(",")):
             a = random_matrix((n, n), n)

@@ -68,6 +68,19 @@ def _device_ids(devices, cp):
 # 10.23 ms, 6144 15.25 / 15.68, 8192 23.80 / 22.52 (3xTF32 faster in every round), so the rule
 # now starts at 8192^2.
 AUTO_TC_MIN_MN = 8192 * 8192
+# ...and, with "auto", the GPU panel and one GPU, only while the trailing matrix has at least
+# AUTO_TC_MIN_TRAILING elements: the updates after that are small (the panels' chain paces
+# those steps), and the tensor-core product's split pre-pass costs the look-ahead chain two
+# launches that the FP32 kernel does without (44 -> 34 us a step over n = 8192's last 4096
+# columns, lu_timeline).  H100, twenty-fifth session, 3 rounds each: the same cut by rows (a
+# constant of that experiment, `_lu_ops.TC_MIN_ROWS` = 0 / 2048 / 4096 / 6144 / 8192) gave
+# 8192 21.45 / 21.33 / 21.01 / 21.28 / 22.78 ms (8192: FP32 throughout), in two more calls
+# 21.83 -> 21.19 and 22.34 -> 21.17; then `lu_ab.py 8192,16384,32768 --vary
+# _decomp_lu.AUTO_TC_MIN_TRAILING=0,16777216`: 8192 (nb = 128) 21.36 -> 20.79 ms, 16384
+# (nb = 512) 62.68 / 62.79, 32768 (nb = 1024: rank-1024 products, where 3xTF32 runs far
+# faster than FP32) 295.8 / 298.4 -- hence only for panels of at most AUTO_TC_TAIL_NB columns.
+AUTO_TC_MIN_TRAILING = 4096 * 4096
+AUTO_TC_TAIL_NB = 256
 
 
 def _resolve_precision(precision, m, n, fp32_only=False):
@@ -176,6 +189,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     m, n = _arrays.check_matrix(a, "a")
     panel_name = _check_options(panel, block_size, lookahead, precision, devices)
     ndev = _check_devices(devices)
+    auto = precision == "auto"
     precision = _resolve_precision(precision, m, n, ops == "numpy")
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
@@ -193,6 +207,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     else:
         nb = default_block_size(m, n)
     nb = max(1, min(nb, k))
+    tc_min = (AUTO_TC_MIN_TRAILING if auto and precision != "fp32" and panel_name == "gpu"
+              and nb <= AUTO_TC_TAIL_NB else 0)
 
     # A host matrix factored where it lies: allowed, and already row-major float32.
     host_inplace = (host is not None and overwrite_a and kind == "numpy"
@@ -263,9 +279,9 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     res = None
     if _lu_graph.eligible(m, n, panel_name, timeline, devices):
         # A shape seen before: replayed from a CUDA graph (host-bound sizes; see the module).
-        res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold)
-    piv, info = res or getrf(CupyOps(A, nb, precision), _panel_object(panel_name), nb,
-                             lookahead, inv_threshold, timeline)
+        res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold, tc_min)
+    piv, info = res or getrf(CupyOps(A, nb, precision, tc_min=tc_min),
+                             _panel_object(panel_name), nb, lookahead, inv_threshold, timeline)
     if finite is not None and not bool(finite):
         raise ValueError(_NONFINITE)
     return kind, cp, A, piv, info
@@ -319,9 +335,11 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         the trailing matrix is updated; 0 serialises them (for comparison).
     precision : {"auto", "fp32", "3xtf32", "tf32"}, optional
         Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops), as
-        in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*16384,
+        in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*8192,
         on one GPU or several (measured faster there at the same backward error), else
-        "fp32"; "fp32" our SIMT SGEMM; "3xtf32" the tensor cores
+        "fp32"; on one GPU, with the GPU panel and panels of at most 256 columns, "auto"
+        turns to "fp32" for the last, small updates (trailing matrix below 4096*4096
+        elements); "fp32" our SIMT SGEMM; "3xtf32" the tensor cores
         with the error-compensated three-product split (FP32-level accuracy); "tf32" one
         TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and
         triangular solves always run in FP32.

@@ -10,10 +10,11 @@ a call then costs the host a copy in, one graph launch, a copy out and the pivot
 
 Policy (`factor`):
 - only the one-GPU GPU-panel path with no timeline, for m * n <= MAX_ELEMENTS;
-- the first call of a key (device, stream, shape, nb, precision, lookahead, threshold) runs
-  the ordinary driver (the caller's path) and is only counted; the second captures the
-  loop (the capture enqueues what one call would, and instantiates the graph) and replays
-  it; later calls replay.  A one-off factorization therefore never pays for a capture;
+- the first call of a key (device, stream, shape, nb, precision, lookahead, threshold,
+  tc_min) runs the ordinary driver (the caller's path) and is only counted; the second
+  captures the loop (the capture enqueues what one call would, and instantiates the graph)
+  and replays it; later calls replay.  A one-off factorization therefore never pays for a
+  capture;
 - an entry owns its matrix buffer, the driver's and the panel's workspaces and a private
   memory pool, so nothing the graph reads or writes is ever handed to another allocation;
   the graph starts by resetting the panel workspace's counters and tags
@@ -82,14 +83,14 @@ def clear():
         failures.clear()
 
 
-def factor(A, nb, precision, lookahead, inv_threshold):
+def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0):
     """(piv, info) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
     replay, or None when this call should run the ordinary driver (first call of its key,
-    or a key whose capture failed).  piv and info as `_lu.getrf`'s."""
+    or a key whose capture failed).  piv and info as `_lu.getrf`'s; tc_min as CupyOps's."""
     cp = cupy()
     stream = cp.cuda.get_current_stream()
     key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, nb, precision, lookahead,
-           inv_threshold)
+           inv_threshold, tc_min)
     with _lock:
         entry = _entries.get(key)
         if entry is not None:
@@ -103,7 +104,7 @@ def factor(A, nb, precision, lookahead, inv_threshold):
             return None
         else:
             try:
-                entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold)
+                entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold, tc_min)
             except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
                 failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 return None
@@ -118,7 +119,7 @@ def factor(A, nb, precision, lookahead, inv_threshold):
 class _Entry:
     """One captured factorization: its buffers, workspaces, private pool and graph."""
 
-    def __init__(self, shape, nb, precision, lookahead, inv_threshold):
+    def __init__(self, shape, nb, precision, lookahead, inv_threshold, tc_min=0):
         from ._lu_ops import CupyOps
         from ._panel_gpu import GpuPanel
         cp = cupy()
@@ -131,7 +132,7 @@ class _Entry:
         mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
             self.a = cp.empty((m, n), dtype=np.float32)
-            self.ops = CupyOps(self.a, nb, precision)
+            self.ops = CupyOps(self.a, nb, precision, tc_min=tc_min)
             self.panel = GpuPanel()
             ws = self.panel.workspace()
             if mode is None:

@@ -135,11 +135,13 @@ class CupyOps(_Columns):
     """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
 
     def __init__(self, a, nb, precision="fp32", cols=None, device=None, receive=False,
-                 npiv=None):
+                 npiv=None, tc_min=0):
         """a: the matrix (or, on several devices, this device's columns), C-contiguous on
         `device` (default: the current one); cols: the column map (default: all columns
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
-        npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`).
+        npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`); tc_min: a
+        tensor-core `precision` updates on the tensor cores only while the trailing matrix
+        has at least tc_min elements, the FP32 kernels after (0: always).
         """
         from ._blas import gemm_ptr, pick_variant, product_into
         from ._laswp import WORKSPACE_INTS, laswp_ptr
@@ -153,6 +155,7 @@ class CupyOps(_Columns):
         self._cp, self._laswp = cp, laswp_ptr
         self._gemm = functools.partial(gemm_ptr, split=1)
         self._product, self.precision = product_into, precision   # the trailing update
+        self.tc_min = tc_min
         self._pick = pick_variant
         self._transpose, self._trsm = transpose_ptr, trsm_ptr
         self.device = cp.cuda.Device(device)     # every method runs in this device's context
@@ -375,7 +378,7 @@ class CupyOps(_Columns):
     def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        if self.precision != "fp32":
+        if self.precision != "fp32" and (m - j1) * (lda - j1) >= self.tc_min:
             # The tensor-core products, on views; one block per tile (persistent=False), so
             # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
