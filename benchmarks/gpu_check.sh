@@ -34,10 +34,10 @@ if has tests; then
         | tee "$OUT/tests.log" | grep -vE '^\s*$' | tail -n 40
     status=${PIPESTATUS[0]}
 fi
-# Defaults: every SGEMM kernel kind beside cuBLAS (FP32 and TF32), both LU panels with FP32
-# and 3xTF32 updates, the LU's per-step timelines in lu_timeline.json.
+# Defaults: every SGEMM kernel kind beside cuBLAS (FP32 and TF32), both LU panels with FP32,
+# 3xTF32 and the default ("auto") updates, the LU's per-step timelines in lu_timeline.json.
 SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants volkov2008,tiled256x128,dbuf256x128,dbuf128,pipe128"}
-LU_ARGS=${LU_ARGS:-"--precision fp32,3xtf32 --timeline $OUT/lu_timeline.json"}
+LU_ARGS=${LU_ARGS:-"--precision fp32,3xtf32,auto --timeline $OUT/lu_timeline.json"}
 for routine in sgemm transpose laswp lu; do
     has "$routine" || continue
     var="$(echo "$routine" | tr a-z A-Z)_ARGS"

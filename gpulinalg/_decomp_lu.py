@@ -69,17 +69,21 @@ def _device_ids(devices, cp):
 # now starts at 8192^2.
 AUTO_TC_MIN_MN = 8192 * 8192
 # ...and, with "auto", the GPU panel and one GPU, only while the trailing matrix has at least
-# AUTO_TC_MIN_TRAILING elements: the updates after that are small (the panels' chain paces
+# AUTO_TC_MIN_TRAILING rows or columns: the updates after that are small (the panels' chain paces
 # those steps), and the tensor-core product's split pre-pass costs the look-ahead chain two
 # launches that the FP32 kernel does without (44 -> 34 us a step over n = 8192's last 4096
 # columns, lu_timeline).  H100, twenty-fifth session, 3 rounds each: the same cut by rows (a
 # constant of that experiment, `_lu_ops.TC_MIN_ROWS` = 0 / 2048 / 4096 / 6144 / 8192) gave
 # 8192 21.45 / 21.33 / 21.01 / 21.28 / 22.78 ms (8192: FP32 throughout), in two more calls
 # 21.83 -> 21.19 and 22.34 -> 21.17; then `lu_ab.py 8192,16384,32768 --vary
-# _decomp_lu.AUTO_TC_MIN_TRAILING=0,16777216`: 8192 (nb = 128) 21.36 -> 20.79 ms, 16384
-# (nb = 512) 62.68 / 62.79, 32768 (nb = 1024: rank-1024 products, where 3xTF32 runs far
-# faster than FP32) 295.8 / 298.4 -- hence only for panels of at most AUTO_TC_TAIL_NB columns.
-AUTO_TC_MIN_TRAILING = 4096 * 4096
+# _decomp_lu.AUTO_TC_MIN_TRAILING=0,16777216` (then a count of elements): 8192 (nb = 128)
+# 21.36 -> 20.79 ms, 16384 (nb = 512) 62.68 / 62.79, 32768 (nb = 1024: rank-1024 products,
+# where 3xTF32 runs far faster than FP32) 295.8 / 298.4 -- hence only for panels of at most
+# AUTO_TC_TAIL_NB columns; and 16384 x 8192 31.15 ms with 3xTF32 throughout against 35.73
+# with the element count's cut (`gpulinalg-bench lu`, one run) -- hence rows or columns:
+# a tall or wide matrix keeps the tensor cores to the end (every trailing matrix of
+# 16384 x 8192 has over 8192 rows).
+AUTO_TC_MIN_TRAILING = 4096
 AUTO_TC_TAIL_NB = 256
 
 
@@ -338,8 +342,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         in `gpulinalg.sgemm`: "auto" (default) "3xtf32" on Hopper when M*N >= 8192*8192,
         on one GPU or several (measured faster there at the same backward error), else
         "fp32"; on one GPU, with the GPU panel and panels of at most 256 columns, "auto"
-        turns to "fp32" for the last, small updates (trailing matrix below 4096*4096
-        elements); "fp32" our SIMT SGEMM; "3xtf32" the tensor cores
+        turns to "fp32" for the last, small updates (trailing matrix below 4096 rows and
+        columns); "fp32" our SIMT SGEMM; "3xtf32" the tensor cores
         with the error-compensated three-product split (FP32-level accuracy); "tf32" one
         TF32 product (10-bit mantissa: a backward error ~1e3 times larger).  Panels and
         triangular solves always run in FP32.

@@ -141,7 +141,7 @@ class CupyOps(_Columns):
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
         npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`); tc_min: a
         tensor-core `precision` updates on the tensor cores only while the trailing matrix
-        has at least tc_min elements, the FP32 kernels after (0: always).
+        has at least tc_min rows or columns, the FP32 kernels after (0: always).
         """
         from ._blas import gemm_ptr, pick_variant, product_into
         from ._laswp import WORKSPACE_INTS, laswp_ptr
@@ -378,7 +378,7 @@ class CupyOps(_Columns):
     def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        if self.precision != "fp32" and (m - j1) * (lda - j1) >= self.tc_min:
+        if self.precision != "fp32" and max(m - j1, lda - j1) >= self.tc_min:
             # The tensor-core products, on views; one block per tile (persistent=False), so
             # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,

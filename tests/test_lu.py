@@ -559,21 +559,22 @@ def test_gpu_tensor_core_updates(rng, kind, panel):
 @pytest.mark.gpu
 def test_gpu_auto_precision_fp32_tail(rng, monkeypatch):
     """precision="auto" with 3xTF32 updates turns to FP32 once the trailing matrix is below
-    AUTO_TC_MIN_TRAILING elements: rows factored before the switch equal the pure-3xTF32
-    run's bit for bit, the rest differ from it, and the error stays LAPACK's class."""
+    AUTO_TC_MIN_TRAILING rows and columns: rows factored before the switch equal the
+    pure-3xTF32 run's bit for bit, the rest differ from it, and the error stays LAPACK's
+    class."""
     from gpulinalg import _gemm_wgmma
     if not _gemm_wgmma.available():
         pytest.skip("precision='auto' takes 3xTF32 only where wgmma exists (Hopper)")
     n, nb = 1031, 128
     monkeypatch.setattr(_decomp_lu, "AUTO_TC_MIN_MN", 1)
-    monkeypatch.setattr(_decomp_lu, "AUTO_TC_MIN_TRAILING", 512 * 512)
+    monkeypatch.setattr(_decomp_lu, "AUTO_TC_MIN_TRAILING", 512)
     a = rng.standard_normal((n, n)).astype(np.float32)
     kw = dict(block_size=nb, panel="gpu")
     lu, piv = gpulinalg.lu_factor(a, precision="auto", **kw)
     lu3, piv3 = gpulinalg.lu_factor(a, precision="3xtf32", **kw)
     lu1, _ = gpulinalg.lu_factor(a, precision="fp32", **kw)
-    # Updates of steps ending at column j1 with (n - j1)^2 >= 512^2 (j1 <= 512) on the
-    # tensor cores: rows 0..639 (panels 0-4) saw only those.
+    # Updates of steps ending at column j1 with n - j1 >= 512 (j1 <= 512) on the tensor
+    # cores: rows 0..639 (panels 0-4) saw only those.
     np.testing.assert_array_equal(piv[:640], piv3[:640])
     np.testing.assert_array_equal(lu[:640], lu3[:640])
     assert not np.array_equal(lu[640:], lu3[640:])

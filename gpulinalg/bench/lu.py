@@ -195,7 +195,8 @@ def main(argv=None):
     p.add_argument("--panel", default="gpu,cpu", help="panel kinds, comma-separated")
     p.add_argument("--nb", type=int, default=None, help="block size (default: by size)")
     p.add_argument("--precision", default="fp32",
-                   help="trailing-update arithmetic(s), comma-separated: fp32,3xtf32,tf32")
+                   help="trailing-update arithmetic(s), comma-separated: fp32,3xtf32,tf32,auto "
+                        "(auto: lu_factor's default)")
     p.add_argument("--devices", default="1",
                    help="GPU counts, comma-separated (e.g. 1,2: the same run on 1 and 2 GPUs)")
     p.add_argument("--repeat", type=int, default=3)
@@ -208,7 +209,7 @@ def main(argv=None):
             p.error(f"unknown panel {x!r}")
     precisions = [x for x in args.precision.split(",") if x]
     for x in precisions:
-        if x not in ("fp32", "3xtf32", "tf32"):
+        if x not in ("fp32", "3xtf32", "tf32", "auto"):
             p.error(f"unknown precision {x!r}")
     devices = parse_sizes(args.devices)
     if not devices or min(devices) < 1:
