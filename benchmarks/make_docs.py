@@ -355,11 +355,14 @@ def summary(docs):
         lines.append(f"| laswp {r['npiv']} pivots on {r['m']}² | {r['ms']:.3f} ms | CuPy "
                      f"{r['cupy_ms']:.2f} ms | {r['speedup']:.0f}× |")
     if "lu" in docs:
+        timed_auto = {r["n"] for r in docs["lu"]["rows"] if r.get("precision") == "auto"}
         for r in docs["lu"]["rows"]:
             if r["panel"] in ("gpu", "auto") and r.get("m", r["n"]) == r["n"]:
                 prec = r.get("precision", "fp32")
-                # the arithmetic precision="auto" picks there on Hopper (gpulinalg._decomp_lu)
-                default = "3xtf32" if r["n"] * r["n"] >= LU_AUTO_TC_MIN_MN else "fp32"
+                # the arithmetic precision="auto" picks there on Hopper (gpulinalg._decomp_lu),
+                # where the run has no "auto" row of its own
+                default = ("auto" if r["n"] in timed_auto else
+                           "3xtf32" if r["n"] * r["n"] >= LU_AUTO_TC_MIN_MN else "fp32")
                 what = (f"LU n={r['n']}, {prec} updates"
                         + (" (the default)" if prec == default else ""))
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "

@@ -79,10 +79,11 @@ AUTO_TC_MIN_MN = 8192 * 8192
 # _decomp_lu.AUTO_TC_MIN_TRAILING=0,16777216` (then a count of elements): 8192 (nb = 128)
 # 21.36 -> 20.79 ms, 16384 (nb = 512) 62.68 / 62.79, 32768 (nb = 1024: rank-1024 products,
 # where 3xTF32 runs far faster than FP32) 295.8 / 298.4 -- hence only for panels of at most
-# AUTO_TC_TAIL_NB columns; and 16384 x 8192 31.15 ms with 3xTF32 throughout against 35.73
-# with the element count's cut (`gpulinalg-bench lu`, one run) -- hence rows or columns:
-# a tall or wide matrix keeps the tensor cores to the end (every trailing matrix of
-# 16384 x 8192 has over 8192 rows).
+# AUTO_TC_TAIL_NB columns.  The cut is by rows or columns (an element count would also cut
+# the tails of tall and wide matrices, which were not measured apart: 16384 x 8192 ran 31.2
+# ms with 3xTF32 throughout against 35.7 with that cut in one run, but its 3xTF32 time alone
+# spread over 30.8-45.2 ms in four runs), so a tall or wide matrix keeps the tensor cores to
+# the end (every trailing matrix of 16384 x 8192 has over 8192 rows).
 AUTO_TC_MIN_TRAILING = 4096
 AUTO_TC_TAIL_NB = 256
 
