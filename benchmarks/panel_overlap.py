@@ -17,6 +17,8 @@ import statistics
 
 import numpy as np
 
+from gpulinalg._blas import PRECISIONS
+
 
 def main(sizes, shape, precision, kinds):
     import cupy as cp
@@ -90,7 +92,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rows", type=int, nargs="*", default=[8192, 16384, 32768])
     ap.add_argument("--gemm", default="16384,16384,256", help="m,n,k of the SGEMM")
-    ap.add_argument("--precision", default="fp32", choices=("fp32", "3xtf32", "tf32"))
+    ap.add_argument("--precision", default="fp32", choices=PRECISIONS)
     ap.add_argument("--coop-only", action="store_true", help="only the LU's cooperative launch")
     args = ap.parse_args()
     main(args.rows, tuple(int(x) for x in args.gemm.split(",")), args.precision,

@@ -21,6 +21,7 @@ import pathlib
 
 import numpy as np
 
+from .._blas import PRECISIONS
 from .common import environment, parse_sizes, print_table, random_matrix, time_gpu, write_json
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -209,7 +210,7 @@ def main(argv=None):
             p.error(f"unknown panel {x!r}")
     precisions = [x for x in args.precision.split(",") if x]
     for x in precisions:
-        if x not in ("fp32", "3xtf32", "tf32", "auto"):
+        if x not in PRECISIONS:
             p.error(f"unknown precision {x!r}")
     devices = parse_sizes(args.devices)
     if not devices or min(devices) < 1:
