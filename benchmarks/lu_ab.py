@@ -1,14 +1,15 @@
 """LU on one GPU: A/B of a module constant of gpulinalg, against cuSOLVER in the same run.
 
     python3 benchmarks/lu_ab.py 8192,16384,32768 --vary _panel_gpu.ROW_BLOCK_CAP=160,64
+    python3 benchmarks/lu_ab.py 16384x8192,24576x8192 --vary _lu_graph.NODE_PRIORITY=0,1
 
 --vary MODULE.NAME=v1,v2,... sets the integer (or boolean: 0, 1) constant NAME of
 gpulinalg/MODULE.py to each value in turn, dropping the captured CUDA graphs each time
 (gpulinalg/_lu_graph.py: a replay keeps the launches it was captured with).  Per size:
 cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then `rounds` rounds that time every
 value once each (alternating, so that clock drift hits all values alike).  Prints the
-median ms of each value, its TF/s (2/3 n^3) and its ratio to cuSOLVER; the constant is
-restored at the end.  With --panel cpu each round also makes one uninstrumented call that
+median ms of each value, its TF/s (LAPACK's flop count) and its ratio to cuSOLVER; the
+constant is restored at the end.  With --panel cpu each round also makes one uninstrumented call that
 reports the host's clock (_lu.HostClock): the wall over the sum of host panel times, the
 look-ahead check of gpulinalg-bench lu.  --nb 256,1024 times each value with each block
 size (0: the default rule) instead of, or beside, a constant:
@@ -25,7 +26,7 @@ import statistics
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("sizes", help="n, comma-separated (square random matrices)")
+    p.add_argument("sizes", help="n or MxN, comma-separated (random matrices)")
     p.add_argument("--vary", default="_panel_gpu.GPU_NB_SWITCH=8192",
                    help="MODULE.NAME=v1,v2: constant and its values (default: none varied)")
     p.add_argument("--nb", default="0", help="block sizes, comma-separated (0: the rule)")
@@ -42,6 +43,8 @@ def main():
     import gpulinalg
     from gpulinalg import _lu, _lu_graph, _transpose
     from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu, varied_constant
+    from gpulinalg.bench.lu import lu_flops
+    from gpulinalg.bench.transpose import parse_shapes
 
     nbs = [int(x) for x in args.nb.split(",")]
     for spec in args.set:
@@ -49,9 +52,9 @@ def main():
         print(f"{mod.__name__}.{name} = {value} (was {getattr(mod, name)})")
         setattr(mod, name, value)
     with varied_constant(args.vary) as (mod, name, values):
-        for n in (int(x) for x in args.sizes.split(",")):
-            a = random_matrix((n, n), n)
-            flop = 2.0 / 3.0 * n ** 3
+        for m, n in parse_shapes(args.sizes):
+            a = random_matrix((m, n), n)
+            flop = lu_flops(m, n)
             ref = time_gpu(lambda: cpx_linalg.lu_factor(a), warmup=1, repeat=args.repeat)
             cases = [(v, nb) for v in values for nb in nbs]
             times = {c: [] for c in cases}
@@ -66,7 +69,7 @@ def main():
                                                  warmup=2, repeat=args.repeat))
                     if args.panel == "cpu":
                         gpulinalg.lu_factor(a, _timeline=clocks[v, nb], **kw)
-            print(f"n={n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
+            print(f"{m}x{n}: cuSOLVER {ref:.2f} ms ({flop / ref / 1e9:.2f} TF/s)")
             for v, nb in cases:
                 ms = statistics.median(times[v, nb])
                 label = f"{name}={v}" + (f" nb={nb or 'rule'}" if len(nbs) > 1 else "")

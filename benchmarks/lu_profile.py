@@ -1,7 +1,7 @@
 """Where the host's time goes in one LU call: cProfile of `lu_factor` on a GPU-resident
 matrix, beside the call's GPU-timed length with and without the timeline, and cuSOLVER.
 
-    python3 benchmarks/lu_profile.py 2048,4096 [--panel gpu] [--devices 1] [--top 30]
+    python3 benchmarks/lu_profile.py 2048,4096,16384x8192 [--panel gpu] [--devices 1] [--top 30]
 
 Per size: the median of `--repeat` calls timed with CUDA events (as gpulinalg-bench lu), the
 same with `_timeline` (what the benchmark's one-GPU rows record), the driver's own wall time
@@ -25,9 +25,10 @@ def main(argv=None):
 
     from gpulinalg import lu_factor
     from gpulinalg.bench.common import environment, random_matrix, time_gpu
+    from gpulinalg.bench.transpose import parse_shapes
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("sizes", help="comma-separated n (square matrices)")
+    p.add_argument("sizes", help="comma-separated n or MxN")
     p.add_argument("--panel", default="gpu")
     p.add_argument("--devices", type=int, default=1)
     p.add_argument("--repeat", type=int, default=7)
@@ -40,8 +41,8 @@ def main(argv=None):
     env = environment()
     print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}")
     kw = dict(panel=args.panel, devices=None if args.devices == 1 else args.devices)
-    for n in (int(s) for s in args.sizes.split(",")):
-        a = random_matrix((n, n), n, cp)
+    for m, n in parse_shapes(args.sizes):
+        a = random_matrix((m, n), n, cp)
         ms_cus = time_gpu(lambda: cusolver_lu_factor(a), warmup=1, repeat=args.repeat)
         ms = time_gpu(lambda: lu_factor(a, **kw), warmup=2, repeat=args.repeat)
         tls = []
@@ -49,7 +50,7 @@ def main(argv=None):
                          repeat=args.repeat)
         med = lambda key: (statistics.median(t.get(key) or 0.0 for t in tls) if tls
                            else float("nan"))
-        print(f"\n== n = {n}, panel {args.panel}, {args.devices} GPU(s): ours {ms:.3f} ms "
+        print(f"\n== {m} x {n}, panel {args.panel}, {args.devices} GPU(s): ours {ms:.3f} ms "
               f"(with timeline {ms_tl:.3f}; driver wall {med('wall_ms'):.3f}, host gaps "
               f"{med('gap_ms'):.3f}, panels {med('transfer_ms'):.3f}, look-ahead chain "
               f"{med('next_ms'):.3f}), cuSOLVER {ms_cus:.3f} ms, ratio {ms_cus / ms:.3f}")

@@ -406,12 +406,14 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     (two CUDA streams ordered by events).  The pivot choices are LAPACK's.  The work is
     ``m n^2 - n^3/3`` flops for m >= n (``2/3 n^3`` when square).
 
-    With the GPU panel on one GPU and ``m * n <= 8192**2``, the second call of a shape (on
-    the same stream, with the same keywords) captures the factorization into a CUDA graph
-    and later calls replay it: the same kernels, bit-identical results, without the host
-    cost of issuing ~12 launches per step (which bounds these sizes).  The graphs keep
-    their own buffers (at most 4 shapes and 1 GiB of device memory); set the environment
-    variable ``GPULINALG_LU_GRAPHS=0`` to turn this off.
+    With the GPU panel on one GPU and ``m * n <= 2**28``, the second call of a shape
+    (on the same stream, with the same keywords) captures the factorization into a CUDA
+    graph and later calls replay it: the same kernels at the same stream priorities,
+    bit-identical results, without the host cost of issuing ~12 launches per step (which
+    bounds the small sizes and makes tall ones erratic).  The graphs keep their own
+    buffers, a copy of the matrix included (at most 4 shapes and 1 GiB of device memory
+    together, the newest shape always kept); set the environment variable
+    ``GPULINALG_LU_GRAPHS=0`` to turn this off.
     """
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
                               _inv_threshold, _timeline, _ops, _finish_factor, precision,

@@ -10,6 +10,9 @@ a call then costs the host a copy in, one graph launch, a copy out and the pivot
 
 Policy (`factor`):
 - only the one-GPU GPU-panel path with no timeline, for m * n <= MAX_ELEMENTS;
+- the graph is instantiated with per-node priorities (the driver API's
+  CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY), so that the panel's kernels keep the panel
+  stream's priority, as in the driver;
 - the first call of a key (device, stream, shape, nb, precision, lookahead, threshold,
   tc_min) runs the ordinary driver (the caller's path) and is only counted; the second
   captures the loop (the capture enqueues what one call would, and instantiates the graph)
@@ -34,6 +37,7 @@ the same arguments in the same dependency order (GPU tests compare them).
 
 import collections
 import contextlib
+import ctypes
 import os
 import threading
 
@@ -44,13 +48,29 @@ from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
 # n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
-# 37.51).  Above 8192 the GPU, not the host, is the bound, and an entry's buffers grow.
-MAX_ELEMENTS = 8192 * 8192
+# 37.51).  Twenty-sixth session (H100, default precision): tall matrices are bound by the
+# host under the driver, whose enqueue of 16384 x 8192 takes 27-36 ms of a 31-37 ms call
+# (8192 x 16384: 18 of 31; a tall panel recurses over narrower leaves, more launches a step),
+# so they run as erratically as the host does.  `benchmarks/lu_ab.py SHAPES --vary
+# _lu_graph.ENABLED=0,1`, 3 rounds: 16384 x 8192 32.2 / 45.2 / 43.7 ms driven against 30.8 /
+# 31.2 / 30.9 replayed, 24576 x 8192 47.4 / 80.7 / 82.5 against 46.9-47.4, 8192 x 16384 30.8
+# against 30.9; with the limit raised, 32768 x 8192 57.6 / 71.0 against 57.4 / 57.7, and
+# 16384^2 62.5 driven, 62.2 replayed (a scratch run alternating the three modes).  So every
+# shape up to 2^28 elements replays; the entry's copy of the matrix (1 GiB at the limit) is
+# the price.
+MAX_ELEMENTS = 1 << 28
 CACHE_ENTRIES = 4
 CACHE_BYTES = 2**30         # device memory the entries may hold together (the newest always)
 ENABLED = os.environ.get("GPULINALG_LU_GRAPHS", "1") != "0"
 _SEEN_LIMIT = 1024          # counted first calls kept before the count restarts
 _D2D = 3                    # cudaMemcpyDeviceToDevice
+
+# Replay each kernel at the priority of the stream it was captured from (the panel stream's is
+# the greatest); CuPy's Graph runs them all at the launch stream's priority (`lu_ab.py SHAPES
+# --vary _lu_graph.NODE_PRIORITY=0,1`, 3 rounds: 16384 x 8192 34.1 against 31.1 ms, 24576 x
+# 8192 55.4 against 47.0; 16384^2 70.6 against 62.2 in the scratch run).  False: CuPy's Graph.
+NODE_PRIORITY = True
+_USE_NODE_PRIORITY = 8      # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 
 _lock = threading.Lock()
 _seen = {}                  # key -> 1 after its first (ordinary) call
@@ -147,7 +167,8 @@ class _Entry:
                               origin)
                 self.ops.join()
             finally:
-                graph = self.stream.end_capture()
+                graph = (_PriorityGraph(self.stream) if NODE_PRIORITY
+                         else self.stream.end_capture())
             self.info = ws.info
         self.graph = graph
         self.nbytes = self.pool.total_bytes()
@@ -165,3 +186,44 @@ class _Entry:
             rt.memcpyAsync(info.data.ptr, self.info.data.ptr, 4, _D2D, stream.ptr)
         piv_rel = piv[:self.k].get(stream=stream)       # waits for this call's work
         return absolute_pivots(piv_rel, self.blocks), int(info.get(stream=stream)[0])
+
+
+class _PriorityGraph:
+    """The capture on `stream` ended and instantiated through the driver API with
+    CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: each kernel node runs at the priority of the
+    stream it was captured from (the panel stream's is the greatest), where CuPy's Graph runs
+    every node at the priority of the stream it is launched into."""
+
+    def __init__(self, stream):
+        self._cu = cu = _libcuda()
+        graph, self._exec = ctypes.c_void_p(), ctypes.c_void_p()
+        _check(cu, cu.cuStreamEndCapture(ctypes.c_void_p(stream.ptr), ctypes.byref(graph)))
+        try:
+            _check(cu, cu.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), graph,
+                                                      ctypes.c_ulonglong(_USE_NODE_PRIORITY)))
+        finally:
+            cu.cuGraphDestroy(graph)
+
+    def launch(self, stream):
+        _check(self._cu, self._cu.cuGraphLaunch(self._exec, ctypes.c_void_p(stream.ptr)))
+
+    def __del__(self):
+        if getattr(self, "_exec", None):
+            self._cu.cuGraphExecDestroy(self._exec)
+
+
+_LIBCUDA = []
+
+
+def _libcuda():
+    """The CUDA driver library (loaded by CuPy already), once."""
+    if not _LIBCUDA:
+        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
+    return _LIBCUDA[0]
+
+
+def _check(cu, status):
+    if status:
+        name = ctypes.c_char_p()
+        cu.cuGetErrorName(status, ctypes.byref(name))
+        raise RuntimeError(f"CUDA driver error {status} ({(name.value or b'?').decode()})")

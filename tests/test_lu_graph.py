@@ -24,9 +24,11 @@ def test_eligible_cases():
     assert not _lu_graph.eligible(2048, 2048, "gpu", [], None)     # a timeline is asked for
     assert not _lu_graph.eligible(2048, 2048, "gpu", None, 2)      # several GPUs
     assert not _lu_graph.eligible(0, 5, "gpu", None, None)
-    side = int(_lu_graph.MAX_ELEMENTS ** 0.5)
-    assert _lu_graph.eligible(side, side, "gpu", None, None)
-    assert not _lu_graph.eligible(side + 1, side, "gpu", None, None)
+    rows = _lu_graph.MAX_ELEMENTS // 8192
+    assert _lu_graph.eligible(rows, 8192, "gpu", None, None)
+    assert _lu_graph.eligible(8192, rows, "gpu", None, None)
+    assert not _lu_graph.eligible(rows + 1, 8192, "gpu", None, None)
+    assert _lu_graph.eligible(16384, 8192, "gpu", None, None)      # tall: erratic when driven
     with _lu_graph.disabled():
         assert not _lu_graph.eligible(2048, 2048, "gpu", None, None)
     assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
@@ -51,12 +53,17 @@ def _assert_same(got, want):
 @pytest.mark.parametrize("shape", [(2048, 2048), (1000, 1300), (1300, 1000), (257, 257),
                                    (129, 1), (4096, 300)])
 @pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
-def test_replay_matches_driver(cp, rng, shape, precision):
+@pytest.mark.parametrize("node_priority", [True, False])
+def test_replay_matches_driver(cp, rng, monkeypatch, shape, precision, node_priority):
+    """Either instantiation (per-node priorities through the driver API, or CuPy's Graph)."""
+    monkeypatch.setattr(_lu_graph, "NODE_PRIORITY", node_priority)
     inputs = _inputs(cp, rng, shape, 4)
     want = [_eager(a, precision=precision) for a in inputs]
     got = [gpulinalg.lu_factor(a, panel="gpu", precision=precision) for a in inputs]
     assert not _lu_graph.failures
     assert len(_lu_graph._entries) == 1      # calls 2-4 replayed one captured graph
+    (entry,) = _lu_graph._entries.values()
+    assert isinstance(entry.graph, _lu_graph._PriorityGraph) == node_priority
     for g, w in zip(got, want):
         _assert_same(g, w)
 
