@@ -9,7 +9,9 @@ same with `_timeline` (what the benchmark's one-GPU rows record), the driver's o
 `--calls` profiled calls (each synchronised).  A call whose host enqueue is longer than its
 GPU work is bound by Python: the profile says which wrapper to slim.  `--methods` adds the
 host's real time in each device-step method of CupyOps (no profiler inflating it), per call
-and per step: what the CPU panel's gap between two panels is made of.
+and per step: what the CPU panel's gap between two panels is made of.  `--enqueue` adds, for
+uninstrumented driver calls (graph replay off), when the host finished enqueueing the loop
+against when the call returned (synchronised): equal means the call was bound by the host.
 """
 
 import argparse
@@ -35,6 +37,8 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=5, help="profiled calls (0: timings only)")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--chars", type=int, default=12000, help="print at most this much profile")
+    p.add_argument("--enqueue", action="store_true",
+                   help="also the driver's host enqueue time against the call's (no graph)")
     p.add_argument("--methods", action="store_true",
                    help="also the host's real time in each device-step method (no profiler)")
     args = p.parse_args(argv)
@@ -54,6 +58,8 @@ def main(argv=None):
               f"(with timeline {ms_tl:.3f}; driver wall {med('wall_ms'):.3f}, host gaps "
               f"{med('gap_ms'):.3f}, panels {med('transfer_ms'):.3f}, look-ahead chain "
               f"{med('next_ms'):.3f}), cuSOLVER {ms_cus:.3f} ms, ratio {ms_cus / ms:.3f}")
+        if args.enqueue:
+            enqueue_times(lambda: lu_factor(a, **kw), args.repeat)
         if args.methods:
             method_times(lambda: lu_factor(a, **kw), args.calls or 1, n)
         if not args.calls:
@@ -72,6 +78,39 @@ def main(argv=None):
         print("\n".join(line for line in s.getvalue().splitlines() if line.strip())[:args.chars])
         del a
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def enqueue_times(call, calls):
+    """Per driver call (graph replay off, no timeline): ms until `_lu.enqueue_steps` returned
+    (the host has issued the whole loop) and until the call returned, synchronised."""
+    import time
+
+    import cupy as cp
+
+    from gpulinalg import _lu, _lu_graph
+    enqueue_steps, stamps = _lu.enqueue_steps, []
+
+    def stamped(*args, **kwargs):
+        try:
+            return enqueue_steps(*args, **kwargs)
+        finally:
+            stamps.append(time.perf_counter())
+
+    _lu.enqueue_steps = stamped
+    rows = []
+    try:
+        with _lu_graph.disabled():
+            call()   # warm-up
+            for _ in range(calls):
+                cp.cuda.Device().synchronize()
+                t0 = time.perf_counter()
+                call()
+                cp.cuda.Device().synchronize()
+                rows.append(((stamps[-1] - t0) * 1e3, (time.perf_counter() - t0) * 1e3))
+    finally:
+        _lu.enqueue_steps = enqueue_steps
+    print("-- driver calls, host ms: enqueued / returned " +
+          "  ".join(f"{e:.1f}/{r:.1f}" for e, r in rows))
 
 
 METHODS = ("record", "wait", "host_sync", "panel_to_host", "panel_to_device", "swap", "update")

@@ -49,9 +49,10 @@ from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
 # n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
 # 37.51).  Twenty-sixth session (H100, default precision): tall matrices are bound by the
-# host under the driver, whose enqueue of 16384 x 8192 takes 27-36 ms of a 31-37 ms call
-# (8192 x 16384: 18 of 31; a tall panel recurses over narrower leaves, more launches a step),
-# so they run as erratically as the host does.  `benchmarks/lu_ab.py SHAPES --vary
+# host under the driver (`benchmarks/lu_profile.py 16384x8192,8192x16384 --calls 0
+# --enqueue`): its enqueue of 16384 x 8192 ends at 32.9-34.3 ms of a 33.7-35.2 ms call, of
+# 24576 x 8192 at 50-53 of 51-54, of 8192 x 16384 at 22 of 31 (a tall panel recurses over
+# narrower leaves: more launches a step), so they run as erratically as the host does.  `benchmarks/lu_ab.py SHAPES --vary
 # _lu_graph.ENABLED=0,1`, 3 rounds: 16384 x 8192 32.2 / 45.2 / 43.7 ms driven against 30.8 /
 # 31.2 / 30.9 replayed, 24576 x 8192 47.4 / 80.7 / 82.5 against 46.9-47.4, 8192 x 16384 30.8
 # against 30.9; with the limit raised, 32768 x 8192 57.6 / 71.0 against 57.4 / 57.7, and
