@@ -9,9 +9,9 @@ gpulinalg/MODULE.py to each value in turn, dropping the captured CUDA graphs eac
 cuSOLVER (`cupyx.scipy.linalg.lu_factor`) timed first, then `rounds` rounds that time every
 value once each (alternating, so that clock drift hits all values alike).  Prints the
 median ms of each value, its TF/s (LAPACK's flop count) and its ratio to cuSOLVER; the
-constant is restored at the end.  With --panel cpu each round also makes one uninstrumented call that
-reports the host's clock (_lu.HostClock): the wall over the sum of host panel times, the
-look-ahead check of gpulinalg-bench lu.  --nb 256,1024 times each value with each block
+constant is restored at the end.  With --panel cpu each round also makes one uninstrumented
+call that reports the host's clock (_lu.HostClock): the wall over the sum of host panel
+times, the look-ahead check of gpulinalg-bench lu.  --nb 256,1024 times each value with each block
 size (0: the default rule) instead of, or beside, a constant:
 
     python3 benchmarks/lu_ab.py 32768 --nb 256,512,1024 --precision 3xtf32

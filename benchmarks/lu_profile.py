@@ -1,7 +1,7 @@
 """Where the host's time goes in one LU call: cProfile of `lu_factor` on a GPU-resident
 matrix, beside the call's GPU-timed length with and without the timeline, and cuSOLVER.
 
-    python3 benchmarks/lu_profile.py 2048,4096,16384x8192 [--panel gpu] [--devices 1] [--top 30]
+    python3 benchmarks/lu_profile.py 2048,16384x8192 [--panel gpu] [--devices 1] [--top 30]
 
 Per size: the median of `--repeat` calls timed with CUDA events (as gpulinalg-bench lu), the
 same with `_timeline` (what the benchmark's one-GPU rows record), the driver's own wall time

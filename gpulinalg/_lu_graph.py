@@ -38,6 +38,7 @@ the same arguments in the same dependency order (GPU tests compare them).
 import collections
 import contextlib
 import ctypes
+import functools
 import os
 import threading
 
@@ -52,11 +53,12 @@ from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 # host under the driver (`benchmarks/lu_profile.py 16384x8192,8192x16384 --calls 0
 # --enqueue`): its enqueue of 16384 x 8192 ends at 32.9-34.3 ms of a 33.7-35.2 ms call, of
 # 24576 x 8192 at 50-53 of 51-54, of 8192 x 16384 at 22 of 31 (a tall panel recurses over
-# narrower leaves: more launches a step), so they run as erratically as the host does.  `benchmarks/lu_ab.py SHAPES --vary
-# _lu_graph.ENABLED=0,1`, 3 rounds: 16384 x 8192 32.2 / 45.2 / 43.7 ms driven against 30.8 /
-# 31.2 / 30.9 replayed, 24576 x 8192 47.4 / 80.7 / 82.5 against 46.9-47.4, 8192 x 16384 30.8
-# against 30.9; with the limit raised, 32768 x 8192 57.6 / 71.0 against 57.4 / 57.7, and
-# 16384^2 62.5 driven, 62.2 replayed (a scratch run alternating the three modes).  So every
+# narrower leaves: more launches a step), so they run as erratically as the host does.
+# `benchmarks/lu_ab.py SHAPES --vary _lu_graph.ENABLED=0,1`, 3 rounds: 16384 x 8192 32.2 /
+# 45.2 / 43.7 ms driven against 30.8 / 31.2 / 30.9 replayed, 24576 x 8192 47.4 / 80.7 / 82.5
+# against 46.9-47.4, 8192 x 16384 30.8 against 30.9; with the limit raised (`--set`), 32768 x
+# 8192 57.6 / 71.0 against 57.4 / 57.7; after raising it, 32768 x 8192 57.3-57.5 driven
+# (steady in that run) against 57.4-57.7, 16384^2 62.2-62.6 against 62.1-62.5.  So every
 # shape up to 2^28 elements replays; the entry's copy of the matrix (1 GiB at the limit) is
 # the price.
 MAX_ELEMENTS = 1 << 28
@@ -69,7 +71,7 @@ _D2D = 3                    # cudaMemcpyDeviceToDevice
 # Replay each kernel at the priority of the stream it was captured from (the panel stream's is
 # the greatest); CuPy's Graph runs them all at the launch stream's priority (`lu_ab.py SHAPES
 # --vary _lu_graph.NODE_PRIORITY=0,1`, 3 rounds: 16384 x 8192 34.1 against 31.1 ms, 24576 x
-# 8192 55.4 against 47.0; 16384^2 70.6 against 62.2 in the scratch run).  False: CuPy's Graph.
+# 8192 55.4 against 47.0, 16384^2 70.2 against 61.9).  False: CuPy's Graph.
 NODE_PRIORITY = True
 _USE_NODE_PRIORITY = 8      # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 
@@ -213,14 +215,10 @@ class _PriorityGraph:
             self._cu.cuGraphExecDestroy(self._exec)
 
 
-_LIBCUDA = []
-
-
+@functools.lru_cache(maxsize=None)
 def _libcuda():
-    """The CUDA driver library (loaded by CuPy already), once."""
-    if not _LIBCUDA:
-        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
-    return _LIBCUDA[0]
+    """The CUDA driver library (CuPy has loaded it already)."""
+    return ctypes.CDLL("libcuda.so.1")
 
 
 def _check(cu, status):
