@@ -44,7 +44,7 @@ def main():
     from gpulinalg import _lu, _lu_graph, _transpose
     from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu, varied_constant
     from gpulinalg.bench.lu import lu_flops
-    from gpulinalg.bench.transpose import parse_shapes
+    from gpulinalg.bench.common import parse_shapes
 
     nbs = [int(x) for x in args.nb.split(",")]
     for spec in args.set:

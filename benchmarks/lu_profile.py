@@ -27,7 +27,7 @@ def main(argv=None):
 
     from gpulinalg import lu_factor
     from gpulinalg.bench.common import environment, random_matrix, time_gpu
-    from gpulinalg.bench.transpose import parse_shapes
+    from gpulinalg.bench.common import parse_shapes
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("sizes", help="comma-separated n or MxN")

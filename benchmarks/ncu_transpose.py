@@ -26,7 +26,7 @@ def profile(shapes, variants):
 
     from gpulinalg import _transpose
     from gpulinalg.bench.common import random_matrix
-    from gpulinalg.bench.transpose import parse_shapes
+    from gpulinalg.bench.common import parse_shapes
     for m, n in parse_shapes(shapes):
         a = random_matrix((m, n), 1, cp)
         out = cp.empty((n, m), dtype=cp.float32)

@@ -36,7 +36,7 @@ def main():
 
     from gpulinalg import _transpose
     from gpulinalg.bench.common import random_matrix, time_burst, varied_constant
-    from gpulinalg.bench.transpose import parse_shapes
+    from gpulinalg.bench.common import parse_shapes
 
     with varied_constant(args.vary) as (mod, name, values):
         for m, n in parse_shapes(args.sizes):

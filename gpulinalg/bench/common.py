@@ -227,6 +227,16 @@ def random_matrix(shape, seed, xp=None):
     return xp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
 
 
+def parse_shapes(text):
+    """'1000,6000x10000' -> [(1000, 1000), (6000, 10000)]."""
+    shapes = []
+    for s in text.split(","):
+        if s:
+            m, _, n = s.partition("x")
+            shapes.append((int(m), int(n or m)))
+    return shapes
+
+
 def parse_sizes(text):
     """'1024,2048' -> [1024, 2048]."""
     return [int(s) for s in text.split(",") if s]

@@ -134,7 +134,7 @@ def main(argv=None):
     p.add_argument("--json", help="write rows + environment here")
     args = p.parse_args(argv)
     from .. import _laswp
-    from .transpose import parse_shapes
+    from .common import parse_shapes
     variants = (list(_laswp.VARIANTS) if args.variants == "all"
                 else [v for v in args.variants.split(",") if v])
     unknown = [v for v in variants if v not in _laswp.VARIANTS]

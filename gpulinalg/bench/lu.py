@@ -22,7 +22,8 @@ import pathlib
 import numpy as np
 
 from .._blas import PRECISIONS
-from .common import environment, parse_sizes, print_table, random_matrix, time_gpu, write_json
+from .common import (environment, parse_shapes, parse_sizes, print_table, random_matrix,
+                     time_gpu, write_json)
 
 EPS32 = float(np.finfo(np.float32).eps)
 SCIPY_MAX_N = 4096  # the host factors at ~0.3 TF/s: skip SciPy above this
@@ -216,7 +217,7 @@ def main(argv=None):
     if not devices or min(devices) < 1:
         p.error("--devices takes GPU counts >= 1")
     shapes = [(n, n) for n in parse_sizes(args.sizes)]
-    shapes += [tuple(int(v) for v in r.split("x")) for r in args.rect.split(",") if r]
+    shapes += parse_shapes(args.rect)
     env = environment()
     print(f"{env['device']} (cc {env['compute_capability']}), CUDA {env['cuda_runtime']}, "
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "

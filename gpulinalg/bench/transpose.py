@@ -25,16 +25,6 @@ from . import common
 DEFAULT_SIZES = "1000,2000,4000,4096,6000x10000,8000,8192,12288,16384"
 
 
-def parse_shapes(text):
-    """'1000,6000x10000' -> [(1000, 1000), (6000, 10000)]."""
-    shapes = []
-    for s in text.split(","):
-        if s:
-            m, _, n = s.partition("x")
-            shapes.append((int(m), int(n or m)))
-    return shapes
-
-
 def sweep_shapes():
     """Square sizes every 512 up to 16384, plus their neighbours off the tile grid."""
     out = []
@@ -163,7 +153,7 @@ def main(argv=None):
     unknown = [v for v in variants if v not in _transpose.VARIANTS]
     if unknown:
         p.error(f"unknown variants {unknown}; choose from {list(_transpose.VARIANTS)}")
-    shapes = sweep_shapes() if args.sweep else parse_shapes(args.sizes)
+    shapes = sweep_shapes() if args.sweep else common.parse_shapes(args.sizes)
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
           f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
@@ -210,7 +200,7 @@ def main(argv=None):
         print("NOTE: graph capture failed for some rows; their graph columns are event timings")
     layout_rows = []
     lvariants = variants or [_transpose.BASELINE, _transpose.DEFAULT]
-    for m, n in parse_shapes(args.layouts):
+    for m, n in common.parse_shapes(args.layouts):
         layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
     if layout_rows:
         print()
