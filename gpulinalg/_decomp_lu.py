@@ -121,13 +121,13 @@ def _check_options(panel, block_size, lookahead, precision="auto", devices=None)
     return "cpu" if panel == "cpu" else "gpu"
 
 
-def _panel_object(name, multi=False):
+def _panel_object(name, devices=1):
     if name == "gpu":
         from ._panel_gpu import GpuPanel
-        return GpuPanel(multi=multi)
+        return GpuPanel(devices=devices)
     # Several GPUs: the host work on the driver's thread (the gated chain is the one-GPU
     # driver's, gpulinalg/_lu.py; a worker alone does not shorten the multi-GPU steps).
-    return CpuPanel(threaded=False) if multi else CpuPanel()
+    return CpuPanel(threaded=False) if devices > 1 else CpuPanel()
 
 
 def _as_input(a):
@@ -223,7 +223,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
         if ndev > 1:   # the multi-GPU driver on `ndev` virtual devices
             from ._lu_multi import factor_host
-            piv, info = factor_host(A, nb, ndev, partial(_panel_object, panel_name, multi=True),
+            piv, info = factor_host(A, nb, ndev, partial(_panel_object, panel_name, devices=ndev),
                                     lookahead, inv_threshold)
         else:
             piv, info = getrf(NumpyOps(A, nb), _panel_object(panel_name), nb, lookahead,
@@ -239,7 +239,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # whole matrix never sits on one GPU), and the factors come back into a host copy.
         from ._lu_multi import factor_devices
         A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
-        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, multi=True),
+        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
                                    lookahead, inv_threshold, precision, timeline)
         return kind, np, A, piv, info
     if host is not None:
@@ -278,7 +278,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ids is not None:
         # Several GPUs, device input: A's columns go to the devices and come back into A.
         from ._lu_multi import factor_devices
-        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, multi=True),
+        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
                                    lookahead, inv_threshold, precision, timeline)
         return kind, cp, A, piv, info
     res = None

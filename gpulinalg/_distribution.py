@@ -109,7 +109,7 @@ def gather(locals_, dist, out):
     return out
 
 
-def panel_schedule(k, nb, dist, lookahead=1):
+def panel_schedule(k, nb, dist, lookahead=1, blocks=None):
     """What each device does at each step of the distributed LU, in enqueue order: a list of
     steps, each a list of (device, operation, global column range).
 
@@ -122,7 +122,7 @@ def panel_schedule(k, nb, dist, lookahead=1):
     tests check its invariants.
     """
     n = dist.n
-    blocks = panel_blocks(k, nb)
+    blocks = panel_blocks(k, nb) if blocks is None else blocks
     steps = []
     for s, (j0, j1) in enumerate(blocks):
         o = dist.owner(j0)

@@ -206,10 +206,24 @@ class HostClock(list):
     events = False
 
 
-def panel_blocks(k, nb):
+HEAD_NB = 0        # EXPERIMENT: head panels this wide while more than HEAD_UNTIL columns remain
+HEAD_UNTIL = 4096
+
+
+def panel_blocks(k, nb, head=0, tails=()):
     """[(j0, j1)]: the panels' column ranges (at most nb wide) of a factorization with
-    k = min(m, n) pivot columns."""
-    return [(j0, min(j0 + nb, k)) for j0 in range(0, k, nb)]
+    k = min(m, n) pivot columns.  tails: (width, left) pairs: from the first panel boundary
+    where at most `left` columns are left, panels of `width`, a divisor of the width before
+    (so each lies inside one block of nb: the multi-GPU layout's); others are ignored."""
+    blocks, j0, w = [], 0, nb
+    while j0 < k:
+        for tw, left in tails:
+            if 0 < tw < w and w % tw == 0 and j0 % w == 0 and k - j0 <= left:
+                w = tw
+        width = head if w == nb and 0 < head < nb and k - j0 > HEAD_UNTIL else w
+        blocks.append((j0, min(j0 + width, k)))
+        j0 = blocks[-1][1]
+    return blocks
 
 
 def absolute_pivots(piv_rel, blocks):
@@ -228,7 +242,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     HostClock: the host's times only, no events).
     """
     m, n = ops.shape
-    blocks = panel_blocks(min(m, n), nb)
+    blocks = panel_blocks(min(m, n), nb, HEAD_NB)
     # events for the timeline only when it is asked for, and not for a HostClock
     ops.timed = timeline is not None and getattr(timeline, "events", True)
     t_start = time.perf_counter()

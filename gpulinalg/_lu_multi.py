@@ -13,7 +13,9 @@ for pivoting.  Step s of the blocked right-looking LU (gpulinalg/_lu.py, one dev
                       on its panel stream while every device updates the rest
 
 Around the steps: the columns go to the devices in chunks of blocks (1, 1, 2, 4, ... per
-device), and the first steps start as soon as their columns are there; a GPU-resident matrix
+device; all but the first two enqueued after step 0's panel copies, which would otherwise
+wait behind them), and the first steps start as soon as their columns are there; over the
+last TAIL_COLUMNS columns the panels are half a block wide; a GPU-resident matrix
 is its own "home": each block is copied back right after its panel is factored, and the row
 interchanges left of the panels (final columns of L) are applied there, once per step,
 instead of on every device -- so scatter and gather overlap the factorization.
@@ -52,10 +54,26 @@ _H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
 # stream had no priority: the panel then waited for the SGEMM beside it.  (A CPU panel blocks
 # the host, so it is factored at the start of its step, after everything before it.)
 PANEL_FIRST = False
+# Narrower panels at the end: with nb >= TAIL_MIN_NB, the panels are nb / 2 wide once at most
+# TAIL_COLUMNS columns are left (each a half of a distribution block, so two consecutive
+# panels share an owner there).  The trailing update no longer hides the panels' chain in
+# those steps, and a narrower panel shortens it.  H200 x2, 32768, nb = 512, FP32 updates
+# (benchmarks/lu_multi_ab.py 32768 --devices 2 --nb 512 --precision fp32 --vary TAIL_NB=0,256
+# --vary TAIL_FROM=8192,12288,16384, twenty-seventh session, the constants of that A/B):
+# 319.8 ms without, 317.5 / 314.5 / 314.7 with 256-wide panels from 8192 / 12288 / 16384
+# columns left (128-wide: 316.6 / 314.1 / 316.4; a further 128-wide stage from 4096 or
+# 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
+TAIL_COLUMNS = 12288
+TAIL_MIN_NB = 512
+
+
+def multi_panel_blocks(k, nb):
+    """The panels of the distributed LU: panel_blocks with the narrower tail above."""
+    return panel_blocks(k, nb, tails=((nb // 2, TAIL_COLUMNS),) if nb >= TAIL_MIN_NB else ())
 
 
 def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
-                panel_first=None, timeline=None, arrivals=None, home=None):
+                panel_first=None, timeline=None, arrivals=None, home=None, received=None):
     """Factor the distributed matrix in place; return (piv, info) as `_lu.getrf`.
 
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with
@@ -66,6 +84,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     column order: device d's columns of the global range [c0, c1) are in place once `event`
     has fired (a pipelined upload).  Step 0 touches every column: its swaps and updates are
     cut at these ranges, each piece waiting only for its own columns.
+    received: None, or a callable run once, after step 0's panel copies are enqueued and
+    before anything waits on an arrival it records (the rest of a pipelined upload).
     home: None, or ops over the whole matrix (Identity columns) that collects the result:
     each column block is copied there (`take`) as soon as its panel is factored, and the row
     interchanges left of the panels are applied there, once, instead of on every device (a
@@ -74,8 +94,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     panel_first = PANEL_FIRST if panel_first is None else panel_first
     m = devs[0].shape[0]
     k = min(m, dist.n)
-    blocks = panel_blocks(k, nb)
-    schedule = panel_schedule(k, nb, dist, lookahead)
+    blocks = multi_panel_blocks(k, nb)
+    schedule = panel_schedule(k, nb, dist, lookahead, blocks)
     pending = _Pending(arrivals, len(devs))
     if not blocks:
         devs[0].finish()
@@ -88,6 +108,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             devs[o].wait("update", ev)
     sent = panels[o].send(devs[o], 0, *blocks[0], after=devs[o].record("update"))
     unguarded = [[] for _ in devs]   # receivers' copies of d's panels, not yet waited on by d
+    copies = {}                      # step -> the receivers' copies of that step's panel
     early = None                     # the next panel, when already enqueued (panel_first)
     marks = [[] for _ in devs]       # timeline: (step, start, end) events per device
     panel_marks = [[] for _ in devs]
@@ -99,6 +120,9 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         starts = {}
         for d, op, (c0, c1) in ops:
             dev = devs[d]
+            if received is not None and op not in ("factor", "receive"):
+                received()   # the rest of the upload, behind step 0's panel copies
+                received = None
             if op == "factor":
                 res, early = early or panels[d].factor(dev, s, j0, j1, sent, inv_threshold), None
                 o, info = d, info or res.info
@@ -111,6 +135,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
+                copies.setdefault(s, []).append(got)
                 if home is None:   # the owner swaps left of later panels in these rows
                     unguarded[o].append(got)
             elif op == "swap_right":
@@ -133,7 +158,11 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                     dev.swap(s, j0, j1, p0, p1, "swap_right")
                     dev.update(s, j0, j1, p0, p1, res.use_inverse, op)
                 if not shipped and d == dist.owner(nxt[0]) and op != "update_rest":
-                    # The next panel's columns are final: ship / factor it (panel stream).
+                    # The next panel's columns are final: ship / factor it (panel stream),
+                    # once panel s - 1's receivers have copied its L11^{-1}: panel s + 1 is
+                    # staged into the same parity's buffer (d may own both in the tail).
+                    for got in copies.pop(s - 1, ()):
+                        dev.wait("update", got)
                     sent = panels[d].send(dev, s + 1, *nxt, after=dev.record("update"))
                     shipped = True
                     if panel_first and not panels[d].host_wait:
@@ -146,6 +175,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             end = dev.end_step(s)
             if timeline is not None and d in starts:
                 marks[d].append((s, starts[d], end))
+    if received is not None:   # no step updated anything (cannot happen with arrivals)
+        received()
     assert pending.empty(), "columns arrived that no step waited for"
     if home is not None:   # columns right of the last panel (m < n) are final now
         for d, dev in enumerate(devs):
@@ -222,21 +253,35 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True)
     from ._lu_ops import NumpyOps
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
-    devs, arrivals = [], []
+    devs, arrivals, later = [], [], []
+
+    def copy_chunk(d, chunk, tok=None):   # tok: the chunk's event, made earlier
+        for i, (c0, c1) in enumerate(chunk):
+            l0, l1 = dist.local_range(d, c0, c1)
+            last = i == len(chunk) - 1
+            ev = devs[d].copy_in(devs[d].a[:, l0:l1], a[:, c0:c1], tok=tok if last else None)
+        return ev
+
     for d in range(ndev):
-        dev = NumpyOps(np.full((m, dist.local_width(d)), np.nan, F32), nb,
-                       cols=dist.bound(d), receive=True, npiv=min(m, n))
+        devs.append(NumpyOps(np.full((m, dist.local_width(d)), np.nan, F32), nb,
+                             cols=dist.bound(d), receive=True, npiv=min(m, n)))
         got = []
-        for chunk in dist.chunks(d):
-            for c0, c1 in chunk:
-                l0, l1 = dist.local_range(d, c0, c1)
-                ev = dev.copy_in(dev.a[:, l0:l1], a[:, c0:c1])
+        for i, chunk in enumerate(dist.chunks(d)):
+            if SCATTER_FIRST and i >= SCATTER_FIRST:   # as _scatter: after step 0's copies
+                ev = devs[d].event("scatter")
+                later.append((d, chunk, ev))
+            else:
+                ev = copy_chunk(d, chunk)
             got.append((chunk[0][0], chunk[-1][1], ev))
-        devs.append(dev)
         arrivals.append(got)
+
+    def rest():
+        for d, chunk, ev in later:
+            copy_chunk(d, chunk, ev)
+
     home = NumpyOps(a, nb, npiv=min(m, n)) if collect else None
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold, arrivals=arrivals, home=home)
+                            inv_threshold, arrivals=arrivals, home=home, received=rest)
     if home is not None:
         home.finish()
     else:
@@ -299,9 +344,10 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     t0 = time.perf_counter()
     if on_host:   # complete on return: every column is in place
         shares, arrivals = _host_transfers(cp, src, dist, device_ids), None
+        rest = None
         scatter = (time.perf_counter() - t0) * 1e3
     else:
-        shares, arrivals, first = _scatter(cp, src, dist, device_ids)
+        shares, arrivals, first, rest = _scatter(cp, src, dist, device_ids)
     devs = []
     for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
         with cp.cuda.Device(dev_id):
@@ -312,7 +358,8 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
         with cp.cuda.Device(src.device.id):
             home = CupyOps(src, nb, precision, device=src.device.id, npiv=min(m, n))
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold, timeline=timeline, arrivals=arrivals, home=home)
+                            inv_threshold, timeline=timeline, arrivals=arrivals, home=home,
+                            received=rest)
     t1 = time.perf_counter()
     if home is not None:
         home.finish()
@@ -360,18 +407,27 @@ def _copy_blocks(cp, dist, d, blocks, matrix, share, stream):
 # Side streams per device for the scatter from a GPU: consecutive chunks alternate between
 # them, so that several copy engines pull at once.
 SCATTER_STREAMS = 2
+# Chunks per device enqueued before the factorization starts (0: all of them); the rest go
+# after step 0's panel copies (getrf_multi's `received`).  A panel copy enqueued behind the
+# whole upload waited for it: on two H200s at 32768 the second GPU began step 0 at 8.8 ms,
+# its panel factored at 2.1 ms.  With the first 2 chunks (3 blocks) ahead: at 2.1 ms, and
+# the LU 315.0 -> 311.3 ms (benchmarks/lu_multi_ab.py 32768 --devices 2 --nb 512 --precision
+# fp32 --vary SCATTER_FIRST=0,1,2 --steps FILE, twenty-seventh session; 1: 312.2 ms).
+SCATTER_FIRST = 2
 
 
 def _scatter(cp, src, dist, device_ids, streams=None):
     """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
     copied chunk by chunk (`ColumnCyclic.chunks`) on side streams of the device, after the
-    source's pending work.  Returns (shares, arrivals, starts): arrivals[d] the (c0, c1,
-    event) of each chunk, as getrf_multi takes them; starts[d] an event before the first copy
-    (timeline)."""
+    source's pending work: the first SCATTER_FIRST chunks now, the others when the returned
+    `rest()` is called.  Returns (shares, arrivals, starts, rest): arrivals[d] the (c0, c1,
+    event) of each chunk, as getrf_multi takes them (a deferred chunk's event is recorded by
+    rest(), which must run before anything waits on it); starts[d] an event before the first
+    copy (timeline)."""
     m, streams = src.shape[0], streams or SCATTER_STREAMS
     with cp.cuda.Device(src.device.id):    # an event of the source device
         ready = cp.cuda.get_current_stream().record()
-    shares, arrivals, starts = [], [], []
+    shares, arrivals, starts, later = [], [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
             x = cp.empty((m, dist.local_width(d)), np.float32)
@@ -384,11 +440,22 @@ def _scatter(cp, src, dist, device_ids, streams=None):
             got = []
             for i, chunk in enumerate(dist.chunks(d)):
                 side = sides[i % streams]
-                _copy_blocks(cp, dist, d, chunk, src, x, side)
-                got.append((chunk[0][0], chunk[-1][1], side.record()))
+                if SCATTER_FIRST and i >= SCATTER_FIRST:
+                    ev = cp.cuda.Event()
+                    later.append((dev_id, d, chunk, x, side, ev))
+                else:
+                    _copy_blocks(cp, dist, d, chunk, src, x, side)
+                    ev = side.record()
+                got.append((chunk[0][0], chunk[-1][1], ev))
             shares.append(x)
             arrivals.append(got)
-    return shares, arrivals, starts
+
+    def rest():
+        for dev_id, d, chunk, x, side, ev in later:
+            with cp.cuda.Device(dev_id):
+                _copy_blocks(cp, dist, d, chunk, src, x, side)
+                ev.record(side)
+    return shares, arrivals, starts, rest
 
 
 # Pinned staging for host matrices: two buffers of about this size per GPU, packed and

@@ -546,8 +546,10 @@ class NumpyOps(_Columns):
         self._pump()
 
     @_locked
-    def record(self, stream):
-        tok = _Token(self, stream)
+    def record(self, stream, tok=None):
+        """An event recorded on `stream` (tok: a token made earlier with `event`, recorded now,
+        as a CUDA event is created first and recorded later)."""
+        tok = tok or _Token(self, stream)
         self._queues[stream].append(("record", tok, None, None))
         self._pump()
         return tok
@@ -738,11 +740,17 @@ class NumpyOps(_Columns):
         tok.wait()
         return tok
 
-    def copy_in(self, dst, src, label="scatter"):
-        """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event.
-        The CPU tests upload the virtual devices' columns this way, chunk by chunk."""
+    def event(self, stream):
+        """An event of `stream` not recorded yet (`record(stream, tok)` records it); waiting on
+        it before then fails when the waiting stream runs."""
+        return _Token(self, stream)
+
+    def copy_in(self, dst, src, label="scatter", tok=None):
+        """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event
+        (tok, when given: see `event`).  The CPU tests upload the virtual devices' columns this
+        way, chunk by chunk."""
         self._enqueue(label, label, None, lambda: dst.__setitem__(Ellipsis, src))
-        return self.record(label)
+        return self.record(label, tok)
 
     def finish(self):
         # Drain the update stream first: a missing wait on the panel stream then breaks results.

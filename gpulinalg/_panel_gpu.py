@@ -76,6 +76,17 @@ ROW_BLOCK_CAP = 32
 # GPUs 230.0 ms with GMAX_ROW, 249.1 with 32; 2 GPUs 361.8 / 357.2; 49152 on 4 GPUs 613.7 /
 # 633.9 ms, on 2 1090.2 / 1088.7).
 ROW_BLOCK_CAP_MULTI = GMAX_ROW
+# Two GPUs: 64 (two rows per thread at 32768 rows).  H200 x2, benchmarks/lu_multi_ab.py
+# 32768 --devices 2 --nb 256,512 --precision fp32 --vary _panel_gpu.ROW_BLOCK_CAP_MULTI=
+# 32,64,160 (twenty-seventh session): nb = 512 327.6 / 319.7 / 324.2 ms, nb = 256 327.3 /
+# 324.0 / 327.8; 3xTF32 updates (nb = 512) 206.4 / 193.8 / 193.3.
+ROW_BLOCK_CAP_2GPU = 64
+
+
+def row_block_cap(devices):
+    """The row leaf's block cap on one of `devices` GPUs factoring one matrix."""
+    return (ROW_BLOCK_CAP if devices <= 1 else ROW_BLOCK_CAP_2GPU if devices == 2
+            else ROW_BLOCK_CAP_MULTI)
 # getrf_leaf_row<LW, RPT, EARLY>: EARLY (the block's candidate row published before the rank-1
 # update, a 384-thread block whose communication warp has an SM sub-partition to itself) for
 # RPT <= ROW_EARLY_RPT, else 288 threads: 8 compute warps, 1 communication warp (kernels/
@@ -281,13 +292,13 @@ class PanelWorkspace:
     tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, key, tag,
     pos}) and `rows` (the candidates' rows, tagged words {tag, value}), zeroed once: tags start
     at 1.  Both: info.  Also the laswp workspace of the recursion and the per-shape launch
-    parameters (cached).  multi: one GPU of several (the row leaf's ROW_BLOCK_CAP_MULTI).
+    parameters (cached).  devices: how many GPUs factor the matrix (row_block_cap).
     """
 
-    def __init__(self, multi=False):
+    def __init__(self, devices=1):
         cp = cupy()
         from ._laswp import WORKSPACE_INTS, _sm_count
-        self.multi = multi
+        self.devices = devices
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
         self.info = cp.zeros(1, dtype=np.int32)
@@ -330,7 +341,7 @@ class PanelWorkspace:
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, row_threads(ROW_SHAPES[0][1])),
                              self.max_blocks(tile, GCAP), row_lw,
                              cluster_size() if cluster else 0,
-                             row_cap=ROW_BLOCK_CAP_MULTI if self.multi else ROW_BLOCK_CAP)
+                             row_cap=row_block_cap(self.devices))
             self._plans[key] = plan
         return plan
 
@@ -748,16 +759,15 @@ class GpuPanel:
     read once by `final_info` after the driver's `ops.finish()`.  With NumpyOps the same
     recursion runs on the host (getf2_host leaves), queued on the emulated panel stream.
     `leaf_width` overrides the leaf width (host emulation only: the device uses leaf_plan).
-    `multi`: the panels of one GPU among several (the row leaf's block cap: see
-    ROW_BLOCK_CAP_MULTI).
+    `devices`: how many GPUs factor the matrix (the row leaf's block cap: row_block_cap).
     """
 
     name = "gpu"
     host_wait = False   # factor() only enqueues
 
-    def __init__(self, leaf_width=None, multi=False):
+    def __init__(self, leaf_width=None, devices=1):
         self.leaf_width = leaf_width
-        self.multi = multi
+        self.devices = devices
         self._ws = None
         self._host = None
 
@@ -792,7 +802,7 @@ class GpuPanel:
     def workspace(self):
         """The leaves' device state (created at the first use, on the current device)."""
         if self._ws is None:
-            self._ws = PanelWorkspace(self.multi)
+            self._ws = PanelWorkspace(self.devices)
         return self._ws
 
     def final_info(self, ops):

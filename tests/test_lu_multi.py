@@ -59,18 +59,23 @@ def test_bad_distribution():
 
 
 @pytest.mark.parametrize("m,n,nb,p", [(40, 40, 4, 2), (40, 40, 4, 3), (23, 50, 5, 3),
-                                      (50, 23, 5, 4), (8, 8, 8, 2)])
+                                      (50, 23, 5, 4), (8, 8, 8, 2), (70, 70, 8, 2)])
 @pytest.mark.parametrize("lookahead", [0, 1])
-def test_schedule(m, n, nb, p, lookahead):
+@pytest.mark.parametrize("tail", [False, True])
+def test_schedule(m, n, nb, p, lookahead, tail):
     """One factor by the owner, one receive on each other device, each device's trailing
-    columns updated exactly once per step, the next panel's columns first (look-ahead)."""
+    columns updated exactly once per step, the next panel's columns first (look-ahead) --
+    also with the narrower tail, where consecutive panels may share an owner."""
+    from gpulinalg._lu import panel_blocks
     k = min(m, n)
     dist = ColumnCyclic(n, nb, p)
-    steps = panel_schedule(k, nb, dist, lookahead)
-    assert len(steps) == -(-k // nb)
+    blocks = panel_blocks(k, nb, tails=((nb // 2, 24),) if tail else ())
+    steps = panel_schedule(k, nb, dist, lookahead, blocks)
+    assert len(steps) == len(blocks)
     for s, ops in enumerate(steps):
-        j0, j1 = s * nb, min(s * nb + nb, k)
+        j0, j1 = blocks[s]
         owner = dist.owner(j0)
+        assert dist.owner(j1 - 1) == owner   # a panel lies inside one distribution block
         assert [(d, op) for d, op, _ in ops[:p]] == (
             [(owner, "factor")] + [((owner + i) % p, "receive") for i in range(1, p)])
         nxt_owner = dist.owner(j1) if j1 < k else None
@@ -82,11 +87,36 @@ def test_schedule(m, n, nb, p, lookahead):
             assert covered == [c for c in dist.global_columns(d) if c >= j1]
             if lookahead and d == nxt_owner:
                 assert names.index("update_next") == names.index("swap_right") + 1
-                assert dict(mine)["update_next"] == (j1, min(j1 + nb, k))
+                assert dict(mine)["update_next"] == (j1, blocks[s + 1][1])
             else:
                 assert "update_next" not in names
             if "swap_left" in names:
                 assert names[-1] == "swap_left" and dict(mine)["swap_left"] == (0, j0)
+
+
+@pytest.mark.parametrize("k,nb,tails,widths", [
+    (40, 8, (), [8] * 5),
+    (40, 8, ((4, 24),), [8, 8] + [4] * 6),          # switches where <= 24 columns are left
+    (37, 8, ((4, 20),), [8] * 3 + [4] * 3 + [1]),   # only at a whole block (16 left: not 20)
+    (64, 8, ((4, 32), (2, 8)), [8] * 4 + [4] * 6 + [2] * 4),
+    (5, 8, ((4, 24),), [4, 1]),
+    (20, 6, ((4, 24),), [6] * 3 + [2]),             # 4 does not divide 6: no tail
+    (0, 8, ((4, 24),), [])])
+def test_panel_blocks_tails(k, nb, tails, widths):
+    from gpulinalg._lu import panel_blocks
+    blocks = panel_blocks(k, nb, tails=tails)
+    assert [j1 - j0 for j0, j1 in blocks] == widths
+    assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
+    assert not blocks or (blocks[0][0], blocks[-1][1]) == (0, k)
+
+
+def test_multi_panel_blocks():
+    """The distributed LU's panels: nb / 2 wide over the last TAIL_COLUMNS columns, for
+    nb >= TAIL_MIN_NB only (two GPUs take nb = 512 above 16384)."""
+    from gpulinalg._lu_multi import TAIL_COLUMNS, multi_panel_blocks
+    widths = [j1 - j0 for j0, j1 in multi_panel_blocks(32768, 512)]
+    assert widths == [512] * ((32768 - TAIL_COLUMNS) // 512) + [256] * (TAIL_COLUMNS // 256)
+    assert {j1 - j0 for j0, j1 in multi_panel_blocks(32768, 256)} == {256}
 
 
 # ---------------------------------------------------------------- CPU: the driver on virtual devices
@@ -115,6 +145,23 @@ def test_virtual_devices_paths(rng, lookahead, threshold):
     a = rng.standard_normal((67, 67)).astype(np.float32)
     lu, piv = factor_virtual(a, 3, 8, "cpu", lookahead, _inv_threshold=threshold)
     assert_matches_lapack(a, lu, piv)
+
+
+@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+@pytest.mark.parametrize("threshold", [0.0, np.inf])
+def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
+    """Narrower panels at the end (nb / 2, then nb / 4: up to four consecutive panels of one
+    owner), whose receivers must have copied a panel's L11^{-1} before its owner stages the
+    next one of the same parity (without that wait the CPU panel gave wrong factors)."""
+    from gpulinalg import _lu_multi
+    from gpulinalg._lu import panel_blocks
+    monkeypatch.setattr(_lu_multi, "multi_panel_blocks",
+                        lambda k, nb: panel_blocks(k, nb, tails=((nb // 2, 48), (nb // 4, 24))))
+    for shape in [(70, 70), (90, 45), (45, 90)]:
+        a = rng.standard_normal(shape).astype(np.float32)
+        lu, piv = factor_virtual(a, p, 8, panel, _inv_threshold=threshold)
+        assert_matches_lapack(a, lu, piv)
 
 
 @pytest.mark.parametrize("kind", ["wilkinson", "cond1e6"])
@@ -249,6 +296,20 @@ def test_multi_gpu_matches_single(cp, rng, shape, panel):
     lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=2)
     lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
     assert isinstance(lu2, cp.ndarray) and lu2.device.id == 0 and lu2.shape == shape
+    assert np.array_equal(_np(piv2), _np(piv1))
+    _check(a, lu2, piv2)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("shape", [(3000, 3000), (3100, 1500), (1500, 3100)])
+@pytest.mark.parametrize("panel", ["gpu", "cpu"])
+def test_multi_gpu_tail(cp, rng, shape, panel):
+    """block_size=512 on two GPUs: 256-wide panels below TAIL_COLUMNS (here every panel,
+    two consecutive ones per owner), the panels of one GPU at block_size=256."""
+    a = rng.standard_normal(shape).astype(np.float32)
+    lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=2, block_size=512)
+    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=256)
     assert np.array_equal(_np(piv2), _np(piv1))
     _check(a, lu2, piv2)
 

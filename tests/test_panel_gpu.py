@@ -424,14 +424,18 @@ def test_panel_stream_has_a_greater_priority(cp):
 
 @pytest.mark.gpu
 def test_panel_plan_on_several_gpus(cp):
-    """One GPU of several takes the fastest row leaf (ROW_BLOCK_CAP_MULTI), one alone caps
-    its blocks at ROW_BLOCK_CAP; lu_factor(devices=...) builds its panels that way."""
+    """Three or more GPUs take the fastest row leaf (ROW_BLOCK_CAP_MULTI), two cap its blocks
+    at ROW_BLOCK_CAP_2GPU, one alone at ROW_BLOCK_CAP; lu_factor(devices=...) builds its
+    panels that way."""
     from gpulinalg._decomp_lu import _panel_object
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg._panel_gpu import PanelWorkspace, row_block_cap
     m = THREADS * min(GMAX_ROW, PanelWorkspace().sms)
-    assert PanelWorkspace(multi=True).plan(m) == ("row", ROW_LW, 1, m // THREADS)
-    assert PanelWorkspace().plan(m)[3] <= max(_panel_gpu.ROW_BLOCK_CAP, m // (THREADS * 4))
-    assert _panel_object("gpu", multi=True).multi and not _panel_object("gpu").multi
+    assert PanelWorkspace(devices=4).plan(m) == ("row", ROW_LW, 1, m // THREADS)
+    for devices in (1, 2):
+        cap = row_block_cap(devices)
+        assert PanelWorkspace(devices).plan(m)[3] <= max(cap, m // (THREADS * 4))
+    assert row_block_cap(1) < row_block_cap(2) < row_block_cap(3)
+    assert _panel_object("gpu", devices=2).devices == 2 and _panel_object("gpu").devices == 1
 
 
 @pytest.mark.gpu
