@@ -206,11 +206,7 @@ class HostClock(list):
     events = False
 
 
-HEAD_NB = 0        # EXPERIMENT: head panels this wide while more than HEAD_UNTIL columns remain
-HEAD_UNTIL = 4096
-
-
-def panel_blocks(k, nb, head=0, tails=()):
+def panel_blocks(k, nb, tails=()):
     """[(j0, j1)]: the panels' column ranges (at most nb wide) of a factorization with
     k = min(m, n) pivot columns.  tails: (width, left) pairs: from the first panel boundary
     where at most `left` columns are left, panels of `width`, a divisor of the width before
@@ -220,8 +216,7 @@ def panel_blocks(k, nb, head=0, tails=()):
         for tw, left in tails:
             if 0 < tw < w and w % tw == 0 and j0 % w == 0 and k - j0 <= left:
                 w = tw
-        width = head if w == nb and 0 < head < nb and k - j0 > HEAD_UNTIL else w
-        blocks.append((j0, min(j0 + width, k)))
+        blocks.append((j0, min(j0 + w, k)))
         j0 = blocks[-1][1]
     return blocks
 
@@ -242,7 +237,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     HostClock: the host's times only, no events).
     """
     m, n = ops.shape
-    blocks = panel_blocks(min(m, n), nb, HEAD_NB)
+    blocks = panel_blocks(min(m, n), nb)
     # events for the timeline only when it is asked for, and not for a HostClock
     ops.timed = timeline is not None and getattr(timeline, "events", True)
     t_start = time.perf_counter()

@@ -45,7 +45,6 @@ import threading
 import numpy as np
 
 from ._backend import cupy
-from . import _lu
 from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
@@ -149,7 +148,7 @@ class _Entry:
         cp = cupy()
         m, n = shape
         self.k = min(m, n)
-        self.blocks = panel_blocks(self.k, nb, _lu.HEAD_NB)
+        self.blocks = panel_blocks(self.k, nb)
         self.lock = threading.Lock()
         self.pool = cp.cuda.MemoryPool()
         self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin
