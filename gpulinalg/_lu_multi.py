@@ -33,6 +33,7 @@ NumpyOps ("virtual devices", emulated streams and events) and compare with LAPAC
 """
 
 import collections
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -175,7 +176,7 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             end = dev.end_step(s)
             if timeline is not None and d in starts:
                 marks[d].append((s, starts[d], end))
-    if received is not None:   # no step updated anything (cannot happen with arrivals)
+    if received is not None:   # step 0 updated nothing: record the deferred chunks' events
         received()
     assert pending.empty(), "columns arrived that no step waited for"
     if home is not None:   # columns right of the last panel (m < n) are final now
@@ -253,35 +254,28 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True)
     from ._lu_ops import NumpyOps
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
-    devs, arrivals, later = [], [], []
+    devs, arrivals, rests = [], [], []
 
-    def copy_chunk(d, chunk, tok=None):   # tok: the chunk's event, made earlier
-        for i, (c0, c1) in enumerate(chunk):
-            l0, l1 = dist.local_range(d, c0, c1)
-            last = i == len(chunk) - 1
-            ev = devs[d].copy_in(devs[d].a[:, l0:l1], a[:, c0:c1], tok=tok if last else None)
-        return ev
+    def copier(d):   # copy(i, chunk, ev) for _upload, on device d's emulated scatter stream
+        def copy(i, chunk, ev):
+            for c0, c1 in chunk:
+                l0, l1 = dist.local_range(d, c0, c1)
+                devs[d].copy_in(devs[d].a[:, l0:l1], a[:, c0:c1])
+            devs[d].record("scatter", ev)
+        return copy
 
     for d in range(ndev):
         devs.append(NumpyOps(np.full((m, dist.local_width(d)), np.nan, F32), nb,
                              cols=dist.bound(d), receive=True, npiv=min(m, n)))
-        got = []
-        for i, chunk in enumerate(dist.chunks(d)):
-            if SCATTER_FIRST and i >= SCATTER_FIRST:   # as _scatter: after step 0's copies
-                ev = devs[d].event("scatter")
-                later.append((d, chunk, ev))
-            else:
-                ev = copy_chunk(d, chunk)
-            got.append((chunk[0][0], chunk[-1][1], ev))
+        event = functools.partial(devs[d].event, "scatter")
+        got, rest = _upload(dist.chunks(d), event, copier(d))
         arrivals.append(got)
-
-    def rest():
-        for d, chunk, ev in later:
-            copy_chunk(d, chunk, ev)
+        rests.append(rest)
 
     home = NumpyOps(a, nb, npiv=min(m, n)) if collect else None
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
-                            inv_threshold, arrivals=arrivals, home=home, received=rest)
+                            inv_threshold, arrivals=arrivals, home=home,
+                            received=lambda: [rest() for rest in rests])
     if home is not None:
         home.finish()
     else:
@@ -416,18 +410,37 @@ SCATTER_STREAMS = 2
 SCATTER_FIRST = 2
 
 
+def _upload(chunks, event, copy):
+    """One device's pipelined upload: per chunk i an event ev = event() and copy(i, chunk, ev)
+    (the chunk's copies, then ev recorded behind them), at once for the first SCATTER_FIRST
+    chunks, by the returned rest() for the others.  Returns (arrivals [(c0, c1, ev)] as
+    getrf_multi takes them, rest)."""
+    got, later = [], []
+    for i, chunk in enumerate(chunks):
+        ev = event()
+        got.append((chunk[0][0], chunk[-1][1], ev))
+        if SCATTER_FIRST and i >= SCATTER_FIRST:
+            later.append((i, chunk, ev))
+        else:
+            copy(i, chunk, ev)
+
+    def rest():
+        for job in later:
+            copy(*job)
+    return got, rest
+
+
 def _scatter(cp, src, dist, device_ids, streams=None):
     """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
-    copied chunk by chunk (`ColumnCyclic.chunks`) on side streams of the device, after the
-    source's pending work: the first SCATTER_FIRST chunks now, the others when the returned
-    `rest()` is called.  Returns (shares, arrivals, starts, rest): arrivals[d] the (c0, c1,
-    event) of each chunk, as getrf_multi takes them (a deferred chunk's event is recorded by
-    rest(), which must run before anything waits on it); starts[d] an event before the first
-    copy (timeline)."""
+    copied chunk by chunk (`ColumnCyclic.chunks`, `_upload`) on side streams of the device,
+    after the source's pending work.  Returns (shares, arrivals, starts, rest): arrivals[d]
+    the (c0, c1, event) of each chunk, as getrf_multi takes them; rest() enqueues the
+    deferred chunks (getrf_multi's `received`); starts[d] an event before the first copy
+    (timeline)."""
     m, streams = src.shape[0], streams or SCATTER_STREAMS
     with cp.cuda.Device(src.device.id):    # an event of the source device
         ready = cp.cuda.get_current_stream().record()
-    shares, arrivals, starts, later = [], [], [], []
+    shares, arrivals, starts, rests = [], [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
             x = cp.empty((m, dist.local_width(d)), np.float32)
@@ -437,25 +450,22 @@ def _scatter(cp, src, dist, device_ids, streams=None):
             for side in sides[1:]:
                 side.wait_event(start)
             starts.append(start)
-            got = []
-            for i, chunk in enumerate(dist.chunks(d)):
-                side = sides[i % streams]
-                if SCATTER_FIRST and i >= SCATTER_FIRST:
-                    ev = cp.cuda.Event()
-                    later.append((dev_id, d, chunk, x, side, ev))
-                else:
-                    _copy_blocks(cp, dist, d, chunk, src, x, side)
-                    ev = side.record()
-                got.append((chunk[0][0], chunk[-1][1], ev))
+            got, rest = _upload(dist.chunks(d), cp.cuda.Event,
+                                _chunk_copier(cp, dist, d, dev_id, src, x, sides))
             shares.append(x)
             arrivals.append(got)
+            rests.append(rest)
+    return shares, arrivals, starts, lambda: [rest() for rest in rests]
 
-    def rest():
-        for dev_id, d, chunk, x, side, ev in later:
-            with cp.cuda.Device(dev_id):
-                _copy_blocks(cp, dist, d, chunk, src, x, side)
-                ev.record(side)
-    return shares, arrivals, starts, rest
+
+def _chunk_copier(cp, dist, d, dev_id, src, share, sides):
+    """copy(i, chunk, ev) for _upload: device d's chunk i on side stream i % len(sides)."""
+    def copy(i, chunk, ev):
+        side = sides[i % len(sides)]
+        with cp.cuda.Device(dev_id):
+            _copy_blocks(cp, dist, d, chunk, src, share, side)
+            ev.record(side)
+    return copy
 
 
 # Pinned staging for host matrices: two buffers of about this size per GPU, packed and

@@ -745,12 +745,11 @@ class NumpyOps(_Columns):
         it before then fails when the waiting stream runs."""
         return _Token(self, stream)
 
-    def copy_in(self, dst, src, label="scatter", tok=None):
-        """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event
-        (tok, when given: see `event`).  The CPU tests upload the virtual devices' columns this
-        way, chunk by chunk."""
+    def copy_in(self, dst, src, label="scatter"):
+        """Emulation only: dst[...] = src on stream `label` (its own queue); returns the event.
+        The CPU tests upload the virtual devices' columns this way, chunk by chunk."""
         self._enqueue(label, label, None, lambda: dst.__setitem__(Ellipsis, src))
-        return self.record(label, tok)
+        return self.record(label)
 
     def finish(self):
         # Drain the update stream first: a missing wait on the panel stream then breaks results.
