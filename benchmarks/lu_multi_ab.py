@@ -28,7 +28,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("n", type=int)
     p.add_argument("--devices", default="2")
-    p.add_argument("--nb", default="256")
+    p.add_argument("--nb", default="256",
+                   help="block sizes, comma-separated (0: lu_factor's rule for each GPU count)")
     p.add_argument("--vary", action="append",
                    help="[MODULE.]NAME=v1,v2: a constant of gpulinalg (default module "
                         "_lu_multi) and its values; repeatable")
@@ -68,12 +69,13 @@ def main():
             for (mod, name, _), value in zip(knobs, combo):
                 setattr(mod, name, value)
             label = " ".join(f"{name}={value}" for (_, name, _), value in zip(knobs, combo))
-            one = wall(block_size=nb)
+            bs = nb or None
+            one = wall(block_size=bs)
             print(f"n={args.n} nb={nb} {label}: 1 GPU {one:.1f} ms", flush=True)
             for ndev in (int(x) for x in args.devices.split(",")):
-                ms = wall(block_size=nb, devices=ndev)
+                ms = wall(block_size=bs, devices=ndev)
                 tl = []
-                gpulinalg.lu_factor(a, block_size=nb, devices=ndev, precision=args.precision,
+                gpulinalg.lu_factor(a, block_size=bs, devices=ndev, precision=args.precision,
                                     _timeline=tl)
                 t = tl[-1]
                 per = " ".join(f"[{d['update_ms']:.0f}/{d['panel_ms']:.0f}]" for d in t["devices"])

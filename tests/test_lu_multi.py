@@ -184,13 +184,18 @@ def test_virtual_devices_singular(rng, panel):
 @pytest.mark.parametrize("collect", [True, False])
 @pytest.mark.parametrize("p", [2, 3])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
-def test_virtual_devices_upload_and_home(rng, shape, collect, p, panel):
+@pytest.mark.parametrize("scatter_first", [0, 1, 2])
+def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, panel,
+                                         scatter_first):
     """Columns arriving chunk by chunk (emulated streams: an operation that does not wait for
-    its columns reads NaN), and the result collected on a home that also applies the left
-    swaps (collect) or gathered from the devices at the end."""
+    its columns reads NaN; one that waits on a chunk enqueued only later, after step 0's panel
+    copies, fails), and the result collected on a home that also applies the left swaps
+    (collect) or gathered from the devices at the end."""
+    from gpulinalg import _lu_multi
     from gpulinalg._decomp_lu import _panel_object
     from gpulinalg._lu import INV_THRESHOLD
     from gpulinalg._lu_multi import factor_host
+    monkeypatch.setattr(_lu_multi, "SCATTER_FIRST", scatter_first)
     a = rng.standard_normal(shape).astype(np.float32)
     work = a.copy()
     piv, info = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD,
