@@ -42,9 +42,9 @@ def main():
 
     import gpulinalg
     from gpulinalg import _lu, _lu_graph, _transpose
-    from gpulinalg.bench.common import parse_vary, random_matrix, time_gpu, varied_constant
+    from gpulinalg.bench.common import (parse_shapes, parse_vary, random_matrix, time_gpu,
+                                        varied_constant)
     from gpulinalg.bench.lu import lu_flops
-    from gpulinalg.bench.common import parse_shapes
 
     nbs = [int(x) for x in args.nb.split(",")]
     for spec in args.set:
