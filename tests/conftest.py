@@ -1,5 +1,9 @@
-"""Markers: `gpu` skips without CuPy + a CUDA device; `multi_gpu(n)` needs n devices."""
+"""Markers: `gpu` skips without CuPy + a CUDA device; `multi_gpu(n)` needs n devices.
 
+GPULINALG_SHARD=k/N keeps every N-th collected test from the k-th on (0 <= k < N), so that
+N pytest processes share one GPU (benchmarks/gpu_check.sh runs the GPU suite that way)."""
+
+import os
 import zlib
 
 import numpy as np
@@ -8,7 +12,25 @@ import pytest
 from gpulinalg._backend import device_count, gpu_available
 
 
+def _shard():
+    """(k, N) from GPULINALG_SHARD=k/N, or None."""
+    spec = os.environ.get("GPULINALG_SHARD", "")
+    if not spec:
+        return None
+    k, _, n = spec.partition("/")
+    k, n = int(k), int(n)
+    if not 0 <= k < n:
+        raise ValueError(f"GPULINALG_SHARD={spec!r}: expected k/N with 0 <= k < N")
+    return k, n
+
+
 def pytest_collection_modifyitems(config, items):
+    shard = _shard()
+    if shard is not None:
+        k, n = shard
+        kept = items[k::n]
+        config.hook.pytest_deselected(items=[it for i, it in enumerate(items) if i % n != k])
+        items[:] = kept
     have_gpu = gpu_available()
     ndev = device_count()
     for item in items:
