@@ -1,0 +1,78 @@
+"""Per-step times of a one-GPU LU (the driver's timeline) for each value of a constant.
+
+    python3 benchmarks/lu_steps.py 8192 --vary _panel_gpu.COLS_MAX_ROWS=4096,2048 \
+        --set _panel_gpu.CLUSTER_MIN_LW=256 --group 8
+
+Per value, --repeat instrumented calls on one random matrix (a call with a timeline runs the
+ordinary driver, never a graph replay), then per group of --group steps the medians over the
+calls of: the panel's time (recv_ms: from the panel stream reaching the factorization to its
+end), the look-ahead chain (next_ms), the update of the rest, and the group's wall (first
+update start to the next group's); the panel's row count at the group's first step.  Where
+the LU spends its steps and which of the three bounds each group; `gpulinalg-bench lu`
+times the uninstrumented calls.
+"""
+
+import argparse
+import statistics
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("n", type=int)
+    p.add_argument("--vary", default=None, help="MODULE.NAME=v1,v2 (default: none varied)")
+    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=v")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--group", type=int, default=8, help="steps per printed row")
+    p.add_argument("--precision", default="auto")
+    args = p.parse_args()
+    import cupy as cp
+
+    import gpulinalg
+    from gpulinalg.bench.common import parse_vary, random_matrix
+
+    for spec in args.set:
+        mod, name, (value,) = parse_vary(spec)
+        setattr(mod, name, value)
+    if args.vary:
+        mod, name, values = parse_vary(args.vary)
+    else:
+        mod, name, values = None, None, [None]
+    a = random_matrix((args.n, args.n), 0, cp)
+    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+    print(f"{dev}; n = {args.n}, precision {args.precision}, {args.repeat} calls; set "
+          f"{args.set or 'nothing'}")
+    original = getattr(mod, name) if mod else None
+    try:
+        for value in values:
+            if mod:
+                setattr(mod, name, value)
+            gpulinalg.lu_factor(a, precision=args.precision)   # compile, warm up
+            tls = []
+            for _ in range(args.repeat):
+                gpulinalg.lu_factor(a, precision=args.precision, _timeline=tls)
+            walls = [t["wall_ms"] for t in tls]
+            steps = len(tls[0]["steps"])
+            print(f"\n{name}={value}: wall {statistics.median(walls):.2f} ms (median), "
+                  f"{steps} steps of nb = {tls[0]['nb']}")
+            print("steps     rows   panel ms  next ms  update ms  wall ms")
+            for g0 in range(0, steps, args.group):
+                g1 = min(g0 + args.group, steps)
+
+                def med(f):
+                    return statistics.median(f(t["steps"]) for t in tls)
+
+                panel = med(lambda s: sum(r["recv_ms"] or 0.0 for r in s[g0:g1]))
+                nxt = med(lambda s: sum(r["next_ms"] or 0.0 for r in s[g0:g1]))
+                upd = med(lambda s: sum(r["update_ms"] for r in s[g0:g1]))
+                span = med(lambda s: (s[g1]["update_start"] if g1 < steps else s[-1]["update_end"])
+                           - s[g0]["update_start"])
+                rows = args.n - tls[0]["steps"][g0]["j0"]
+                print(f"{g0:3d}-{g1 - 1:<3d} {rows:7d} {panel:10.3f} {nxt:8.3f} {upd:10.3f} "
+                      f"{span:8.3f}")
+    finally:
+        if mod:
+            setattr(mod, name, original)
+
+
+if __name__ == "__main__":
+    main()
