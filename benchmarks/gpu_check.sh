@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_check.sh                 # everything
 #   STAGES="tests sgemm" bash benchmarks/gpu_check.sh
 #   TESTS="tests/test_sgemm.py" SGEMM_ARGS="--variants all" bash benchmarks/gpu_check.sh
+#   STAGES=tests SHARDS=1 PYTEST_ARGS="--durations=20" bash benchmarks/gpu_check.sh   # one pytest
 #   STAGES="ncu_lu" NCU_LU_ARGS="4096 gpu fp32" bash benchmarks/gpu_check.sh
 #   STAGES="tests lu_multi" TESTS=tests/test_lu_multi.py bash benchmarks/gpu_check.sh   # 2+ GPUs
 #   STAGES="lu_large" LARGE_DEVICES=4 bash benchmarks/gpu_check.sh     # more than one GPU holds
