@@ -52,7 +52,8 @@ def main():
                 gpulinalg.lu_factor(a, precision=args.precision, _timeline=tls)
             walls = [t["wall_ms"] for t in tls]
             steps = len(tls[0]["steps"])
-            print(f"\n{name}={value}: wall {statistics.median(walls):.2f} ms (median), "
+            label = f"{name}={value}" if mod else "defaults"
+            print(f"\n{label}: wall {statistics.median(walls):.2f} ms (median), "
                   f"{steps} steps of nb = {tls[0]['nb']}")
             print("steps     rows   panel ms  next ms  update ms  wall ms")
             for g0 in range(0, steps, args.group):
