@@ -42,15 +42,12 @@ def main():
 
     import gpulinalg
     from gpulinalg import _lu, _lu_graph, _transpose
-    from gpulinalg.bench.common import (parse_shapes, parse_vary, random_matrix, time_gpu,
+    from gpulinalg.bench.common import (parse_shapes, random_matrix, set_constants, time_gpu,
                                         varied_constant)
     from gpulinalg.bench.lu import lu_flops
 
     nbs = [int(x) for x in args.nb.split(",")]
-    for spec in args.set:
-        mod, name, (value,) = parse_vary(spec)
-        print(f"{mod.__name__}.{name} = {value} (was {getattr(mod, name)})")
-        setattr(mod, name, value)
+    set_constants(args.set)
     with varied_constant(args.vary) as (mod, name, values):
         for m, n in parse_shapes(args.sizes):
             a = random_matrix((m, n), n)

@@ -19,8 +19,10 @@ import statistics
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("n", type=int)
-    p.add_argument("--vary", default=None, help="MODULE.NAME=v1,v2 (default: none varied)")
-    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=v")
+    p.add_argument("--vary", default="_panel_gpu.GPU_NB_SWITCH=8192",
+                   help="MODULE.NAME=v1,v2: constant and its values (default: none varied)")
+    p.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=v",
+                   help="a constant fixed for the whole run (repeatable)")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--group", type=int, default=8, help="steps per printed row")
     p.add_argument("--precision", default="auto")
@@ -28,33 +30,21 @@ def main():
     import cupy as cp
 
     import gpulinalg
-    from gpulinalg.bench.common import parse_vary, random_matrix
+    from gpulinalg.bench.common import random_matrix, set_constants, varied_constant
 
-    for spec in args.set:
-        mod, name, (value,) = parse_vary(spec)
-        setattr(mod, name, value)
-    if args.vary:
-        mod, name, values = parse_vary(args.vary)
-    else:
-        mod, name, values = None, None, [None]
+    set_constants(args.set)
     a = random_matrix((args.n, args.n), 0, cp)
-    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; n = {args.n}, precision {args.precision}, {args.repeat} calls; set "
-          f"{args.set or 'nothing'}")
-    original = getattr(mod, name) if mod else None
-    try:
+    print(f"n = {args.n}, precision {args.precision}, {args.repeat} instrumented calls")
+    with varied_constant(args.vary) as (mod, name, values):
         for value in values:
-            if mod:
-                setattr(mod, name, value)
+            setattr(mod, name, value)
             gpulinalg.lu_factor(a, precision=args.precision)   # compile, warm up
             tls = []
             for _ in range(args.repeat):
                 gpulinalg.lu_factor(a, precision=args.precision, _timeline=tls)
-            walls = [t["wall_ms"] for t in tls]
             steps = len(tls[0]["steps"])
-            label = f"{name}={value}" if mod else "defaults"
-            print(f"\n{label}: wall {statistics.median(walls):.2f} ms (median), "
-                  f"{steps} steps of nb = {tls[0]['nb']}")
+            print(f"\n{name}={value}: wall {statistics.median(t['wall_ms'] for t in tls):.2f} "
+                  f"ms (median), {steps} steps of nb = {tls[0]['nb']}")
             print("steps     rows   panel ms  next ms  update ms  wall ms")
             for g0 in range(0, steps, args.group):
                 g1 = min(g0 + args.group, steps)
@@ -70,9 +60,6 @@ def main():
                 rows = args.n - tls[0]["steps"][g0]["j0"]
                 print(f"{g0:3d}-{g1 - 1:<3d} {rows:7d} {panel:10.3f} {nxt:8.3f} {upd:10.3f} "
                       f"{span:8.3f}")
-    finally:
-        if mod:
-            setattr(mod, name, original)
 
 
 if __name__ == "__main__":

@@ -257,6 +257,15 @@ def varied_constant(spec, note=""):
         setattr(mod, name, original)
 
 
+def set_constants(specs):
+    """The A/B scripts' --set 'MODULE.NAME=v' (each spec one value): sets each constant for the
+    rest of the run and prints it with its previous value."""
+    for spec in specs:
+        mod, name, (value,) = parse_vary(spec)
+        print(f"{mod.__name__}.{name} = {value} (was {getattr(mod, name)})")
+        setattr(mod, name, value)
+
+
 def parse_vary(spec):
     """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
     --vary option; each value takes the type of the constant's current value (int or bool,
