@@ -4,7 +4,7 @@ times for a few settings, against one GPU in the same run.
     python3 benchmarks/lu_multi_ab.py 32768 --devices 2,4 --nb 256,384 \
         --vary SCATTER_STREAMS=1,2 --vary _panel_gpu.ROW_BLOCK_CAP=160,32
 
---vary NAME=v1,v2 sets the constant NAME of gpulinalg/_lu_multi.py (MODULE.NAME: of
+--vary NAME=v1,v2 sets the integer constant NAME of gpulinalg/_lu_multi.py (MODULE.NAME: of
 gpulinalg/MODULE.py) to each value in turn (e.g. SCATTER_STREAMS=1,2, PANEL_FIRST=1,0);
 several --vary run every combination, each against the one-GPU time with the same settings.
 
@@ -17,6 +17,7 @@ slowest device), the busiest device's update time and the panels' time in it.
 """
 
 import argparse
+import importlib
 import itertools
 import json
 import statistics
@@ -39,10 +40,14 @@ def main():
     import cupy as cp
 
     import gpulinalg
-    from gpulinalg.bench.common import parse_vary, random_matrix
+    from gpulinalg.bench.common import random_matrix
 
-    knobs = [parse_vary(spec if "." in spec.split("=")[0] else "_lu_multi." + spec)
-             for spec in args.vary or ["SCATTER_STREAMS=2"]]   # (module, name, values)
+    knobs = []   # (module, name, values)
+    for spec in args.vary or ["SCATTER_STREAMS=2"]:
+        target, values = spec.split("=")
+        mod_name, name = target.rsplit(".", 1) if "." in target else ("_lu_multi", target)
+        mod = importlib.import_module(f"gpulinalg.{mod_name}")
+        knobs.append((mod, name, [type(getattr(mod, name))(int(v)) for v in values.split(",")]))
     defaults = [getattr(mod, name) for mod, name, _ in knobs]
 
     a = random_matrix((args.n, args.n), 1, cp)
