@@ -66,6 +66,23 @@ PANEL_FIRST = False
 # 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
 TAIL_COLUMNS = 12288
 TAIL_MIN_NB = 512
+# The home takes each panel's columns (every row: 32 MB at 32768 x 256) only after the
+# receivers' copies of the panel.  Queued with them, the take of a block from the other GPU
+# held up the home GPU's copy of that panel: ~0.4 ms more on each hand-over to the home GPU
+# in the chain-bound last steps (H200 x2 timeline, 32768).
+TAKE_AFTER_RECEIVES = True
+
+
+def _collect(home, s, j0, j1, owner, done, receives):
+    """The home takes panel s's columns, every row, from its owner's ops once the panel is
+    factored (`done`) and the receivers' copies `receives` have landed, then applies the
+    panel's row interchanges left of it.  The columns are final but for the left swaps of
+    later panels, which the home applies as they come."""
+    for got in receives:
+        home.wait("comm", got)
+    got = home.take(j0, j1, owner, done, piv=(j0, j1))
+    home.wait("update", got)
+    home.swap(s, j0, j1, 0, j0, "swap_left")
 
 
 def multi_panel_blocks(k, nb):
@@ -119,20 +136,24 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         nxt = blocks[s + 1] if s + 1 < len(blocks) else None
         shipped = nxt is None
         starts = {}
+        collect = home is not None   # panel s's columns still to be collected on the home
         for d, op, (c0, c1) in ops:
             dev = devs[d]
-            if received is not None and op not in ("factor", "receive"):
-                received()   # the rest of the upload, behind step 0's panel copies
-                received = None
+            if op not in ("factor", "receive"):
+                if received is not None:
+                    received()   # the rest of the upload, behind step 0's panel copies
+                    received = None
+                if collect:      # behind this step's receives (_collect)
+                    _collect(home, s, j0, j1, devs[o], res.done, copies.get(s, ()))
+                    collect = False
             if op == "factor":
                 res, early = early or panels[d].factor(dev, s, j0, j1, sent, inv_threshold), None
                 o, info = d, info or res.info
                 panel_marks[d].append((s, res.recv_start, res.done))
                 dev.wait("update", res.done)
-                if home is not None:   # block s is final but for later left swaps: collect it
-                    got = home.take(j0, j1, dev, res.done, piv=(j0, j1))
-                    home.wait("update", got)
-                    home.swap(s, j0, j1, 0, j0, "swap_left")
+                if collect and not TAKE_AFTER_RECEIVES:
+                    _collect(home, s, j0, j1, dev, res.done, ())
+                    collect = False
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
@@ -172,6 +193,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
             if timeline is not None and d not in starts:
                 starts[d] = dev.record("update")
         assert shipped, "the schedule never updated the next panel's columns"
+        if collect:
+            _collect(home, s, j0, j1, devs[o], res.done, copies.get(s, ()))
         for d, dev in enumerate(devs):
             end = dev.end_step(s)
             if timeline is not None and d in starts:
