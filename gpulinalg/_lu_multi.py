@@ -71,9 +71,6 @@ TAIL_MIN_NB = 512
 # held up the home GPU's copy of that panel: ~0.4 ms more on each hand-over to the home GPU
 # in the chain-bound last steps (H200 x2 timeline, 32768).
 TAKE_AFTER_RECEIVES = True
-TAKE_PUSH = False        # A/B only: the take issued on the owner's device (a push)
-TAKE_AT_END = False      # A/B only (diagnostic): every take and home swap after the last step
-_deferred = []
 
 
 def _collect(home, s, j0, j1, owner, done, receives):
@@ -81,25 +78,11 @@ def _collect(home, s, j0, j1, owner, done, receives):
     factored (`done`) and the receivers' copies `receives` have landed, then applies the
     panel's row interchanges left of it.  The columns are final but for the left swaps of
     later panels, which the home applies as they come."""
-    if TAKE_AT_END:
-        _deferred.append((home, s, j0, j1, owner, done, receives))
-        return
     for got in receives:
         home.wait("comm", got)
-    got = home.take(j0, j1, owner, done, piv=(j0, j1), push=TAKE_PUSH)
+    got = home.take(j0, j1, owner, done, piv=(j0, j1))
     home.wait("update", got)
     home.swap(s, j0, j1, 0, j0, "swap_left")
-
-
-def _run_deferred():
-    global TAKE_AT_END
-    saved, TAKE_AT_END = TAKE_AT_END, False
-    try:
-        for job in _deferred:
-            _collect(*job)
-    finally:
-        _deferred.clear()
-        TAKE_AT_END = saved
 
 
 def multi_panel_blocks(k, nb):
@@ -219,7 +202,6 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     if received is not None:   # step 0 updated nothing: record the deferred chunks' events
         received()
     assert pending.empty(), "columns arrived that no step waited for"
-    _run_deferred()
     if home is not None:   # columns right of the last panel (m < n) are final now
         for d, dev in enumerate(devs):
             for c0, c1 in dist.blocks(d):

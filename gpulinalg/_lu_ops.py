@@ -169,7 +169,6 @@ class CupyOps(_Columns):
                             "update": cp.cuda.Stream(non_blocking=True),
                             # Copies between devices (received panels, the home's blocks).
                             "comm": cp.cuda.Stream(non_blocking=True)}
-            self._comm_waits = []
             # Device workspace: the transposed panel, L21 column-major (_trailing), the
             # copy of A12, two L11^{-1}, pivots.
             self.T = cp.empty(max(nb * m, 1), dtype=F32)
@@ -249,8 +248,6 @@ class CupyOps(_Columns):
         return ev
 
     def wait(self, stream, ev):
-        if stream == "comm":
-            self._comm_waits.append(ev)
         self.streams[stream].wait_event(ev)
 
     def host_sync(self, ev):
@@ -432,33 +429,23 @@ class CupyOps(_Columns):
                            self.linv[step % 2].nbytes, _DEFAULT, "comm")
         return self.record("comm")
 
-    def take(self, c0, c1, src, after, piv=None, push=False):
+    def take(self, c0, c1, src, after, piv=None):
         """Copy every row of the global columns [c0, c1) (one column block of `src`) from
         device `src`'s ops into this matrix, and src's pivots piv = (j0, j1) when given, once
         `after` has fired; on the comm stream.  The home of a multi-device factorization
         (gpulinalg/_lu_multi.py) collects finished blocks this way.  Returns the event."""
         lc, sc = self._local(c0, c1), src._local(c0, c1)
         m, rt = self.shape[0], self._cp.cuda.runtime
-        if push:
-            with src.device:
-                if "push" not in src.streams:
-                    src.streams["push"] = self._cp.cuda.Stream(non_blocking=True)
-            ops, comm = src, src.streams["push"]
-            for ev in self._comm_waits:
-                comm.wait_event(ev)
-            self._comm_waits = []
-        else:
-            ops, comm = self, self.streams["comm"]
-            self._comm_waits = []
-        with ops.device:
+        comm = self.streams["comm"]
+        with self.device:
             comm.wait_event(after)
             rt.memcpy2DAsync(self.a[:, lc].data.ptr, 4 * self.shape[1], src.a[:, sc].data.ptr,
                              4 * src.shape[1], 4 * (c1 - c0), m, _DEFAULT, comm.ptr)
             if piv is not None:
                 j0, j1 = piv
-                rt.memcpyAsync(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0,
-                               4 * (j1 - j0), _DEFAULT, comm.ptr)
-            return comm.record()
+                self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0,
+                           4 * (j1 - j0), _DEFAULT, "comm")
+        return self.record("comm")
 
     def finish(self):
         """Wait for all streams (the caller's stream too); return the relative pivots."""
@@ -737,7 +724,7 @@ class NumpyOps(_Columns):
         self._enqueue("comm", "receive", step, copy)
         return self.record("comm")
 
-    def take(self, c0, c1, src, after, piv=None, push=False):
+    def take(self, c0, c1, src, after, piv=None):
         """As CupyOps.take; `src` another NumpyOps."""
         self.wait("comm", after)
 
