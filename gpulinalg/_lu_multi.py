@@ -16,7 +16,8 @@ Around the steps: the columns go to the devices in chunks of blocks (1, 1, 2, 4,
 device; all but the first two enqueued after step 0's panel copies, which would otherwise
 wait behind them), and the first steps start as soon as their columns are there; over the
 last TAIL_COLUMNS columns the panels are half a block wide; a GPU-resident matrix
-is its own "home": each block is copied back right after its panel is factored, and the row
+is its own "home": each panel's columns are copied back once the other devices have their
+copies of the panel, and the row
 interchanges left of the panels (final columns of L) are applied there, once per step,
 instead of on every device -- so scatter and gather overlap the factorization.
 
@@ -66,18 +67,21 @@ PANEL_FIRST = False
 # 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
 TAIL_COLUMNS = 12288
 TAIL_MIN_NB = 512
-# The home takes each panel's columns (every row: 32 MB at 32768 x 256) only after the
-# receivers' copies of the panel.  Queued with them, the take of a block from the other GPU
-# held up the home GPU's copy of that panel: ~0.4 ms more on each hand-over to the home GPU
-# in the chain-bound last steps (H200 x2 timeline, 32768).
-TAKE_AFTER_RECEIVES = True
 
 
 def _collect(home, s, j0, j1, owner, done, receives):
     """The home takes panel s's columns, every row, from its owner's ops once the panel is
     factored (`done`) and the receivers' copies `receives` have landed, then applies the
     panel's row interchanges left of it.  The columns are final but for the left swaps of
-    later panels, which the home applies as they come."""
+    later panels, which the home applies as they come.
+
+    After the receives, not beside them: a take moves every row of the panel's columns
+    (32 MB at 32768 x 256) through the same copy engines and links as the receivers' copies
+    of the panel, which are on the chain to the next panel.  H200 x4, FP32 updates, taken
+    at the panel against after its receives (benchmarks/lu_multi_ab.py N --devices 2,4 --nb 0
+    --precision fp32, twenty-ninth session, alternating): 32768 on 4 GPUs 198.0 / 198.5 ->
+    194.6 / 193.9 ms, on 2 GPUs 311.1 / 311.2 -> 310.8 / 310.6; 49152 on 4 GPUs 565.5 ->
+    554.8, on 2 GPUs 970.9 -> 968.7."""
     for got in receives:
         home.wait("comm", got)
     got = home.take(j0, j1, owner, done, piv=(j0, j1))
@@ -151,9 +155,6 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                 o, info = d, info or res.info
                 panel_marks[d].append((s, res.recv_start, res.done))
                 dev.wait("update", res.done)
-                if collect and not TAKE_AFTER_RECEIVES:
-                    _collect(home, s, j0, j1, dev, res.done, ())
-                    collect = False
             elif op == "receive":
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)

@@ -204,6 +204,30 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
     assert_matches_lapack(a, work, piv)
 
 
+@pytest.mark.parametrize("p", [2, 3])
+def test_home_collects_after_the_receives(rng, monkeypatch, p):
+    """The home takes each panel's columns only behind every receiver's copy of that panel
+    (their copies are on the chain to the next panel; a take queued beside them slowed it)."""
+    from gpulinalg import _lu_multi
+    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg._lu import INV_THRESHOLD
+    seen = []
+
+    def collect(home, s, j0, j1, owner, done, receives):
+        seen.append((s, len(receives)))
+        return original(home, s, j0, j1, owner, done, receives)
+
+    original = _lu_multi._collect
+    monkeypatch.setattr(_lu_multi, "_collect", collect)
+    a = rng.standard_normal((40, 40)).astype(np.float32)
+    work = a.copy()
+    piv, info = _lu_multi.factor_host(work, 4, p, lambda: _panel_object("gpu"), 1,
+                                      INV_THRESHOLD)
+    assert seen == [(s, p - 1) for s in range(10)]
+    assert info == 0
+    assert_matches_lapack(a, work, piv)
+
+
 @pytest.mark.parametrize("n,nb,p", [(100, 4, 2), (96, 8, 3), (7, 4, 3), (64, 8, 4), (5, 8, 2)])
 def test_host_column_views(rng, n, nb, p):
     """The host transfers' views: every column of a device's share, in local order, written
