@@ -112,6 +112,9 @@ class _Columns:
 # blocks go to SMs before those of an SGEMM already running), 0 = the default (A/B runs).
 PANEL_PRIORITY = 1
 _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the greatest priority
+# A/B: the update stream's priority on the devices of a multi-GPU factorization (0: the
+# default, the lowest, as the home's streams; -1: above the home's left swaps and takes).
+UPDATE_PRIORITY_MULTI = 0
 
 # The FP32 trailing update A22 -= L21 U12 reads L21 as a column-major copy (one transpose into
 # the workspace LT per update) when it spans at least this many local columns; 0: never.  Our
@@ -166,7 +169,9 @@ class CupyOps(_Columns):
         k = self.npiv = min(m, n) if npiv is None else npiv   # one per panel column
         with self.device:
             self.streams = {"panel": _priority_stream(cp),
-                            "update": cp.cuda.Stream(non_blocking=True),
+                            "update": cp.cuda.Stream(
+                                non_blocking=True,
+                                priority=UPDATE_PRIORITY_MULTI if receive else 0),
                             # Copies between devices (received panels, the home's blocks).
                             "comm": cp.cuda.Stream(non_blocking=True)}
             # Device workspace: the transposed panel, L21 column-major (_trailing), the
