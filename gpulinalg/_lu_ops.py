@@ -112,9 +112,6 @@ class _Columns:
 # blocks go to SMs before those of an SGEMM already running), 0 = the default (A/B runs).
 PANEL_PRIORITY = 1
 _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the greatest priority
-# A/B: the update stream's priority on the devices of a multi-GPU factorization (0: the
-# default, the lowest, as the home's streams; -1: above the home's left swaps and takes).
-UPDATE_PRIORITY_MULTI = 0
 
 # The FP32 trailing update A22 -= L21 U12 reads L21 as a column-major copy (one transpose into
 # the workspace LT per update) when it spans at least this many local columns; 0: never.  Our
@@ -122,6 +119,17 @@ UPDATE_PRIORITY_MULTI = 0
 # the LU's L21 (H100, docs/design.md), and the copy (8 bytes per L21 element, ~11 us at
 # n = 16384) is paid once per update: worth it only for wide updates.
 L21_COLMAJOR_MIN_COLS = 2048
+
+
+def _update_priority(panel):
+    """The update stream's priority on a device of a multi-GPU factorization: one above the
+    default, which the home's streams keep (its left swaps and takes are never on the chain
+    to the next panel), when that is still below the panel stream's `panel` priority; else
+    the default.  H200 x2, 32768, FP32 (benchmarks/lu_multi_ab.py 32768 --devices 2 --nb 0
+    --precision fp32 --vary, twenty-ninth session, alternating): 310.6 / 309.9 ms at the
+    default, 309.6 / 309.5 one above (the home GPU's update stream busy 283 ms against
+    284-285); 49152: 950.4 against 950.5."""
+    return -1 if getattr(panel, "priority", 0) <= -2 else 0
 
 
 def _priority_stream(cp):
@@ -168,10 +176,11 @@ class CupyOps(_Columns):
         self.shape, self.nb = (m, n), nb
         k = self.npiv = min(m, n) if npiv is None else npiv   # one per panel column
         with self.device:
-            self.streams = {"panel": _priority_stream(cp),
+            panel = _priority_stream(cp)
+            self.streams = {"panel": panel,
                             "update": cp.cuda.Stream(
                                 non_blocking=True,
-                                priority=UPDATE_PRIORITY_MULTI if receive else 0),
+                                priority=_update_priority(panel) if receive else 0),
                             # Copies between devices (received panels, the home's blocks).
                             "comm": cp.cuda.Stream(non_blocking=True)}
             # Device workspace: the transposed panel, L21 column-major (_trailing), the

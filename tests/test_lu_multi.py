@@ -402,6 +402,29 @@ def test_four_gpus(cp, rng, panel):
 
 
 @pytest.mark.gpu
+def test_update_stream_priority(cp):
+    """A device of a multi-GPU factorization (receive=True) runs its updates one priority
+    above the default, where the device allows it below the panel's; the one-GPU driver's
+    and the home's update streams keep the default."""
+    from gpulinalg._lu_ops import CupyOps
+    a = cp.ones((8, 8), dtype=np.float32)
+    multi, single = CupyOps(a, 4, receive=True, npiv=8), CupyOps(a, 4, npiv=8)
+    top = multi.streams["panel"].priority
+    assert top < 0   # the panel's stream: the device's greatest priority
+    assert multi.streams["update"].priority == (-1 if top <= -2 else 0)
+    assert single.streams["update"].priority == 0
+
+
+def test_update_priority_rule():
+    from gpulinalg._lu_ops import _update_priority
+    stream = type("Stream", (), {})
+    for top, want in [(-5, -1), (-2, -1), (-1, 0), (0, 0)]:
+        s = stream()
+        s.priority = top
+        assert _update_priority(s) == want
+
+
+@pytest.mark.gpu
 def test_too_many_devices(cp):
     with pytest.raises(ValueError, match="GPU"):
         gpulinalg.lu_factor(np.eye(4, dtype=np.float32), devices=cp.cuda.runtime.getDeviceCount() + 1)
