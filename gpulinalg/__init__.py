@@ -11,19 +11,11 @@ Importing works without CUDA; GPU routines then raise CudaUnavailableError.
 
 from ._backend import CudaUnavailableError, gpu_available
 from ._blas import matmul, sgemm
+from ._decomp_lu import lu, lu_factor, lu_solve
+from ._laswp import laswp
+from ._transpose import transpose
 
 __version__ = "0.1.0"
 
-__all__ = ["CudaUnavailableError", "gpu_available", "matmul", "sgemm"]
-
-try:  # the support kernels and LU are added by their own modules as they land
-    from ._transpose import transpose
-    from ._laswp import laswp
-    __all__ += ["transpose", "laswp"]
-except ImportError:
-    pass
-try:
-    from ._decomp_lu import lu, lu_factor, lu_solve
-    __all__ += ["lu", "lu_factor", "lu_solve"]
-except ImportError:
-    pass
+__all__ = ["CudaUnavailableError", "gpu_available", "matmul", "sgemm", "transpose", "laswp",
+           "lu", "lu_factor", "lu_solve"]
