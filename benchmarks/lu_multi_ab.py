@@ -17,7 +17,6 @@ slowest device), the busiest device's update time and the panels' time in it.
 """
 
 import argparse
-import importlib
 import itertools
 import json
 import statistics
@@ -40,14 +39,11 @@ def main():
     import cupy as cp
 
     import gpulinalg
-    from gpulinalg.bench.common import random_matrix
+    from gpulinalg.bench.common import parse_vary, random_matrix
 
-    knobs = []   # (module, name, values)
-    for spec in args.vary or ["SCATTER_STREAMS=2"]:
-        target, values = spec.split("=")
-        mod_name, name = target.rsplit(".", 1) if "." in target else ("_lu_multi", target)
-        mod = importlib.import_module(f"gpulinalg.{mod_name}")
-        knobs.append((mod, name, [type(getattr(mod, name))(int(v)) for v in values.split(",")]))
+    # (module, name, values); a NAME without a module is one of _lu_multi's
+    knobs = [parse_vary(spec if "." in spec.split("=")[0] else "_lu_multi." + spec)
+             for spec in args.vary or ["SCATTER_STREAMS=2"]]
     defaults = [getattr(mod, name) for mod, name, _ in knobs]
 
     a = random_matrix((args.n, args.n), 1, cp)
