@@ -24,6 +24,9 @@ def _linalg_warning():
 
 # ------------------------------------------------------------------------ validation
 
+READ_IN_PLACE = 1   # temporary A/B knob (benchmarks/lu_multi_ab.py --vary)
+
+
 def _check_devices(devices):
     """None (one GPU, the current one), a count >= 1, or distinct device ids; returns the
     number of devices asked for (1 for None)."""
@@ -199,6 +202,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = finite = None
+    spread = False   # several GPUs read a device input in place (below)
     if kind in ("numpy", "torch_cpu") or ops == "numpy":
         host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
         if check_finite and not _host_all_finite(host):
@@ -236,11 +240,19 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     ids = _device_ids(devices, cp) if devices is not None else None
     if ids is not None and k and host is not None:
         # Several GPUs, host input: each device receives its columns from the host (the
-        # whole matrix never sits on one GPU), and the factors come back into a host copy.
+        # whole matrix never sits on one GPU), and the factors come back into a host array:
+        # the input itself (overwrite_a), else a new one; a C-ordered float32/float64 input
+        # is read where it lies (converted chunk by chunk in the pinned staging), no host
+        # copy first (4.3 GB at n = 32768: longer than the factorization).
         from ._lu_multi import factor_devices
-        A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
-        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
-                                   lookahead, inv_threshold, precision, timeline)
+        if host_inplace:
+            A = src = host
+        elif host.flags.c_contiguous and host.dtype in (np.float32, np.float64):
+            A, src = np.empty((m, n), np.float32), host
+        else:
+            A = src = np.array(host, dtype=np.float32, order="C")
+        piv, info = factor_devices(src, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
+                                   lookahead, inv_threshold, precision, timeline, out=A)
         return kind, np, A, piv, info
     if host is not None:
         _check_memory(cp, m, n, nb, copy_matrix=True)
@@ -250,19 +262,25 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         src = _arrays.to_device(a, kind, "a")  # a view for float32 input, else a converted copy
         owned = src.data.ptr != _device_ptr(a, kind) or src.dtype != _arrays.dtype_of(a)
         in_place = src.flags.c_contiguous and (overwrite_a or owned) and src.size > 0
+        # Several GPUs, a C-ordered input to keep: the upload reads it where it lies and the
+        # factors collect in a fresh matrix (factor_devices' `out`), no copy of it first.
+        spread = (READ_IN_PLACE and ids is not None and not in_place and src.flags.c_contiguous
+                  and src.size > 0)
         if check_finite and src.size:
-            if (in_place and not owned) or ids is not None:
-                # The caller's own memory is factored (or the columns go to several GPUs):
-                # check first, so that non-finite input raises before anything changes.
+            if in_place and not owned:
+                # The caller's own memory is factored: check first, so that non-finite
+                # input raises before anything changes.
                 if not _device_all_finite(src):
                     raise ValueError(_NONFINITE)
-            else:
-                # A copy is factored: the check runs on the device beside it, its flag is
-                # read after the factorization (no host wait before it starts).
+            elif not spread:   # (spread: factor_devices runs it, `beside`)
+                # A copy is factored: the check is enqueued before it, its flag is read
+                # after the factorization (no host wait before it starts).
                 finite = _device_finite_flag(src)
         _check_memory(cp, m, n, nb, copy_matrix=not in_place)
         if in_place:
             A = src  # factored in place: the caller allowed it, or it is our own copy
+        elif spread:
+            A = cp.empty((m, n), dtype=np.float32)   # every element written by the home
         elif src.flags.f_contiguous and src.size > 0:
             # Layout: an F-ordered m x n array is the C-ordered n x m array src.T; transpose
             # it into a fresh row-major buffer with our kernel.
@@ -276,17 +294,27 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if k == 0:
         return kind, cp, A, np.zeros(0, np.int32), 0
     if ids is not None:
-        # Several GPUs, device input: A's columns go to the devices and come back into A.
+        # Several GPUs, device input: the columns go to the devices (from src where `spread`,
+        # else from A) and come back into A.
         from ._lu_multi import factor_devices
-        piv, info = factor_devices(A, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
-                                   lookahead, inv_threshold, precision, timeline)
-        return kind, cp, A, piv, info
-    res = None
-    if _lu_graph.eligible(m, n, panel_name, timeline, devices):
-        # A shape seen before: replayed from a CUDA graph (host-bound sizes; see the module).
-        res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold, tc_min)
-    piv, info = res or getrf(CupyOps(A, nb, precision, tc_min=tc_min),
-                             _panel_object(panel_name), nb, lookahead, inv_threshold, timeline)
+
+        def beside():   # the finite check of an input read in place, beside the upload
+            nonlocal finite
+            finite = _device_finite_flag(src)
+
+        piv, info = factor_devices(src if spread else A, ids, nb,
+                                   partial(_panel_object, panel_name, devices=len(ids)),
+                                   lookahead, inv_threshold, precision, timeline, out=A,
+                                   beside=beside if spread and check_finite else None)
+    else:
+        res = None
+        if _lu_graph.eligible(m, n, panel_name, timeline, devices):
+            # A shape seen before: replayed from a CUDA graph (host-bound sizes; see the
+            # module).
+            res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold, tc_min)
+        piv, info = res or getrf(CupyOps(A, nb, precision, tc_min=tc_min),
+                                 _panel_object(panel_name), nb, lookahead, inv_threshold,
+                                 timeline)
     if finite is not None and not bool(finite):
         raise ValueError(_NONFINITE)
     return kind, cp, A, piv, info

@@ -204,6 +204,26 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
     assert_matches_lapack(a, work, piv)
 
 
+@pytest.mark.parametrize("shape", [(37, 37), (61, 23), (23, 61)])
+@pytest.mark.parametrize("p", [2, 3])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_virtual_devices_home_apart(rng, shape, p, panel):
+    """The factors collected into a separate home (`out`, NaN at the start: every element
+    must be written) while the input is only read: the same bits as factoring in place."""
+    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg._lu import INV_THRESHOLD
+    from gpulinalg._lu_multi import factor_host
+    a = rng.standard_normal(shape).astype(np.float32)
+    keep, work = a.copy(), a.copy()
+    out = np.full_like(a, np.nan)
+    piv, info = factor_host(a, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD, out=out)
+    piv1, info1 = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD)
+    assert info == info1 == 0
+    assert np.array_equal(a, keep)
+    assert np.array_equal(out, work) and np.array_equal(piv, piv1)
+    assert_matches_lapack(a, out, piv)
+
+
 @pytest.mark.parametrize("p", [2, 3])
 def test_home_collects_after_the_receives(rng, monkeypatch, p):
     """The home takes each panel's columns only behind every receiver's copy of that panel
@@ -246,6 +266,13 @@ def test_host_column_views(rng, n, nb, p):
             assert np.array_equal(packed, share[2:8])
             _pack(out[2:8], packed, dist, d, False, pool)
     assert np.array_equal(out[2:8], a[2:8]) and np.isnan(out[[0, 1, 8]]).all()
+    # A float64 input is packed straight into the float32 staging (no converted copy first).
+    a64 = rng.standard_normal((9, n))
+    with ThreadPoolExecutor(3) as pool:
+        for d in range(p):
+            packed = np.full((9, dist.local_width(d)), np.nan, np.float32)
+            _pack(a64, packed, dist, d, True, pool)
+            assert np.array_equal(packed, a64[:, dist.global_columns(d)].astype(np.float32))
 
 
 def test_upload_chunks():
@@ -360,6 +387,28 @@ def test_multi_gpu_accuracy(rng, precision, kind):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("dtype,order,overwrite_a", [(np.float64, "C", False),
+                                                     (np.float32, "F", False),
+                                                     (np.float32, "C", True)])
+def test_multi_gpu_host_input(rng, dtype, order, overwrite_a):
+    """Host input on two GPUs: float64 read where it lies (converted in the staging), other
+    orders through a copy, overwrite_a factored into the input itself; a kept input never
+    changes, and the result equals that of the float32 C-ordered copy."""
+    a = np.asarray(rng.standard_normal((1000, 1000)), dtype=dtype, order=order)
+    keep = a.copy()
+    lu, piv = gpulinalg.lu_factor(a, block_size=64, devices=2, overwrite_a=overwrite_a)
+    ref_lu, ref_piv = gpulinalg.lu_factor(np.ascontiguousarray(keep, dtype=np.float32),
+                                          block_size=64, devices=2)
+    assert lu.dtype == np.float32 and lu.flags.c_contiguous
+    assert np.shares_memory(lu, a) == (overwrite_a and dtype == np.float32 and order == "C")
+    if not np.shares_memory(lu, a):
+        assert np.array_equal(a, keep)
+    assert np.array_equal(lu, ref_lu) and np.array_equal(piv, ref_piv)
+    _check(keep.astype(np.float32), lu, piv)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
 def test_multi_gpu_other_device_order_and_home(cp, rng):
     """Input on device 1, devices listed 1, 0: the result comes back on device 1."""
     a = rng.standard_normal((700, 700)).astype(np.float32)
@@ -367,6 +416,30 @@ def test_multi_gpu_other_device_order_and_home(cp, rng):
         lu, piv = gpulinalg.lu_factor(cp.asarray(a), block_size=64, devices=[1, 0])
         assert lu.device.id == 1
     _check(a, lu, piv)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
+@pytest.mark.parametrize("overwrite_a,order", [(False, "C"), (True, "C"), (False, "F")])
+def test_multi_gpu_device_input_kept_or_overwritten(cp, rng, overwrite_a, order):
+    """Device input on two GPUs: kept (the upload reads a C-ordered input in place, the
+    factors go to a new array; other orders through a copy) or factored where it lies
+    (overwrite_a, C order); a NaN or inf raises ValueError either way, the input unchanged."""
+    a = np.asarray(rng.standard_normal((900, 900)), dtype=np.float32, order=order)
+    d = cp.asarray(a, order=order)
+    lu, piv = gpulinalg.lu_factor(d, overwrite_a=overwrite_a, devices=2, block_size=64)
+    assert (lu.data.ptr == d.data.ptr) == (overwrite_a and order == "C")
+    if lu.data.ptr != d.data.ptr:
+        np.testing.assert_array_equal(cp.asnumpy(d), a)
+    _check(a, lu, piv)
+    for value in (np.nan, np.inf):
+        a[450, 7] = value
+        d = cp.asarray(a, order=order)
+        with pytest.raises(ValueError, match="^array must not contain infs or NaNs$"):
+            gpulinalg.lu_factor(d, overwrite_a=overwrite_a, devices=2, block_size=64)
+        np.testing.assert_array_equal(cp.asnumpy(d), a)
+        lu, piv = gpulinalg.lu_factor(d, check_finite=False, devices=2, block_size=64)
+        assert lu.shape == a.shape
 
 
 @pytest.mark.gpu
