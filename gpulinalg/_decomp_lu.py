@@ -247,7 +247,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         from ._lu_multi import factor_devices
         if host_inplace:
             A = src = host
-        elif host.flags.c_contiguous and host.dtype in (np.float32, np.float64):
+        elif READ_IN_PLACE and host.flags.c_contiguous and host.dtype in (np.float32, np.float64):
             A, src = np.empty((m, n), np.float32), host
         else:
             A = src = np.array(host, dtype=np.float32, order="C")
