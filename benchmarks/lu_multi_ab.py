@@ -9,9 +9,9 @@ gpulinalg/MODULE.py) to each value in turn (e.g. SCATTER_STREAMS=1,2, PANEL_FIRS
 several --vary run every combination, each against the one-GPU time with the same settings.
 
 Prints per setting the one-GPU time, then per device count the median wall ms of
-lu_factor(cupy array, devices=P) (3 calls after a warm-up; --host DTYPE: a NumPy array), its ratio to the one-GPU time,
-and from one synchronised call the phase times and, per device, the update stream's busy
-time and its own panels' time.  --steps FILE also writes that call's per-step timeline (JSON) and
+lu_factor(cupy array, devices=P) (3 calls after a warm-up; --host DTYPE: a NumPy array), its
+ratio to the one-GPU time, and from one synchronised call the phase times and, per device,
+the update stream's busy time and its own panels' time.  --steps FILE also writes that call's per-step timeline (JSON) and
 prints it in 8 groups of steps: the group's wall (from the previous group's end on the
 slowest device), the busiest device's update time and the panels' time in it.
 """
@@ -36,7 +36,7 @@ def main():
     p.add_argument("--precision", default="auto", help="lu_factor's precision=")
     p.add_argument("--steps", help="write the per-step timelines (JSON) to this file")
     p.add_argument("--host", help="the input as a host NumPy array of this dtype (float32, "
-                                  "float64) instead of a CuPy array")
+                                  "float16) instead of a CuPy array")
     args = p.parse_args()
     import cupy as cp
 

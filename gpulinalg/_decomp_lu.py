@@ -241,13 +241,13 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ids is not None and k and host is not None:
         # Several GPUs, host input: each device receives its columns from the host (the
         # whole matrix never sits on one GPU), and the factors come back into a host array:
-        # the input itself (overwrite_a), else a new one; a C-ordered float32/float64 input
-        # is read where it lies (converted chunk by chunk in the pinned staging), no host
-        # copy first (4.3 GB at n = 32768: longer than the factorization).
+        # the input itself (overwrite_a), else a new one; a C-ordered input is read where it
+        # lies (other exact types converted chunk by chunk in the pinned staging), no host
+        # copy first (4.3 GB at n = 32768).
         from ._lu_multi import factor_devices
         if host_inplace:
             A = src = host
-        elif READ_IN_PLACE and host.flags.c_contiguous and host.dtype in (np.float32, np.float64):
+        elif READ_IN_PLACE and host.flags.c_contiguous:
             A, src = np.empty((m, n), np.float32), host
         else:
             A = src = np.array(host, dtype=np.float32, order="C")

@@ -339,9 +339,9 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
                    timeline=None, out=None, beside=None):
     """The distributed LU on the GPUs `device_ids`.
 
-    src: a C-contiguous NumPy float32 or float64 matrix (uploaded by `_host_transfers`; the
-    factors come back into `out`, a C-contiguous float32 NumPy matrix of its shape, default
-    src itself when float32) or a C-contiguous float32 CuPy matrix (factored in place, or
+    src: a C-contiguous NumPy matrix of float32 or a type that converts to it exactly
+    (uploaded by `_host_transfers`; the factors come back into `out`, a C-contiguous float32
+    NumPy matrix of its shape, default src itself when float32) or a C-contiguous float32 CuPy matrix (factored in place, or
     into `out`).  Returns (piv, info).
 
     A CuPy src: the columns go to the devices chunk by chunk (`_scatter`) and the

@@ -266,13 +266,13 @@ def test_host_column_views(rng, n, nb, p):
             assert np.array_equal(packed, share[2:8])
             _pack(out[2:8], packed, dist, d, False, pool)
     assert np.array_equal(out[2:8], a[2:8]) and np.isnan(out[[0, 1, 8]]).all()
-    # A float64 input is packed straight into the float32 staging (no converted copy first).
-    a64 = rng.standard_normal((9, n))
+    # A float16 input is packed straight into the float32 staging (no converted copy first).
+    a16 = rng.standard_normal((9, n)).astype(np.float16)
     with ThreadPoolExecutor(3) as pool:
         for d in range(p):
             packed = np.full((9, dist.local_width(d)), np.nan, np.float32)
-            _pack(a64, packed, dist, d, True, pool)
-            assert np.array_equal(packed, a64[:, dist.global_columns(d)].astype(np.float32))
+            _pack(a16, packed, dist, d, True, pool)
+            assert np.array_equal(packed, a16[:, dist.global_columns(d)].astype(np.float32))
 
 
 def test_upload_chunks():
@@ -387,12 +387,12 @@ def test_multi_gpu_accuracy(rng, precision, kind):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
-@pytest.mark.parametrize("dtype,order,overwrite_a", [(np.float64, "C", False),
+@pytest.mark.parametrize("dtype,order,overwrite_a", [(np.float16, "C", False),
                                                      (np.float32, "F", False),
                                                      (np.float32, "C", True)])
 def test_multi_gpu_host_input(rng, dtype, order, overwrite_a):
-    """Host input on two GPUs: float64 read where it lies (converted in the staging), other
-    orders through a copy, overwrite_a factored into the input itself; a kept input never
+    """Host input on two GPUs: C-ordered float16 read where it lies (converted in the
+    staging), other orders through a copy, overwrite_a factored into the input itself; a kept input never
     changes, and the result equals that of the float32 C-ordered copy."""
     a = np.asarray(rng.standard_normal((1000, 1000)), dtype=dtype, order=order)
     keep = a.copy()
