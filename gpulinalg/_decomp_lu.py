@@ -24,9 +24,6 @@ def _linalg_warning():
 
 # ------------------------------------------------------------------------ validation
 
-READ_IN_PLACE = 1   # temporary A/B knob (benchmarks/lu_multi_ab.py --vary)
-
-
 def _check_devices(devices):
     """None (one GPU, the current one), a count >= 1, or distinct device ids; returns the
     number of devices asked for (1 for None)."""
@@ -247,7 +244,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         from ._lu_multi import factor_devices
         if host_inplace:
             A = src = host
-        elif READ_IN_PLACE and host.flags.c_contiguous:
+        elif host.flags.c_contiguous:
             A, src = np.empty((m, n), np.float32), host
         else:
             A = src = np.array(host, dtype=np.float32, order="C")
@@ -264,8 +261,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         in_place = src.flags.c_contiguous and (overwrite_a or owned) and src.size > 0
         # Several GPUs, a C-ordered input to keep: the upload reads it where it lies and the
         # factors collect in a fresh matrix (factor_devices' `out`), no copy of it first.
-        spread = (READ_IN_PLACE and ids is not None and not in_place and src.flags.c_contiguous
-                  and src.size > 0)
+        spread = ids is not None and not in_place and src.flags.c_contiguous and src.size > 0
         if check_finite and src.size:
             if in_place and not owned:
                 # The caller's own memory is factored: check first, so that non-finite
