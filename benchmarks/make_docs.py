@@ -228,7 +228,8 @@ def lu_multi_section(doc, img):
     text = [f"## LU on several GPUs\n\n{env_line(doc)}, {e.get('device_count', '?')} GPUs on "
             "the machine\n",
             "`lu_factor(a, devices=P)` with `a` a CuPy array on GPU 0 and the result back on "
-            "GPU 0: the column scatter to the P GPUs and the gather are inside the time.  The "
+            "GPU 0 (in a new array: `a` is kept, the upload reads it where it lies): the column "
+            "scatter to the P GPUs and the gather are inside the time.  The "
             "one-GPU rows are the same call without `devices` in the same run; `1-GPU time / "
             "time` is the scaling.  GPU panel, FP32 updates.  The phase columns come from one "
             "more call: `scatter` is the upload of the columns (first to last chunk, slowest "
