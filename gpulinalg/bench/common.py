@@ -269,10 +269,11 @@ def set_constants(specs):
 def parse_vary(spec):
     """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
     --vary option; each value takes the type of the constant's current value (int or bool,
-    written as integers)."""
+    written as integers; float; str as written)."""
     import importlib
     target, values = spec.split("=")
     mod_name, name = target.rsplit(".", 1)
     mod = importlib.import_module(f"gpulinalg.{mod_name}")
     kind = type(getattr(mod, name))
-    return mod, name, [kind(int(v)) for v in values.split(",")]
+    convert = {str: str, float: float}.get(kind, lambda v: kind(int(v)))
+    return mod, name, [convert(v) for v in values.split(",")]
