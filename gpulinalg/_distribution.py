@@ -1,25 +1,16 @@
 """1-D block column-cyclic distribution of a matrix over several devices (no transport here).
 
 The m x n matrix is cut into column blocks of nb columns (the last one narrower when nb does
-not divide n), dealt to the P devices one block each, round after round: block b is in round
-b // P.  `order` says how each round is dealt:
-
-    "cyclic"     block b lives on device b % P (0, 1, ..., P-1, 0, 1, ...), the classic map;
-    "reflected"  odd rounds are dealt backwards (0, 1, ..., P-1, P-1, ..., 1, 0, 0, 1, ...).
-
-Each device stores the columns it owns contiguously, in their global order, as an m x n_d
-row-major matrix, so a row interchange moves a contiguous row of every local matrix and needs
-no data from another device (Volkov & Demmel: "column-cyclic layout ... requires no data
-exchange between GPUs in pivoting").  Why "reflected": in the LU a block is updated once per
-panel left of it, so later blocks cost more; dealt cyclically, the last device gets the later
-block of every round and the most work in all (P = 2, n = 32768, nb = 512: 1.2% more update
-flops than the average; with the reflected order 0.04%).
+not divide n); block b lives on device b % P.  Each device stores the columns it owns
+contiguously, in their global order, as an m x n_d row-major matrix, so a row interchange
+moves a contiguous row of every local matrix and needs no data from another device (Volkov &
+Demmel: "column-cyclic layout ... requires no data exchange between GPUs in pivoting").
 
 Because a device's columns keep their global order, the columns it owns inside any global
 range [c0, c1) are one contiguous local range: `local_range(d, c0, c1)`.  That is all the
 LU driver needs to address "the columns right of the panel", "the next panel's columns" or
-"the columns left of the panel" on each device.  The LU's panels lie inside the column blocks
-(panel s = block s, or a part of it), so panel s is factored by `owner(j0)`.
+"the columns left of the panel" on each device.  The LU's panels are the column blocks
+(panel s = block s), so panel s is factored by `owner(s * nb)`.
 
 This module is pure index arithmetic (NumPy only), shared by the GPU driver and the CPU
 tests' virtual devices.
@@ -29,60 +20,29 @@ import numpy as np
 
 from ._lu import panel_blocks
 
-ORDERS = ("cyclic", "reflected")
-
 
 class ColumnCyclic:
-    """Block column-cyclic map of n columns, blocks of nb, over `ndev` devices, each round of
-    `ndev` blocks dealt in `order` (ORDERS)."""
+    """Block column-cyclic map of n columns, blocks of nb, over `ndev` devices."""
 
-    def __init__(self, n, nb, ndev, order="cyclic"):
+    def __init__(self, n, nb, ndev):
         if nb < 1 or ndev < 1 or n < 0:
             raise ValueError(f"need n >= 0, nb >= 1, ndev >= 1; got {n}, {nb}, {ndev}")
-        if order not in ORDERS:
-            raise ValueError(f"unknown order {order!r}; choose from {list(ORDERS)}")
-        self.n, self.nb, self.ndev, self.order = int(n), int(nb), int(ndev), order
-        b = np.arange(-(-self.n // self.nb), dtype=np.int64)
-        self._owners = self.slot_owner(b // self.ndev, b % self.ndev)   # block -> device
-        widths = np.minimum(self.nb, self.n - b * self.nb)
-        # _before[d, q]: device d's columns in blocks 0 .. q-1
-        self._before = np.zeros((self.ndev, b.size + 1), dtype=np.int64)
-        for d in range(self.ndev):
-            np.cumsum(np.where(self._owners == d, widths, 0), out=self._before[d, 1:])
-
-    def slot_owner(self, rnd, slot):
-        """Device dealt the block at position `slot` (0 .. P-1) of round `rnd` (scalars or
-        integer arrays)."""
-        slot = np.asarray(slot)
-        if self.order == "reflected":
-            return np.where(np.asarray(rnd) % 2 == 1, self.ndev - 1 - slot, slot)
-        return slot
+        self.n, self.nb, self.ndev = int(n), int(nb), int(ndev)
 
     def owner(self, c):
-        """Device holding global column c (0 <= c < n)."""
-        return int(self._owners[c // self.nb])
-
-    def owners_from(self, c):
-        """Every device once, in the order of its first block at or right of column c (the
-        map continued past n for those with none left)."""
-        out, b = [], c // self.nb
-        while len(out) < self.ndev:   # any 2P consecutive blocks hold every device
-            d = int(self.slot_owner(b // self.ndev, b % self.ndev))
-            if d not in out:
-                out.append(d)
-            b += 1
-        return out
+        """Device holding global column c."""
+        return (c // self.nb) % self.ndev
 
     def count_before(self, d, c):
         """How many of device d's columns have a global index < c (0 <= c <= n): d's local
         index of the first of its columns at or right of c."""
         q, r = divmod(c, self.nb)
-        partial = r if r and self._owners[q] == d else 0
-        return int(self._before[d, q]) + partial
+        full = max(0, (q - d + self.ndev - 1) // self.ndev)  # blocks b < q with b % P == d
+        return full * self.nb + (r if q % self.ndev == d else 0)
 
     def local_width(self, d):
         """Columns stored on device d."""
-        return int(self._before[d, -1])
+        return self.count_before(d, self.n)
 
     def local_range(self, d, c0, c1):
         """Device d's local columns [l0, l1) holding its columns of the global range [c0, c1)."""
@@ -95,12 +55,12 @@ class ColumnCyclic:
     def global_columns(self, d):
         """Global indices of device d's columns, in local order (int64 vector)."""
         cols = np.arange(self.n, dtype=np.int64)
-        return cols[self._owners[cols // self.nb] == d]
+        return cols[(cols // self.nb) % self.ndev == d]
 
     def blocks(self, d):
         """Global column ranges [c0, c1) of device d's blocks, left to right."""
-        return [(int(b) * self.nb, min(int(b) * self.nb + self.nb, self.n))
-                for b in np.flatnonzero(self._owners == d)]
+        step = self.ndev * self.nb
+        return [(c, min(c + self.nb, self.n)) for c in range(d * self.nb, self.n, step)]
 
     def chunks(self, d, most=8):
         """Device d's blocks grouped for a pipelined upload: 1, 1, 2, 4, ... blocks, at most
@@ -168,7 +128,7 @@ def panel_schedule(k, nb, dist, lookahead=1, blocks=None):
         o = dist.owner(j0)
         ops = [(o, "factor", (j0, j1))]
         # Receivers in the order they own the coming panels: the next panel's owner first.
-        ops += [(d, "receive", (j0, j1)) for d in dist.owners_from(j1) if d != o]
+        ops += [((o + i) % dist.ndev, "receive", (j0, j1)) for i in range(1, dist.ndev)]
         nxt = blocks[s + 1] if s + 1 < len(blocks) else None
         nxt_owner = dist.owner(nxt[0]) if nxt is not None else None
         for d in range(dist.ndev):

@@ -1,11 +1,10 @@
 """LU on several GPUs of one host: the 1-D block column-cyclic layout of Volkov & Demmel.
 
-Column block b (nb columns) lives on one device (round b // P of the blocks dealt in LAYOUT
-order: gpulinalg/_distribution.py), stored there row-major with the device's other columns:
-row interchanges stay local, no device sends data for pivoting.  Step s of the blocked
-right-looking LU (gpulinalg/_lu.py, one device):
+Column block b (nb columns) lives on device b % P, stored there row-major with the device's
+other columns (gpulinalg/_distribution.py): row interchanges stay local, no device sends data
+for pivoting.  Step s of the blocked right-looking LU (gpulinalg/_lu.py, one device):
 
-    owner o           factors panel s on its panel stream (GPU or CPU panel, as `panel=` says)
+    owner o = s % P   factors panel s on its panel stream (GPU or CPU panel, as `panel=` says)
     every other d     copies the factored panel (rows j0:, pivots, L11^{-1}) from o: receive,
                       a peer copy on d's comm stream (cudaMemcpy2DAsync, unified addressing)
     every d           swaps its columns right of the panel, updates them (U12, A22 -= L21 U12)
@@ -68,9 +67,6 @@ PANEL_FIRST = False
 # 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
 TAIL_COLUMNS = 12288
 TAIL_MIN_NB = 512
-# How each round of P column blocks is dealt to the devices (_distribution.ORDERS): with
-# "cyclic" the last device gets the later, costlier block of every round.
-LAYOUT = "reflected"
 
 
 def _collect(home, s, j0, j1, owner, done, receives):
@@ -282,7 +278,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
     blocks and the left swaps; without, the devices swap and are gathered into it."""
     from ._lu_ops import NumpyOps
     m, n = a.shape
-    dist = ColumnCyclic(n, nb, ndev, LAYOUT)
+    dist = ColumnCyclic(n, nb, ndev)
     devs, arrivals, rests = [], [], []
 
     def copier(d):   # copy(i, chunk, ev) for _upload, on device d's emulated scatter stream
@@ -368,7 +364,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     from ._lu_ops import CupyOps
     cp = cupy()
     m, n = src.shape
-    dist = ColumnCyclic(n, nb, len(device_ids), LAYOUT)
+    dist = ColumnCyclic(n, nb, len(device_ids))
     on_host = isinstance(src, np.ndarray)
     check_memory(cp, m, n, nb, dist, device_ids, home=None if on_host else src.device.id)
     _enable_peer_access(cp, device_ids)
@@ -517,21 +513,14 @@ HOST_PACK_THREADS = 4
 
 def _column_views(rows, buf, dist, d):
     """(host view, staging view) pairs that cover device d's columns of `rows` (a block of
-    rows of the whole host matrix) and the same rows of its share in `buf`: strided views
-    for all the whole rounds of P blocks (one when d has the same slot in every round, else
-    one for the even and one for the odd rounds: both orders repeat every two rounds), then
-    the blocks of the last, partial round."""
+    rows of the whole host matrix) and the same rows of its share in `buf`: one strided view
+    for all the whole groups of P blocks, then the blocks of the last, partial group."""
     p, nb, n = dist.ndev, dist.nb, dist.n
     g, r = n // (p * nb), rows.shape[0]
     pairs = []
-    if g:   # views: the row splits into (round, slot, column) without a copy
-        host, share = rows[:, :g * p * nb].reshape(r, g, p, nb), buf[:, :g * nb].reshape(r, g, nb)
-        slots = [int(np.flatnonzero(dist.slot_owner(par, np.arange(p)) == d)[0]) for par in (0, 1)]
-        if slots[0] == slots[1]:
-            pairs.append((host[:, :, slots[0], :], share))
-        else:
-            pairs += [(host[:, par::2, slots[par], :], share[:, par::2, :])
-                      for par in (0, 1) if par < g]
+    if g:   # a view: the row splits into (group, device, column) without a copy
+        pairs.append((rows[:, :g * p * nb].reshape(r, g, p, nb)[:, :, d, :],
+                      buf[:, :g * nb].reshape(r, g, nb)))
     for c0, c1 in dist.blocks(d):
         if c0 >= g * p * nb:
             l0 = dist.count_before(d, c0)

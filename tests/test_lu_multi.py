@@ -8,7 +8,7 @@ import scipy.linalg as sl
 
 from lu_helpers import assert_matches_lapack, backward_error, wilkinson, with_cond
 import gpulinalg
-from gpulinalg._distribution import ORDERS, ColumnCyclic, gather, panel_schedule, scatter
+from gpulinalg._distribution import ColumnCyclic, gather, panel_schedule, scatter
 
 # ---------------------------------------------------------------- CPU: the distribution
 
@@ -16,32 +16,21 @@ DISTS = [(0, 4, 2), (1, 4, 3), (10, 4, 2), (37, 4, 3), (64, 8, 4), (65, 8, 4), (
          (9, 16, 2), (33, 1, 3), (128, 128, 2)]
 
 
-def dealt(b, p, order):
-    """The device of column block b, written out: round b // p dealt forwards, or backwards
-    in odd rounds for "reflected"."""
-    rnd, slot = divmod(b, p)
-    return p - 1 - slot if order == "reflected" and rnd % 2 else slot
-
-
-@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("n,nb,p", DISTS)
-def test_columns_partition(n, nb, p, order):
-    dist = ColumnCyclic(n, nb, p, order)
+def test_columns_partition(n, nb, p):
+    dist = ColumnCyclic(n, nb, p)
     cols = [dist.global_columns(d) for d in range(p)]
     assert sorted(np.concatenate(cols).tolist()) == list(range(n))
     for d in range(p):
         assert dist.local_width(d) == cols[d].size
         assert all(np.diff(cols[d]) > 0)                       # global order kept
         assert all(dist.owner(int(c)) == d for c in cols[d])
-        assert all(dealt(c // nb, p, order) == d for c in cols[d])
-        assert [b for blk in dist.chunks(d) for b in blk] == dist.blocks(d)
-        assert [c for c0, c1 in dist.blocks(d) for c in range(c0, c1)] == cols[d].tolist()
+        assert all((c // nb) % p == d for c in cols[d])       # block-cyclic
 
 
-@pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("n,nb,p", DISTS)
-def test_local_ranges(rng, n, nb, p, order):
-    dist = ColumnCyclic(n, nb, p, order)
+def test_local_ranges(rng, n, nb, p):
+    dist = ColumnCyclic(n, nb, p)
     ranges = [(0, n), (n, n), (0, 0)] + [tuple(sorted(rng.integers(0, n + 1, 2)))
                                          for _ in range(20)]
     for d in range(p):
@@ -67,42 +56,19 @@ def test_bad_distribution():
         ColumnCyclic(10, 0, 2)
     with pytest.raises(ValueError):
         ColumnCyclic(10, 4, 0)
-    with pytest.raises(ValueError, match="unknown order"):
-        ColumnCyclic(10, 4, 2, "snake")
-
-
-@pytest.mark.parametrize("n,nb,p", [(32768, 512, 2), (32768, 256, 4), (49152, 512, 2)])
-def test_reflected_order_balances_updates(n, nb, p):
-    """The reason for the reflected order: the LU's trailing-update flops per device (each
-    block is updated by every panel left of it, 2 * rows * panel width * its width), with
-    the distributed LU's panels.  Cyclic gives the last device the most; reflected evens
-    them out to well under a tenth of cyclic's excess over the mean."""
-    from gpulinalg._lu_multi import multi_panel_blocks
-    excess = {}
-    for order in ORDERS:
-        dist = ColumnCyclic(n, nb, p, order)
-        work = np.zeros(p)
-        for j0, j1 in multi_panel_blocks(n, nb):
-            for d in range(p):
-                l0, l1 = dist.local_range(d, j1, n)
-                work[d] += 2.0 * (n - j1) * (j1 - j0) * (l1 - l0)
-        excess[order] = work.max() / work.mean() - 1
-    assert excess["cyclic"] > 0.005
-    assert excess["reflected"] < excess["cyclic"] / 10
 
 
 @pytest.mark.parametrize("m,n,nb,p", [(40, 40, 4, 2), (40, 40, 4, 3), (23, 50, 5, 3),
                                       (50, 23, 5, 4), (8, 8, 8, 2), (70, 70, 8, 2)])
 @pytest.mark.parametrize("lookahead", [0, 1])
 @pytest.mark.parametrize("tail", [False, True])
-@pytest.mark.parametrize("order", ORDERS)
-def test_schedule(m, n, nb, p, lookahead, tail, order):
+def test_schedule(m, n, nb, p, lookahead, tail):
     """One factor by the owner, one receive on each other device, each device's trailing
     columns updated exactly once per step, the next panel's columns first (look-ahead) --
     also with the narrower tail, where consecutive panels may share an owner."""
     from gpulinalg._lu import panel_blocks
     k = min(m, n)
-    dist = ColumnCyclic(n, nb, p, order)
+    dist = ColumnCyclic(n, nb, p)
     blocks = panel_blocks(k, nb, tails=((nb // 2, 24),) if tail else ())
     steps = panel_schedule(k, nb, dist, lookahead, blocks)
     assert len(steps) == len(blocks)
@@ -110,13 +76,8 @@ def test_schedule(m, n, nb, p, lookahead, tail, order):
         j0, j1 = blocks[s]
         owner = dist.owner(j0)
         assert dist.owner(j1 - 1) == owner   # a panel lies inside one distribution block
-        # receivers by their next block (blocks past n dealt on), the next panel's owner first
-        upcoming = [dealt(b, p, order) for b in range(j1 // nb, j1 // nb + 2 * p)]
-        receivers = sorted(set(range(p)) - {owner}, key=upcoming.index)
         assert [(d, op) for d, op, _ in ops[:p]] == (
-            [(owner, "factor")] + [(d, "receive") for d in receivers])
-        if j1 < k:
-            assert dist.owner(j1) in (owner, receivers[0])
+            [(owner, "factor")] + [((owner + i) % p, "receive") for i in range(1, p)])
         nxt_owner = dist.owner(j1) if j1 < k else None
         for d in range(p):
             mine = [(op, rng_) for dd, op, rng_ in ops[p:] if dd == d]
@@ -169,10 +130,7 @@ def factor_virtual(a, p, nb, panel="cpu", lookahead=1, **kw):
                                    (100, 8), (8, 100), (53, 53)])
 @pytest.mark.parametrize("p", [2, 3, 4])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
-@pytest.mark.parametrize("layout", ORDERS)
-def test_virtual_devices_match_lapack(rng, monkeypatch, shape, p, panel, layout):
-    from gpulinalg import _lu_multi
-    monkeypatch.setattr(_lu_multi, "LAYOUT", layout)
+def test_virtual_devices_match_lapack(rng, shape, p, panel):
     a = rng.standard_normal(shape).astype(np.float32)
     lu, piv = factor_virtual(a, p, 4, panel)
     assert_matches_lapack(a, lu, piv)
@@ -192,8 +150,7 @@ def test_virtual_devices_paths(rng, lookahead, threshold):
 @pytest.mark.parametrize("p", [2, 3])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
 @pytest.mark.parametrize("threshold", [0.0, np.inf])
-@pytest.mark.parametrize("layout", ORDERS)
-def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold, layout):
+def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
     """Narrower panels at the end (nb / 2, then nb / 4: up to four consecutive panels of one
     owner), whose receivers must have copied a panel's L11^{-1} before its owner stages the
     next one of the same parity (without that wait the CPU panel gave wrong factors)."""
@@ -201,7 +158,6 @@ def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold, layout):
     from gpulinalg._lu import panel_blocks
     monkeypatch.setattr(_lu_multi, "multi_panel_blocks",
                         lambda k, nb: panel_blocks(k, nb, tails=((nb // 2, 48), (nb // 4, 24))))
-    monkeypatch.setattr(_lu_multi, "LAYOUT", layout)
     for shape in [(70, 70), (90, 45), (45, 90)]:
         a = rng.standard_normal(shape).astype(np.float32)
         lu, piv = factor_virtual(a, p, 8, panel, _inv_threshold=threshold)
@@ -229,9 +185,8 @@ def test_virtual_devices_singular(rng, panel):
 @pytest.mark.parametrize("p", [2, 3])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
 @pytest.mark.parametrize("scatter_first", [0, 1, 2])
-@pytest.mark.parametrize("layout", ORDERS)
 def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, panel,
-                                         scatter_first, layout):
+                                         scatter_first):
     """Columns arriving chunk by chunk (emulated streams: an operation that does not wait for
     its columns reads NaN; one that waits on a chunk enqueued only later, after step 0's panel
     copies, fails), and the result collected on a home that also applies the left swaps
@@ -241,7 +196,6 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
     from gpulinalg._lu import INV_THRESHOLD
     from gpulinalg._lu_multi import factor_host
     monkeypatch.setattr(_lu_multi, "SCATTER_FIRST", scatter_first)
-    monkeypatch.setattr(_lu_multi, "LAYOUT", layout)
     a = rng.standard_normal(shape).astype(np.float32)
     work = a.copy()
     piv, info = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD,
@@ -294,16 +248,14 @@ def test_home_collects_after_the_receives(rng, monkeypatch, p):
     assert_matches_lapack(a, work, piv)
 
 
-@pytest.mark.parametrize("n,nb,p", [(100, 4, 2), (96, 8, 3), (7, 4, 3), (64, 8, 4), (5, 8, 2),
-                                    (24, 4, 3), (36, 4, 3)])
-@pytest.mark.parametrize("order", ORDERS)
-def test_host_column_views(rng, n, nb, p, order):
+@pytest.mark.parametrize("n,nb,p", [(100, 4, 2), (96, 8, 3), (7, 4, 3), (64, 8, 4), (5, 8, 2)])
+def test_host_column_views(rng, n, nb, p):
     """The host transfers' views: every column of a device's share, in local order, written
     through into the host matrix (views, not copies), for whole and partial block groups."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpulinalg._lu_multi import _pack
-    dist = ColumnCyclic(n, nb, p, order)
+    dist = ColumnCyclic(n, nb, p)
     a = rng.standard_normal((9, n)).astype(np.float32)
     out = np.full_like(a, np.nan)
     with ThreadPoolExecutor(3) as pool:
@@ -331,8 +283,6 @@ def test_upload_chunks():
     assert dist.blocks(1)[0] == (4, 8) and dist.blocks(1)[-1] == (92, 96)
     assert [b for c in ColumnCyclic(10, 4, 3).chunks(2) for b in c] == [(8, 10)]
     assert ColumnCyclic(3, 4, 2).chunks(1) == []
-    assert ColumnCyclic(40, 4, 2, "reflected").blocks(1) == [(4, 8), (8, 12), (20, 24),
-                                                               (24, 28), (36, 40)]
 
 
 def test_virtual_devices_input_not_modified(rng):

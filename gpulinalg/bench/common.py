@@ -269,11 +269,10 @@ def set_constants(specs):
 def parse_vary(spec):
     """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
     --vary option; each value takes the type of the constant's current value (int or bool,
-    written as integers; float; str as written)."""
+    written as integers)."""
     import importlib
     target, values = spec.split("=")
     mod_name, name = target.rsplit(".", 1)
     mod = importlib.import_module(f"gpulinalg.{mod_name}")
     kind = type(getattr(mod, name))
-    convert = {str: str, float: float}.get(kind, lambda v: kind(int(v)))
-    return mod, name, [convert(v) for v in values.split(",")]
+    return mod, name, [kind(int(v)) for v in values.split(",")]
