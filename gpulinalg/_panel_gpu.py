@@ -167,12 +167,16 @@ GPU_NB_SWITCH = 8192
 # lu_multi_ab.py 32768 --devices 2 --nb 256,512,1024 --precision P, same call as one GPU):
 # 3xTF32 225.3 / 211.5 / 212.2 ms (one GPU 350.4 / 310.6 / 301.0), FP32 nb 256 / 512
 # 344.0 / 339.5 (one GPU 600.3 / 578.2): 512 above 16384 whatever the precision.  Four
-# GPUs keep 256 (H200 x4, same command with --devices 2,4: 3xTF32 172.1 / 177.0 ms, FP32
-# 217.0 / 224.7 for nb 256 / 512; there the panels are the chain every GPU waits on).
+# GPUs keep 256 up to 32768 (H200 x4, same command with --devices 2,4: 3xTF32 172.1 / 177.0
+# ms, FP32 217.0 / 224.7 for nb 256 / 512; there the panels are the chain every GPU waits
+# on; thirtieth session, FP32, two calls: 191.6 / 190.8 against 192.5 / 194.2) and take 512
+# above 40960 (the step lies between the two sizes measured): at 49152, FP32 542.3 / 541.5
+# against 529.7 / 525.9 ms, again 527.7 / 527.7 in the next call; 3xTF32 352.1 against
+# 319.7 (benchmarks/lu_multi_ab.py 49152 --devices 4 --nb 256,512 --precision P).
 NB_STEPS = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))          # FP32 updates, one GPU
 NB_STEPS_TC = ((GPU_NB_SWITCH, 512), (24576, 1024))             # TF32 / 3xTF32, one GPU
 NB_STEPS_2GPU = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))     # two GPUs
-NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW),)                 # more GPUs
+NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW), (40960, 512))    # more GPUs
 # nb where every panel fits the column-slab leaf.  Again with the graph replay (no host
 # bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
 # 4096 10.52 / 10.63.

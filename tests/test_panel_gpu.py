@@ -95,7 +95,7 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(8193, 20000) == 256
     assert _panel_gpu.default_block_size(16384, 16384) == 256
     assert _panel_gpu.default_block_size(16385, 40000) == 512
-    # tensor-core updates on one GPU take wider panels; several GPUs keep 256
+    # tensor-core updates on one GPU take wider panels; three or more GPUs keep 256 up to 40960
     assert _panel_gpu.default_block_size(8193, 20000, "3xtf32") == 512
     assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
@@ -104,6 +104,9 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=2) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=3) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "fp32", devices=4) == 256
+    assert _panel_gpu.default_block_size(40960, 40960, "fp32", devices=4) == 256
+    assert _panel_gpu.default_block_size(40961, 40961, "3xtf32", devices=4) == 512
+    assert _panel_gpu.default_block_size(49152, 49152, "fp32", devices=4) == 512
     cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
     assert _panel_gpu.default_block_size(cols, 9000) == 256
     assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
