@@ -11,9 +11,10 @@ several --vary run every combination, each against the one-GPU time with the sam
 Prints per setting the one-GPU time, then per device count the median wall ms of
 lu_factor(cupy array, devices=P) (3 calls after a warm-up; --host DTYPE: a NumPy array), its
 ratio to the one-GPU time, and from one synchronised call the phase times and, per device,
-the update stream's busy time and its own panels' time.  --steps FILE also writes that call's per-step timeline (JSON) and
-prints it in 8 groups of steps: the group's wall (from the previous group's end on the
-slowest device), the busiest device's update time and the panels' time in it.
+the update stream's busy time and its own panels' time.  --steps FILE also writes that
+call's per-step timeline (JSON) and prints it in 8 groups of steps: the group's wall (from
+the previous group's end on the slowest device), the busiest device's update time and the
+panels' time in it.
 """
 
 import argparse

@@ -248,7 +248,8 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             A, src = np.empty((m, n), np.float32), host
         else:
             A = src = np.array(host, dtype=np.float32, order="C")
-        piv, info = factor_devices(src, ids, nb, partial(_panel_object, panel_name, devices=len(ids)),
+        piv, info = factor_devices(src, ids, nb,
+                                   partial(_panel_object, panel_name, devices=len(ids)),
                                    lookahead, inv_threshold, precision, timeline, out=A)
         return kind, np, A, piv, info
     if host is not None:

@@ -341,8 +341,8 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
 
     src: a C-contiguous NumPy matrix of float32 or a type that converts to it exactly
     (uploaded by `_host_transfers`; the factors come back into `out`, a C-contiguous float32
-    NumPy matrix of its shape, default src itself when float32) or a C-contiguous float32 CuPy matrix (factored in place, or
-    into `out`).  Returns (piv, info).
+    NumPy matrix of its shape, default src itself when float32) or a C-contiguous float32
+    CuPy matrix (factored in place, or into `out`).  Returns (piv, info).
 
     A CuPy src: the columns go to the devices chunk by chunk (`_scatter`) and the
     factorization starts with the first chunk; `out` (default src: a C-contiguous float32
@@ -366,6 +366,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     m, n = src.shape
     dist = ColumnCyclic(n, nb, len(device_ids))
     on_host = isinstance(src, np.ndarray)
+    out = src if out is None else out
     check_memory(cp, m, n, nb, dist, device_ids, home=None if on_host else src.device.id)
     _enable_peer_access(cp, device_ids)
     t0 = time.perf_counter()
@@ -383,8 +384,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     home = None
     if not on_host:
         with cp.cuda.Device(src.device.id):
-            home = CupyOps(src if out is None else out, nb, precision, device=src.device.id,
-                           npiv=min(m, n))
+            home = CupyOps(out, nb, precision, device=src.device.id, npiv=min(m, n))
             if beside is not None:   # after every stream's fork from the current stream
                 beside()
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
@@ -394,7 +394,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     if home is not None:
         home.finish()
     else:
-        _host_transfers(cp, src if out is None else out, dist, device_ids, shares)
+        _host_transfers(cp, out, dist, device_ids, shares)
     t2 = time.perf_counter()
     if timeline is not None and not on_host:
         scatter = 0.0

@@ -392,8 +392,8 @@ def test_multi_gpu_accuracy(rng, precision, kind):
                                                      (np.float32, "C", True)])
 def test_multi_gpu_host_input(rng, dtype, order, overwrite_a):
     """Host input on two GPUs: C-ordered float16 read where it lies (converted in the
-    staging), other orders through a copy, overwrite_a factored into the input itself; a kept input never
-    changes, and the result equals that of the float32 C-ordered copy."""
+    staging), other orders through a copy, overwrite_a factored into the input itself; a
+    kept input never changes, and the result equals that of the float32 C-ordered copy."""
     a = np.asarray(rng.standard_normal((1000, 1000)), dtype=dtype, order=order)
     keep = a.copy()
     lu, piv = gpulinalg.lu_factor(a, block_size=64, devices=2, overwrite_a=overwrite_a)
