@@ -44,7 +44,7 @@ from ._distribution import ColumnCyclic, gather, panel_schedule
 from ._lu import INV_THRESHOLD, absolute_pivots, panel_blocks
 
 F32 = np.float32
-_H2D, _D2H = 1, 2   # cudaMemcpyKind
+_H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
 
 
 # PANEL_FIRST: a GPU panel (no host wait) is enqueued as soon as its columns are up to date,
@@ -427,11 +427,11 @@ def _copy_blocks(cp, dist, d, blocks, matrix, share, stream):
     """Copy the column blocks `blocks` (global ranges, device d's) of the whole row-major
     matrix into d's share, one 2-D copy per block (all rows of the block's width; the copy
     engines, no kernel; both CuPy arrays, on any devices); enqueued on `stream`."""
-    from ._lu_ops import copy_rows
     m, n, nd = matrix.shape[0], dist.n, share.shape[1]
     for c0, c1 in blocks:
         src, dst = matrix.data.ptr + 4 * c0, share.data.ptr + 4 * dist.count_before(d, c0)
-        copy_rows(m, c1 - c0, dst, nd, share.device.id, src, n, matrix.device.id, stream)
+        cp.cuda.runtime.memcpy2DAsync(dst, 4 * nd, src, 4 * n, 4 * (c1 - c0), m, _DEFAULT,
+                                      stream.ptr)
 
 
 # Side streams per device for the scatter from a GPU: consecutive chunks alternate between

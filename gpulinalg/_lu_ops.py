@@ -121,33 +121,6 @@ _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the grea
 L21_COLMAJOR_MIN_COLS = 2048
 
 
-# Copies of rows that lie on another GPU (a received panel; the multi-GPU upload's column
-# blocks, gpulinalg/_lu_multi.py): through copy2d_v4 (kernels/transpose.cu) on a grid of this
-# many blocks on the receiving GPU, where the two GPUs reach each other's memory and the
-# shapes allow 16-byte accesses; 0: the copy engines (cudaMemcpy2DAsync) always.
-PEER_COPY_BLOCKS = 0
-
-
-@functools.lru_cache(maxsize=None)
-def _peer_readable(dev, other):
-    """Whether kernels on device `dev` can read device `other`'s memory (peer access)."""
-    return dev == other or bool(cupy().cuda.runtime.deviceCanAccessPeer(dev, other))
-
-
-def copy_rows(rows, cols, dp, ldd, dev, sp, lds, src_dev, stream):
-    """rows x cols float32 from device src_dev's address sp (leading dimension lds, floats)
-    to device dev's dp (ldd), enqueued on `stream` of device dev (the current device):
-    copy2d_v4 on PEER_COPY_BLOCKS blocks where src_dev is another GPU that dev reads and the
-    shapes allow it, else one cudaMemcpy2DAsync (the copy engines)."""
-    if PEER_COPY_BLOCKS and src_dev != dev and _peer_readable(dev, src_dev):
-        from ._transpose import copy_rows_ptr
-        with stream:
-            if copy_rows_ptr(rows, cols, sp, lds, dp, ldd, PEER_COPY_BLOCKS):
-                return
-    cupy().cuda.runtime.memcpy2DAsync(dp, 4 * ldd, sp, 4 * lds, 4 * cols, rows, _DEFAULT,
-                                      stream.ptr)
-
-
 def _update_priority(panel):
     """The update stream's priority on a device of a multi-GPU factorization: one above the
     default, which the home's streams keep (its left swaps and takes are never on the chain
@@ -452,6 +425,7 @@ class CupyOps(_Columns):
         device's comm stream, after this device's update stream is done with step - 2 (the
         last user of the buffers of this parity).  Returns the copy's event."""
         mp, jb = self.shape[0] - j0, j1 - j0
+        rt = self._cp.cuda.runtime
         panel, piv = src.panel_view(j0, j1)
         dst = _panel_buffer(self.R[step % 2], self.shape[0], j0, j1)
         comm = self.streams["comm"]
@@ -459,10 +433,10 @@ class CupyOps(_Columns):
             comm.wait_event(after)
             if self._step_end[step % 2] is not None:
                 comm.wait_event(self._step_end[step % 2])
-            # Peer copy (copy_rows): the panel's rows are strided in src's matrix,
-            # contiguous here.
-            copy_rows(mp, jb, dst.data.ptr, jb, self.device.id, panel.data.ptr, src.shape[1],
-                      src.device.id, comm)
+            # Peer copy (cudaMemcpyDefault: unified addressing finds both devices): the
+            # panel's rows are strided in src's matrix, contiguous here.
+            rt.memcpy2DAsync(dst.data.ptr, 4 * jb, panel.data.ptr, 4 * src.shape[1], 4 * jb,
+                             mp, _DEFAULT, comm.ptr)
             self._copy(self.piv.data.ptr + 4 * j0, piv.data.ptr, 4 * jb, _DEFAULT, "comm")
             if use_inverse:
                 self._copy(self.linv[step % 2].data.ptr, src.linv[step % 2].data.ptr,

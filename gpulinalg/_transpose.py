@@ -138,7 +138,7 @@ def _unpaired(t):
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
 KERNEL_NAMES = tuple(dict.fromkeys(
     n for t in VARIANTS.values() for n in (_tiled_name(t), _tiled_name(_unpaired(t))))) \
-    + ("copy2d", "copy2d_v4")
+    + ("copy2d",)
 
 
 def num_tiles(rows, cols, variant):
@@ -188,25 +188,6 @@ def _transpose_launch(device_id, rows, cols, variant, pairs_ok):
 def _copy_launch(device_id, rows, cols):
     grid = (-(-cols // _COPY_THREADS), min(rows, _MAX_GRID_Y), 1)
     return Launcher(get_kernel(FAMILY, "copy2d"), _ARGS), grid, (_COPY_THREADS, 1, 1)
-
-
-@functools.lru_cache(maxsize=64)
-def _copy_v4(device_id):
-    return Launcher(get_kernel(FAMILY, "copy2d_v4"), _ARGS)
-
-
-def copy_rows_ptr(rows, cols, sp, lds, dp, ldd, blocks):
-    """dst[r, c] = src[r, c] for r < rows, c < cols: float32 row-major views at device
-    addresses sp, dp with leading dimensions lds, ldd, on the current device and stream,
-    through copy2d_v4 on a grid of `blocks` blocks; either address may lie on another GPU
-    that the current one reaches (peer access).  Launches nothing and returns False unless
-    cols, lds and ldd are multiples of 4 and both addresses 16-byte aligned."""
-    if (cols | lds | ldd) % 4 or (sp | dp) % 16:
-        return False
-    if rows > 0 and cols > 0:
-        _copy_v4(_device_id())((blocks, 1, 1), (_COPY_THREADS, 1, 1), rows, cols // 4, sp,
-                               lds // 4, dp, ldd // 4)
-    return True
 
 
 def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):

@@ -50,14 +50,6 @@
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
 //   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
 //   transposes that are strided copies; bandwidth-bound like the above.
-// copy2d_v4: the same copy with 16-byte accesses (cols, lds, ldd multiples of 4 floats, both
-//   pointers 16-byte aligned: the caller checks), for copies that read ANOTHER GPU's memory
-//   (peer access: the multi-GPU LU's column blocks and panels, rows of 1-2 KiB at a pitch of
-//   the whole matrix).  The caller's grid (a few dozen 256-thread blocks) strides over rows,
-//   one warp per row at a time, each lane COPY_V4_U float4s of it loaded before any is
-//   stored; its blocks use no shared memory and few registers, so they run beside the
-//   kernels already on the SMs.  Bound: the link (NVLink, ~1-2 us a request): the bytes in
-//   flight (512 B a warp per unrolled step) must cover bandwidth x latency.
 
 // Loads of A in transpose_tiled.  PF = 0: plain loads; PF = 256: the L2 fills the 256 aligned
 // bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row segment
@@ -304,30 +296,4 @@ copy2d(int rows, int cols, const float* __restrict__ src, long long lds,
     if (c >= cols) return;
     for (long long r = blockIdx.y; r < rows; r += gridDim.y)
         dst[r * ldd + c] = src[r * lds + c];
-}
-
-#define COPY_V4_U 4
-
-extern "C" __global__ void __launch_bounds__(256)
-copy2d_v4(int rows, int cols4, const float4* __restrict__ src, long long lds4,
-          float4* __restrict__ dst, long long ldd4)
-{
-    const int lane = threadIdx.x & 31;
-    const long long warps = static_cast<long long>(gridDim.x) * (blockDim.x >> 5);
-    for (long long r = static_cast<long long>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-         r < rows; r += warps) {
-        const float4* s = src + r * lds4;
-        float4* d = dst + r * ldd4;
-        for (int c0 = lane; c0 < cols4; c0 += 32 * COPY_V4_U) {
-            float4 v[COPY_V4_U];
-#pragma unroll
-            for (int u = 0; u < COPY_V4_U; ++u)
-                if (c0 + 32 * u < cols4)
-                    v[u] = s[c0 + 32 * u];
-#pragma unroll
-            for (int u = 0; u < COPY_V4_U; ++u)
-                if (c0 + 32 * u < cols4)
-                    d[c0 + 32 * u] = v[u];
-        }
-    }
 }

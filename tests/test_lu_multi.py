@@ -409,22 +409,6 @@ def test_multi_gpu_host_input(rng, dtype, order, overwrite_a):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
-@pytest.mark.parametrize("n", [1031, 2048])
-def test_multi_gpu_peer_copy_kernel(cp, rng, monkeypatch, n):
-    """The peer copies (panels received, the upload's column blocks) through copy2d_v4 where
-    the shapes allow it (2048) and the copy engines where not (1031): the same pivots as
-    one GPU."""
-    from gpulinalg import _lu_ops
-    monkeypatch.setattr(_lu_ops, "PEER_COPY_BLOCKS", 24)
-    a = rng.standard_normal((n, n)).astype(np.float32)
-    lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), devices=2, block_size=128)
-    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), block_size=128)
-    assert np.array_equal(_np(piv2), _np(piv1))
-    _check(a, lu2, piv2)
-
-
-@pytest.mark.gpu
-@pytest.mark.multi_gpu(2)
 def test_multi_gpu_other_device_order_and_home(cp, rng):
     """Input on device 1, devices listed 1, 0: the result comes back on device 1."""
     a = rng.standard_normal((700, 700)).astype(np.float32)

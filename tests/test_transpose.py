@@ -201,26 +201,6 @@ def _rand(rng, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rows,cols,lds,ldd", [(1, 4, 4, 4), (37, 516, 1032, 520),
-                                               (300, 256, 4100, 256), (5, 0, 8, 8)])
-def test_copy_rows_ptr(cp, rng, rows, cols, lds, ldd):
-    """copy2d_v4 (16-byte accesses, a bounded grid striding over rows) copies a block of rows
-    between two views; where a width, pitch or address is off the 16-byte grid it launches
-    nothing and says so."""
-    from gpulinalg._transpose import copy_rows_ptr
-    src = cp.asarray(rng.standard_normal((rows, lds)).astype(np.float32))
-    dst = cp.full((rows, ldd), cp.nan, dtype=cp.float32)
-    assert copy_rows_ptr(rows, cols, src.data.ptr, lds, dst.data.ptr, ldd, 3)
-    np.testing.assert_array_equal(dst[:, :cols].get(), src[:, :cols].get())
-    assert bool(cp.isnan(dst[:, cols:]).all())
-    dst.fill(cp.nan)
-    assert not copy_rows_ptr(rows, cols + 1, src.data.ptr, lds, dst.data.ptr, ldd, 3)
-    assert not copy_rows_ptr(rows, cols, src.data.ptr + 4, lds, dst.data.ptr, ldd, 3)
-    assert not copy_rows_ptr(rows, cols, src.data.ptr, lds - 1, dst.data.ptr, ldd, 3)
-    assert bool(cp.isnan(dst).all())
-
-
-@pytest.mark.gpu
 @pytest.mark.parametrize("shape", SIZES)
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
 def test_transpose_into_variants(cp, rng, shape, variant):
