@@ -346,8 +346,10 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         float32 and the library never downcasts silently.
     overwrite_a : bool, optional
         Allow the factorization to overwrite `a`.  Honoured for C-contiguous float32 CuPy
-        arrays and CUDA tensors, which are then factored in place (the returned `lu` shares
-        their memory); every other input is copied and never modified.
+        arrays and CUDA tensors, and with several `devices` for C-contiguous float32 NumPy
+        arrays too, which are then factored in place (the returned `lu` shares their
+        memory); every other input is never modified (copied, or with several `devices` a
+        C-ordered input read where it lies).
     check_finite : bool, optional
         Check that `a` holds only finite numbers (raises ValueError otherwise).
     panel : {"auto", "cpu", "gpu"}, optional
@@ -358,8 +360,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     block_size : int, optional
         Panel width nb.  By default, with the GPU panel: 256 for min(M, N) <= 4096, 128 up
         to 8192, then 256 (512 above 16384) with FP32 updates, 512 (1024 above 24576) with
-        tensor-core updates on one GPU, 256 (512 above 16384) on two GPUs, 256 on more;
-        with the CPU panel 128 up to 8192 and 256 above.
+        tensor-core updates on one GPU, 256 (512 above 16384) on two GPUs, 256 (512 above
+        40960) on more; with the CPU panel 128 up to 8192 and 256 above.
     lookahead : {1, 0}, optional
         Look-ahead depth: 1 factors the next panel (on its own stream) while the rest of
         the trailing matrix is updated; 0 serialises them (for comparison).
