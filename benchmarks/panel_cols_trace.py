@@ -9,7 +9,8 @@ entries (entries), swaps rows (swaps), computes U12 while the multipliers are co
 sets the U rows and waits for the copies (urows), applies the update (update), then factors
 its own slab (factor) and publishes it (publish: both steps).  "handoff" is the globaltimer
 gap from block s-1's first flag store (its own rows, pivots, mask) to block s seeing it.
-Development tool: the stamps cost a few cycles each.
+Development tool: the stamps cost a few cycles each.  With several handoff groups per slab
+(COLS_GROUPS) a slab's stamps are its last group's (factor and publish: the whole slab).
 """
 import statistics
 import sys
@@ -23,7 +24,7 @@ W = 128
 
 
 def main(sizes, defines=()):
-    names = [f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in _panel_gpu.COLS_SHAPES]
+    names = [_panel_gpu.cols_kernel_name(*shape) for shape in _panel_gpu.COLS_SHAPES]
     mod = cp.RawModule(code=_kernels.source("getrf_panel"),
                        options=("--std=c++17", _kernels.arch_option(), "-DGETRF_COLS_TRACE")
                        + tuple(defines),
@@ -38,7 +39,7 @@ def main(sizes, defines=()):
     for mp in sizes:
         cw, rpt, nt = _panel_gpu.cols_shape(mp, 1 << 30)
         smem = _panel_gpu.cols_smem(cw, rpt, nt)
-        kern = mod.get_function(f"getrf_panel_cols<{cw},{rpt},{nt}>")
+        kern = mod.get_function(_panel_gpu.cols_kernel_name(cw, rpt, nt))
         kern.max_dynamic_shared_size_bytes = smem
         a0 = cp.random.default_rng(mp).standard_normal((mp, W), dtype=cp.float32)
         a = a0.copy()
@@ -48,7 +49,7 @@ def main(sizes, defines=()):
         for it in range(8):
             a[...] = a0
             trace.fill(0)
-            lbuf, masks, flag, tag0 = ws.cols_state(2 * ns)
+            lbuf, masks, flag, tag0 = ws.cols_state(2 * min(mp, W))
             e0, e1 = cp.cuda.Event(), cp.cuda.Event()
             e0.record()
             kern((-(-W // cw),), (nt,),

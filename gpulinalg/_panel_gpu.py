@@ -135,6 +135,21 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # COLS_MAX_ROWS 4096 / 3072 / 2048 gave LU 4096 9.98 / 10.69 / 10.92 ms, 6144 16.26 / 16.60 /
 # 17.07, 8192 24.37 / 24.83 / 25.30 (lu_ab.py --vary, 3 rounds): kept.
 COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
+# Handoff groups per slab: the slab's owner publishes its pivots and multipliers every
+# CW / COLS_GROUPS columns, and the other blocks apply each group while it factors the next,
+# so the next slab's owner waits for the last group's update only, not the whole slab's.
+COLS_GROUPS = 2
+
+
+def cols_group(cw):
+    """Columns per handoff group of getrf_panel_cols<cw, ...> (COLS_GROUPS per slab)."""
+    return max(1, cw // COLS_GROUPS)
+
+
+def cols_kernel_name(cw, rpt, t):
+    return f"getrf_panel_cols<{cw},{rpt},{t},{cols_group(cw)}>"
+
+
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
 COLS_MAX_ROWS = 4096
@@ -143,7 +158,7 @@ KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                         for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
-                + tuple(f"getrf_panel_cols<{cw},{rpt},{t}>" for cw, rpt, t in COLS_SHAPES))
+                + tuple(cols_kernel_name(*shape) for shape in COLS_SHAPES))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 256 where every panel fits the
@@ -351,7 +366,8 @@ class PanelWorkspace:
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4], "cols": plan[:5]}[plan[0]]
+        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4],
+               "cols": plan[:5] + (cols_group(plan[3]),)}[plan[0]]
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)
@@ -416,9 +432,8 @@ class _DeviceSteps:
         elif leaf[0] == "cols":
             self.lw, self.rpt, self.cw, self.threads = leaf[1:5]
             self.smem = cols_smem(self.cw, self.rpt, self.threads)
-            self.kernel = get_kernel(
-                FAMILY, f"getrf_panel_cols<{self.cw},{self.rpt},{self.threads}>",
-                cooperative=True, dynamic_smem=self.smem)
+            self.kernel = get_kernel(FAMILY, cols_kernel_name(self.cw, self.rpt, self.threads),
+                                     cooperative=True, dynamic_smem=self.smem)
             self.leaf = self._leaf_cols
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
@@ -445,8 +460,8 @@ class _DeviceSteps:
         if mp > self.rpt * self.threads or w > COLS_LW:   # the workspace holds no more
             raise ValueError(f"getrf_panel_cols<{self.cw},{self.rpt},{self.threads}> takes at "
                              f"most {self.rpt * self.threads} x {COLS_LW}, got {mp} x {w}")
-        ns = -(-min(mp, w) // self.cw)
-        lbuf, masks, flag, tag0 = self.ws.cols_state(2 * ns)   # two flag tags per slab
+        kk = min(mp, w)
+        lbuf, masks, flag, tag0 = self.ws.cols_state(2 * kk)   # two flag tags per group
         # One block per CW columns (all rows), co-resident (cooperative launch).
         self.kernel((-(-w // self.cw),), (self.threads,),
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
@@ -654,68 +669,71 @@ def getf2_rows_host(a, piv, col_base=0):
     return info
 
 
-def getrf_cols_host(a, cw, col_base=0):
-    """Host model of getrf_panel_cols (w <= COLS_LW columns in CW-wide slabs), in place;
-    returns (piv, info).
+def getrf_cols_host(a, cw, col_base=0, gw=None):
+    """Host model of getrf_panel_cols (w <= COLS_LW columns in CW-wide slabs, handed over in
+    groups of gw columns, default cols_group(cw)), in place; returns (piv, info).
 
-    Slab s is factored by getf2_host's rules on its own columns; every other column block then
-    applies the slab's interchanges as the kernel does (the touched positions followed back
-    through the transpositions), and the blocks right of it take U12 = L11^{-1} A12 by forward
-    substitution and A22 -= L21 U12, one pivot column at a time and skipping the columns
-    without a pivot.  Element operations and their order are getf2_host's, so the results
-    agree bit for bit (the kernel's are getrf_leaf_row's: the same with fused multiply-adds).
-    A column whose candidates are all NaN gets piv[j] = j and is left alone (as the kernels).
+    Slab s is factored by getf2_host's rules on its own columns; after each group of gw of
+    them, every other column block applies the group's interchanges as the kernel does (the
+    touched positions followed back through the transpositions), and the blocks right of it
+    take U12 = L11^{-1} A12 by forward substitution and A22 -= L21 U12, one pivot column at a
+    time and skipping the columns without a pivot.  Element operations and their order are
+    getf2_host's, so the results agree bit for bit (the kernel's are getrf_leaf_row's: the
+    same with fused multiply-adds).  A column whose candidates are all NaN gets piv[j] = j
+    and is left alone (as the kernels).
     """
     mp, w = a.shape
     kk = min(mp, w)
+    gw = cols_group(cw) if gw is None else gw
     piv = np.zeros(kk, dtype=np.int32)
     info = 0
     tiny = np.finfo(np.float32).tiny
     blocks = [a[:, c:c + cw].copy() for c in range(0, w, cw)]
     for s in range(-(-kk // cw)):
-        j0 = s * cw
-        cs = min(cw, kk - j0)
         x = blocks[s]
         mask = 0
-        for jl in range(cs):
-            j = j0 + jl
-            col = np.abs(x[j:, jl])
-            if np.isnan(col).all():
-                piv[j] = j
-                continue
-            p = j + int(np.nanargmax(col))     # first max
-            piv[j] = p
-            x[[j, p]] = x[[p, j]]
-            pv = x[j, jl]
-            if pv != 0:
-                x[j + 1:, jl] = x[j + 1:, jl] * (np.float32(1) / pv) if abs(pv) >= tiny \
-                    else x[j + 1:, jl] / pv
-                x[j + 1:, jl + 1:] -= np.outer(x[j + 1:, jl], x[j, jl + 1:])
-                mask |= 1 << jl
-            elif info == 0:
-                info = col_base + j + 1
-        ps = [int(p) for p in piv[j0:j0 + cs]]
-        dests = [j0 + k for k in range(cs)] + [
-            p for k, p in enumerate(ps) if p >= j0 + cs and p not in ps[:k]]
-        srcs = []
-        for d in dests:
-            for m in reversed(range(cs)):
-                d = ps[m] if d == j0 + m else (j0 + m if d == ps[m] else d)
-            srcs.append(d)
-        for b, y in enumerate(blocks):
-            if b == s:
-                continue
-            y[dests] = y[srcs]
-            if b > s:
-                u = y[j0:j0 + cs].copy()
-                for k in range(cs):
-                    for m in range(k):
-                        if mask >> m & 1:
-                            u[k] -= x[j0 + k, m] * u[m]
-                y[j0:j0 + cs] = u
-                for k in range(cs):
-                    if mask >> k & 1:
-                        y[j0 + cs:] -= np.outer(x[j0 + cs:, k], u[k])
+        for k0 in range(0, min(cw, kk - s * cw), gw):   # group: slab columns k0 .. k0 + gs - 1
+            j0 = s * cw + k0
+            gs = min(gw, kk - j0, cw - k0)
+            for jl in range(k0, k0 + gs):
+                j = s * cw + jl
+                col = np.abs(x[j:, jl])
+                if np.isnan(col).all():
+                    piv[j] = j
+                    continue
+                p = j + int(np.nanargmax(col))     # first max
+                piv[j] = p
+                x[[j, p]] = x[[p, j]]
+                pv = x[j, jl]
+                if pv != 0:
+                    x[j + 1:, jl] = x[j + 1:, jl] * (np.float32(1) / pv) if abs(pv) >= tiny \
+                        else x[j + 1:, jl] / pv
+                    x[j + 1:, jl + 1:] -= np.outer(x[j + 1:, jl], x[j, jl + 1:])
+                    mask |= 1 << jl
+                elif info == 0:
+                    info = col_base + j + 1
+            ps = [int(p) for p in piv[j0:j0 + gs]]
+            dests = [j0 + k for k in range(gs)] + [
+                p for k, p in enumerate(ps) if p >= j0 + gs and p not in ps[:k]]
+            srcs = []
+            for d in dests:
+                for m in reversed(range(gs)):
+                    d = ps[m] if d == j0 + m else (j0 + m if d == ps[m] else d)
+                srcs.append(d)
+            for b, y in enumerate(blocks):
+                if b == s:
+                    continue
+                y[dests] = y[srcs]
+                if b > s:
+                    u = y[j0:j0 + gs].copy()
+                    for k in range(gs):
+                        for m in range(k):
+                            if mask >> (k0 + m) & 1:
+                                u[k] -= x[j0 + k, k0 + m] * u[m]
+                    y[j0:j0 + gs] = u
+                    for k in range(gs):
+                        if mask >> (k0 + k) & 1:
+                            y[j0 + gs:] -= np.outer(x[j0 + gs:, k0 + k], u[k])
     a[...] = np.concatenate(blocks, axis=1) if blocks else a
     return piv, info
 

@@ -1096,54 +1096,61 @@ getrf_leaf_cluster(int mp, int ncols, float* A, long long lda, int* piv, int* in
 
 // ------------------------------------------------------------------ getrf_panel_cols
 //
-// getrf_panel_cols<CW, RPT, T> ((CW, RPT, T) = (16, 4, 512), (8, 8, 512), (4, 16, 512)): the
-// same contract as the leaves above for a panel of w columns (w/CW co-resident blocks; the
-// host gives at most 256) and mp <= T*RPT rows (2048 / 4096 / 8192), in ONE launch with one
-// cross-block handoff per CW columns instead of one barrier per column.  The panel is distributed by COLUMNS: block b (of NB = ceil(w / CW),
-// T threads, co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of ALL mp rows
-// and keeps them in registers x[RPT][CW] from the first load to the final store; thread t
-// holds the rows at positions i = q*T + t (q < RPT).  Swaps are real (a row moves to the thread of
-// its new position), so each column's pivot search stays inside one block.
+// getrf_panel_cols<CW, RPT, T, GW> ((CW, RPT, T) = (16, 4, 512), (8, 8, 512), (4, 16, 512);
+// GW columns per handoff group, CW % GW == 0): the same contract as the leaves above for a
+// panel of w columns (w/CW co-resident blocks; the host gives at most 256) and mp <= T*RPT
+// rows (2048 / 4096 / 8192), in ONE launch with one cross-block handoff per GW columns instead
+// of one barrier per column.  The panel is distributed by COLUMNS: block b (of NB =
+// ceil(w / CW), T threads, co-resident: cooperative launch) owns columns [b*CW, b*CW + CW) of
+// ALL mp rows and keeps them in registers x[RPT][CW] from the first load to the final store;
+// thread t holds the rows at positions i = q*T + t (q < RPT).  Swaps are real (a row moves to
+// the thread of its new position), so each column's pivot search stays inside one block.
 //   The kk = min(mp, w) pivot columns form ns = ceil(kk / CW) slabs; slab s = block s's
-// columns.  Every block walks the slabs in order:
+// columns, handed over in groups of GW columns (unit u = s*NG + g, NG = CW / GW).  Every
+// block walks the groups in order:
 //   - s == b: factor the slab (unblocked, exactly getf2: first max |x| over the positions
 //     >= j, ties to the smaller position, swap, multiplier x * (1/pv) or x / pv below FLT_MIN,
 //     rank-1 update x = fmaf(-l, u, x)) with ONE __syncthreads per column: every warp
 //     publishes its candidate's row (and the owner of position j row j) in shared memory
 //     slots double-buffered by the column's parity, then every warp reduces the 16
 //     candidates itself.  The column loop is rolled; the register-indexed work of column J
-//     (cols_step<J>) sits behind a switch, as in getrf_leaf_row.  Then publish, column-major
-//     in lbuf[(s*CW + k)*ldl + i] (ldl = mp rounded up to 4), in two steps: (A) the slab's own
-//     cs rows (L11 / U11), the mask of the columns that had a nonzero pivot (masks[s]) and
-//     the pivots, __syncthreads, flag = tag0 + 2s + 1 by thread 0 (st.release.gpu: cumulative
-//     over the block's stores); (B) the multipliers of the rows below, flag = tag0 + 2s + 2.
-//   - s != b: wait for (A) (thread 0 polls flag with ld.acquire.gpu, __syncthreads); apply
-//     the slab's interchanges to this block's columns: warp 0 turns the pivots into at most
-//     2*CW (destination, source) entries (the touched positions, each followed back through
-//     the transpositions in reverse order) and two position -> entry tables in shared memory,
-//     and the source rows go through a staging buffer (two __syncthreads).  Blocks right of
-//     the slab (b > s) then: thread 32 waits for (B) and starts the multipliers below the
-//     slab on their way into shared memory (s_L, dynamic: one bulk copy per column, bytes
-//     counted on an mbarrier) while CW threads compute U12 = L11^{-1} A12 for the block's
-//     columns (forward substitution); once the copies have landed, the rows below take
-//     x -= L21 U12 (one fmaf per element and
-//     pivot column, in pivot order, skipping the columns without a pivot).  That is the same
-//     sequence of fmaf on every element as the unblocked leaf, so the results are
-//     bit-identical to getrf_leaf_row<128> and getrf_leaf_cluster<128, 1, CS> (tests check
-//     it).
-//   At the end every block stores its columns (final positions) to A.  A is read only at the
-//   start and written only at the end, by the block owning the columns; the other blocks
-//   read a slab's multipliers, pivots and mask after its flag, through L2 (ld.cg, bulk
-//   copies: never a stale L1 line).  The flag only grows (tags tag0 + 1 .. tag0 + ns from the
-//   host, which resets it before the tags would wrap).
-// Bound: latency-bound, like the other leaves, but with one cross-block handoff per CW
-// columns.  Per slab on the critical path (block s+1; H100, 2048 x 128, CW = 16, measured
-// with benchmarks/panel_cols_trace.py): entries 2.0 us, swaps 0.5, U12 and the copies'
-// wait ~1.8, update 4.9 (mp*CW*CW FMAs on one SM), factor 17.6 (~1.1 us a column: 16 warps
-// issue its reductions and updates, ~2200 cycles), publish (A) ~0.5: ~28 us per 16 columns,
-// 0.24 ms per 2048 x 128 panel (cluster<128>: 0.32).  Registers: RPT*CW = 64 floats of panel
-// per thread (__launch_bounds__(T, 1)); shared memory: the two position -> entry tables
-// (2 * T*RPT shorts), small slots, and s_L (CW * T*RPT floats = 128 KiB, dynamic).
+//     (cols_step<J>) sits behind a switch, as in getrf_leaf_row.  After each group of GW
+//     columns, publish it (cols_publish), column-major in lbuf[(s*CW + k)*ldl + i] (ldl = mp
+//     rounded up to 4), in two steps: (A) the group's own rows (L11 / U11), the mask of the
+//     slab's columns so far that had a nonzero pivot (masks[s]) and the pivots,
+//     __syncthreads, flag = tag0 + 2u + 1 by thread 0 (st.release.gpu: cumulative over the
+//     block's stores); (B) the multipliers of the rows below, flag = tag0 + 2u + 2.  The
+//     later groups' swaps move rows already published; the other blocks' columns move with
+//     them, so each group's update is applied in the row order it was published in.
+//   - s != b: per group, wait for (A) (thread 0 polls flag with ld.acquire.gpu,
+//     __syncthreads); apply the group's interchanges to this block's columns: warp 0 turns
+//     the pivots into at most 2*GW (destination, source) entries (the touched positions, each
+//     followed back through the transpositions in reverse order) and two position -> entry
+//     tables in shared memory, and the source rows go through a staging buffer (two
+//     __syncthreads).  Blocks right of the slab (b > s) then: thread 32 waits for (B) and
+//     starts the multipliers below the group on their way into shared memory (s_L, dynamic:
+//     one bulk copy per column, bytes counted on an mbarrier) while CW threads compute U12 =
+//     L11^{-1} A12 for the block's columns (forward substitution); once the copies have
+//     landed, the rows below take x -= L21 U12 (one fmaf per element and pivot column, in
+//     pivot order, skipping the columns without a pivot).  That is the same sequence of fmaf
+//     on every element as the unblocked leaf, so the results are bit-identical to
+//     getrf_leaf_row<128> and getrf_leaf_cluster<128, 1, CS> (tests check it).
+//   So block s+1 applies slab s's first groups while block s still factors the last one, and
+//   waits at the slab's end for one group's swaps, U12 and update (mp*CW*GW FMAs), not the
+//   whole slab's.  At the end every block stores its columns (final positions) to A.  A is
+//   read only at the start and written only at the end, by the block owning the columns;
+//   the other blocks read a group's multipliers, pivots and mask after its flag, through L2
+//   (ld.cg, bulk copies: never a stale L1 line).  The flag only grows (at most 2*kk tags from
+//   tag0 + 1 per launch, from the host, which resets it before the tags would wrap).
+// Bound: latency-bound, like the other leaves, but with one cross-block handoff per GW
+// columns.  Per slab on the critical path with whole-slab groups (GW = CW; block s+1; H100,
+// 2048 x 128, CW = 16, measured with benchmarks/panel_cols_trace.py): entries 2.0 us, swaps
+// 0.5, U12 and the copies' wait ~1.8, update 4.9 (mp*CW*CW FMAs on one SM), factor 17.6 (~1.1
+// us a column: 16 warps issue its reductions and updates, ~2200 cycles), publish (A) ~0.5:
+// ~28 us per 16 columns, 0.24 ms per 2048 x 128 panel (cluster<128>: 0.32).  Registers:
+// RPT*CW = 64 floats of panel per thread (__launch_bounds__(T, 1)); shared memory: the two
+// position -> entry tables (2 * T*RPT shorts), small slots, and s_L (CW * T*RPT floats = 128
+// KiB, dynamic; a group uses GW * T*RPT of them).
 
 #ifdef GETRF_COLS_TRACE   // development only: clock64 stamps per (block, slab, point)
 __device__ unsigned long long g_cols_trace[2 * 32 * 32 * 16];   // [clock64 | globaltimer]
@@ -1209,6 +1216,54 @@ __device__ __forceinline__ void set_q(float (&v)[RPT], int q, float value) {
             v[Q] = value;
 }
 
+// A factored group of the slab starting at column j0 (slab columns k0..k1, positions j0+k0 ..
+// j0+k1), published in two steps by getrf_panel_cols' owner block: (A) the group's own rows
+// (L11 / U11), the slab's mask so far and (already stored) pivots, flag = tag + 1; (B) the
+// multipliers below, flag = tag + 2.  The readers' swaps and U12 need only (A) and overlap
+// the stores of (B).  Multipliers column-major, ls[k*ldl + i] (ls: the slab's first column),
+// at the positions the rows have now: the later groups' swaps move them in the owner and in
+// the readers' columns alike, so a reader applies this group's update in that state.
+template <int CW, int RPT, int T>
+__device__ __forceinline__ void cols_publish(const float (&x)[RPT][CW], float* lbuf,
+                                             long long ldl, int mp, int j0, int k0, int k1,
+                                             unsigned* masks, unsigned mask, unsigned* flag,
+                                             unsigned tag0, int unit, int s)
+{
+    float* ls = lbuf + static_cast<long long>(j0) * ldl;
+    const unsigned tag = tag0 + 2u * static_cast<unsigned>(unit);
+    const int t = threadIdx.x, lo = j0 + k0, hi = j0 + k1 + 1;
+    [[maybe_unused]] const int b = blockIdx.x;   // for COLS_TRACE
+    COLS_TRACE(s, 6);
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const int i = q * T + t;
+        if (i >= lo && i < hi)
+#pragma unroll
+            for (int k = 0; k < CW; ++k)
+                if (k >= k0 && k <= k1)
+                    ls[static_cast<long long>(k) * ldl + i] = x[q][k];
+    }
+    __syncthreads();   // every thread's stores happen before thread 0's release
+    if (t == 0) {
+        masks[s] = mask;
+        st_release_gpu(flag, tag + 1u);
+    }
+    COLS_TRACE(s, 10);
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const int i = q * T + t;
+        if (i >= hi && i < mp)
+#pragma unroll
+            for (int k = 0; k < CW; ++k)
+                if (k >= k0 && k <= k1)
+                    ls[static_cast<long long>(k) * ldl + i] = x[q][k];
+    }
+    __syncthreads();
+    if (t == 0)
+        st_release_gpu(flag, tag + 2u);
+    COLS_TRACE(s, 7);
+}
+
 // Column J's register work of getrf_panel_cols (J constant: x stays in registers): the rows
 // qlo <= q < nq (below the pivot) take their multiplier xj[q] into column J and the rank-1
 // update of columns J+1.. with the pivot row; then xj = column J+1.  Loop order by shape:
@@ -1253,16 +1308,18 @@ __device__ __forceinline__ void cols_step(float (&x)[RPT][CW], float (&xj)[RPT],
 
 }  // namespace
 
-template <int CW, int RPT, int T>
+template <int CW, int RPT, int T, int GW>
 __global__ void __launch_bounds__(T, 1)
 getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, int col_base,
                  float* lbuf, unsigned* masks, unsigned* flag, unsigned tag0)
 {
     constexpr int NW = T / 32;
     constexpr int ROWS = T * RPT;               // most rows (positions) of a panel
-    constexpr int NE = 2 * CW;                  // most positions one slab's swaps touch
+    constexpr int NG = CW / GW;                 // groups (handoff units) per slab
+    constexpr int NE = 2 * GW;                  // most positions one group's swaps touch
     constexpr unsigned FULL = 0xffffffffu;
     static_assert(CW % 4 == 0 && NE <= 32, "float4 rows; one lane of warp 0 per entry");
+    static_assert(GW >= 1 && CW % GW == 0, "whole groups per slab");
     static_assert(CW <= 16, "the column switch has 16 cases");
     static_assert(T % 32 == 0 && T >= 64 && T <= 1024, "whole warps; thread 32 copies");
     static_assert(CW * RPT <= 64, "register budget: at most 64 panel floats per thread");
@@ -1271,22 +1328,22 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
     __shared__ short s_dslot[ROWS];             // position -> entry whose destination it is
     __shared__ short s_sslot[ROWS];             // position -> entry whose source it is
     __shared__ __align__(16) float s_stage[NE][CW];   // the moved rows, by entry
-    __shared__ __align__(16) float s_u[CW][CW];       // U12 of a slab for this block's columns
-    __shared__ float s_l11[CW][CW];                   // its unit lower L11 (strictly lower)
+    __shared__ __align__(16) float s_u[GW][CW];       // U12 of a group for this block's columns
+    __shared__ float s_l11[GW][GW];                   // its unit lower L11 (strictly lower)
     __shared__ __align__(16) float s_cand[2][NW][CW]; // factor: each warp's candidate row
     __shared__ __align__(16) float s_diag[2][CW];     // factor: row j before the swap
     __shared__ unsigned s_ck[2][NW];
     __shared__ int s_cp[2][NW];
     __shared__ unsigned s_mask;
-    __shared__ int s_pv[CW];                    // a slab's pivots (warp 0)
-    __shared__ __align__(8) unsigned long long s_bar;   // s_L's bulk copies (one phase a slab)
+    __shared__ int s_pv[GW];                    // a group's pivots (warp 0)
+    __shared__ __align__(8) unsigned long long s_bar;   // s_L's bulk copies (one phase a group)
 
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const int b = blockIdx.x, c0 = b * CW, ncol = min(CW, w - c0);
     const int kk = min(mp, w), ns = (kk + CW - 1) / CW;
     const int nq = mp > t ? (mp - t + T - 1) / T : 0;   // this thread's rows: q < nq
     const long long ldl = (mp + 3) & ~3;        // lbuf's column stride (16-byte aligned)
-    extern __shared__ __align__(16) float s_L[];   // [CW][ROWS]: a slab's multipliers
+    extern __shared__ __align__(16) float s_L[];   // [GW][ROWS]: a group's multipliers
 
     for (int i = t; i < ROWS; i += T) {
         s_dslot[i] = -1;
@@ -1420,89 +1477,68 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
                     else if (valid && *info == 0)
                         *info = col_base + j + 1;
                 }
+                if constexpr (GW < CW) {
+                    if (jl % GW != GW - 1 && jl + 1 != cs)
+                        continue;
+                    cols_publish<CW, RPT, T>(x, lbuf, ldl, mp, j0, jl - jl % GW, jl, masks, mask,
+                                             flag, tag0, s * NG + jl / GW, s);
+                }
             }
-            // ---- publish in two steps: (A) the slab's own rows (L11 / U11), the mask and the
-            // pivots, flag tag0 + 2s + 1; (B) the multipliers below it, flag tag0 + 2s + 2.
-            // The readers' swaps and U12 need only (A) and overlap the stores of (B).
-            // Multipliers column-major: lbuf[(s*CW + k)*ldl + i].
-            COLS_TRACE(s, 6);
-            float* ls = lbuf + static_cast<long long>(j0) * ldl;
-#pragma unroll
-            for (int q = 0; q < RPT; ++q) {
-                const int i = q * T + t;
-                if (i >= j0 && i < j0 + cs)
-#pragma unroll
-                    for (int k = 0; k < CW; ++k)
-                        if (k < cs)
-                            ls[static_cast<long long>(k) * ldl + i] = x[q][k];
-            }
-            __syncthreads();   // every thread's stores happen before thread 0's release
-            if (t == 0) {
-                masks[s] = mask;
-                st_release_gpu(flag, tag0 + 2u * static_cast<unsigned>(s) + 1u);
-            }
-            COLS_TRACE(s, 10);
-#pragma unroll
-            for (int q = 0; q < RPT; ++q) {
-                const int i = q * T + t;
-                if (i >= j0 + cs && i < mp)
-#pragma unroll
-                    for (int k = 0; k < CW; ++k)
-                        if (k < cs)
-                            ls[static_cast<long long>(k) * ldl + i] = x[q][k];
-            }
-            __syncthreads();
-            if (t == 0)
-                st_release_gpu(flag, tag0 + 2u * static_cast<unsigned>(s) + 2u);
-            COLS_TRACE(s, 7);
+            if constexpr (GW == CW)
+                cols_publish<CW, RPT, T>(x, lbuf, ldl, mp, j0, 0, cs - 1, masks, mask, flag,
+                                         tag0, s * NG, s);
             continue;
         }
 
-        // ---- another block's slab: wait for it, apply its interchanges (and its update)
+        // ---- another block's slab, group by group: wait for the group, apply its
+        // interchanges (and its update)
+#pragma unroll 1
+        for (int g = 0; g * GW < cs; ++g) {
+        const int ju = j0 + g * GW, cu = min(GW, cs - g * GW);
+        const unsigned tag = tag0 + 2u * static_cast<unsigned>(s * NG + g);
         COLS_TRACE(s, 0);
         if (t == 0) {                           // (A): pivots, L11, mask
-            const unsigned target = tag0 + 2u * static_cast<unsigned>(s) + 1u;
-            while (static_cast<int>(ld_acquire_gpu(flag) - target) < 0) {
+            while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 1u)) < 0) {
             }
         }
         __syncthreads();
         COLS_TRACE(s, 1);
         const bool right = b > s;               // columns right of the slab: U12 and update
         if (warp == 0) {
-            // Reset the last slab's entries, then this slab's: lanes k < CW the positions
-            // j0 + k, lanes CW + k the pivot p_k when below the slab and not an earlier p.
+            // Reset the last group's entries, then this group's: lanes k < GW the positions
+            // ju + k, lanes GW + k the pivot p_k when below the group and not an earlier p.
             if (e_dest >= 0) {
                 s_dslot[e_dest] = -1;
                 s_sslot[e_src] = -1;
             }
             __syncwarp();
-            if (lane < cs)                      // the slab's pivots, for every lane
-                s_pv[lane] = __ldcg(piv + j0 + lane);
+            if (lane < cu)                      // the group's pivots, for every lane
+                s_pv[lane] = __ldcg(piv + ju + lane);
             __syncwarp();
             const int* pm = s_pv;
-            const int k = lane % CW;
+            const int k = lane % GW;
             int dest = -1;
-            if (lane < CW) {
-                dest = k < cs ? j0 + k : -1;
-            } else if (lane < NE && k < cs) {
+            if (lane < GW) {
+                dest = k < cu ? ju + k : -1;
+            } else if (lane < NE && k < cu) {
 #pragma unroll
-                for (int m = 0; m < CW; ++m)
+                for (int m = 0; m < GW; ++m)
                     if (m == k)
-                        dest = pm[m] >= j0 + cs ? pm[m] : -1;
+                        dest = pm[m] >= ju + cu ? pm[m] : -1;
 #pragma unroll
-                for (int m = 0; m < CW; ++m)
+                for (int m = 0; m < GW; ++m)
                     if (m < k && pm[m] == dest)
                         dest = -1;              // the same row as an earlier pivot's entry
             }
-            // Row now at dest = row at tau_0(tau_1(...tau_{cs-1}(dest))) before the swaps.
+            // Row now at dest = row at tau_0(tau_1(...tau_{cu-1}(dest))) before the swaps.
             int src = dest;
 #pragma unroll
-            for (int m = CW - 1; m >= 0; --m) {
-                if (m < cs && src >= 0) {
-                    if (src == j0 + m)
+            for (int m = GW - 1; m >= 0; --m) {
+                if (m < cu && src >= 0) {
+                    if (src == ju + m)
                         src = pm[m];
                     else if (src == pm[m])
-                        src = j0 + m;
+                        src = ju + m;
                 }
             }
             e_dest = dest;
@@ -1513,14 +1549,14 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
             }
         }
         if (right) {
-            for (int e = t; e < CW * CW; e += T) {
-                const int k = e / CW, m = e % CW;
-                s_l11[k][m] = m < k && k < cs
-                              ? __ldcg(lbuf + static_cast<long long>(j0 + m) * ldl + j0 + k)
+            for (int e = t; e < GW * GW; e += T) {
+                const int k = e / GW, m = e % GW;
+                s_l11[k][m] = m < k && k < cu
+                              ? __ldcg(lbuf + static_cast<long long>(ju + m) * ldl + ju + k)
                               : 0.f;
             }
             if (t == 0)
-                s_mask = __ldcg(masks + s);
+                s_mask = (__ldcg(masks + s) >> (g * GW)) & ((2u << (cu - 1)) - 1u);
         }
         __syncthreads();
         COLS_TRACE(s, 8);
@@ -1542,25 +1578,24 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
         COLS_TRACE(s, 9);
         if (!right)
             continue;
-        if (t == 32) {   // (B), then the multipliers below the slab into s_L while U12 runs:
+        if (t == 32) {   // (B), then the multipliers below the group into s_L while U12 runs:
             // one bulk copy (TMA) per column, bytes counted on s_bar
-            const unsigned target = tag0 + 2u * static_cast<unsigned>(s) + 2u;
-            while (static_cast<int>(ld_acquire_gpu(flag) - target) < 0) {
+            while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 2u)) < 0) {
             }
-            const int r0 = (j0 + cs) & ~3;
+            const int r0 = (ju + cu) & ~3;
             const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
-            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cs));
+            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cu));
             if (bytes)
-                for (int k = 0; k < cs; ++k)
+                for (int k = 0; k < cu; ++k)
                     bulk_g2s(smem_u32(s_L + k * ROWS + r0),
-                             lbuf + static_cast<long long>(j0 + k) * ldl + r0, bytes, bar);
+                             lbuf + static_cast<long long>(ju + k) * ldl + r0, bytes, bar);
         }
         const unsigned mask = s_mask;
-        if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position j0+k)
+        if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position ju+k)
             // Fully unrolled, u through shared memory (registers are short here); the mask
-            // has no bit >= cs, rows k >= cs are computed but unused.
+            // has no bit >= cu, rows k >= cu are computed but unused.
 #pragma unroll
-            for (int k = 0; k < CW; ++k) {
+            for (int k = 0; k < GW; ++k) {
                 float a = s_stage[k][t];
 #pragma unroll
                 for (int m = 0; m < k; ++m)
@@ -1574,18 +1609,16 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
 #pragma unroll
         for (int q = 0; q < RPT; ++q) {
             const int i = q * T + t;
-            if (i >= j0 && i < j0 + cs)
-                row_in<RPT, CW>(x, q, s_u[i - j0]);
+            if (i >= ju && i < ju + cu)
+                row_in<RPT, CW>(x, q, s_u[i - ju]);
         }
-        // Rows below the slab: pivot column k outer (rolled: the RPT multipliers and U12's
-        // row k in registers at a time), this thread's rows inner.
         COLS_TRACE(s, 3);
         mbar_wait(bar, phase);                  // the multipliers have landed in s_L
         phase ^= 1u;
-        // Rows below the slab: pivot column k outer (its multipliers from s_L), this
+        // Rows below the group: pivot column k outer (its multipliers from s_L), this
         // thread's rows inner, U12's row k 4 values at a time.
 #pragma unroll (RPT >= 8 ? 2 : 1)
-        for (int k = 0; k < cs; ++k) {
+        for (int k = 0; k < cu; ++k) {
             if (!((mask >> k) & 1u))
                 continue;
             float lk[RPT];
@@ -1598,7 +1631,7 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
 #pragma unroll
                 for (int q = 0; q < RPT; ++q) {
                     const int i = q * T + t;
-                    if (i >= j0 + cs && i < mp) {
+                    if (i >= ju + cu && i < mp) {
                         x[q][c] = fmaf(-lk[q], u.x, x[q][c]);
                         x[q][c + 1] = fmaf(-lk[q], u.y, x[q][c + 1]);
                         x[q][c + 2] = fmaf(-lk[q], u.z, x[q][c + 2]);
@@ -1608,6 +1641,7 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
             }
         }
         COLS_TRACE(s, 4);
+        }
     }
 
 #pragma unroll

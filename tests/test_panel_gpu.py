@@ -15,9 +15,9 @@ from gpulinalg import _panel_gpu
 from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
                                   COLS_SHAPES, COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES,
                                   LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
-                                  cluster_shape, cols_shape, factor_panel, getf2_host,
-                                  getf2_rows_host, getrf_cols_host, getrf_panel_host, leaf_plan,
-                                  leaf_shape, split)
+                                  cluster_shape, cols_kernel_name, cols_shape, factor_panel,
+                                  getf2_host, getf2_rows_host, getrf_cols_host, getrf_panel_host,
+                                  leaf_plan, leaf_shape, split)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -199,16 +199,18 @@ def test_row_leaf_model_is_getf2(rng, m, w, kind):
 @pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (40, 40), (300, 17), (100, 128),
                                  (700, 128), (129, 100), (17, 128), (64, 128)])
 @pytest.mark.parametrize("cw", sorted({cw for cw, _, _ in COLS_SHAPES}))
+@pytest.mark.parametrize("groups", [1, 2, 4])
 @pytest.mark.parametrize("kind", ["normal", "ties"])
-def test_cols_model_is_getf2(rng, m, w, cw, kind):
-    """Column slabs (interchanges followed back as entries, forward substitution, the mask of
-    pivot columns) give getf2's factors, pivots and info bit for bit."""
+def test_cols_model_is_getf2(rng, m, w, cw, groups, kind):
+    """Column slabs handed over in groups (interchanges followed back as entries, forward
+    substitution, the mask of pivot columns) give getf2's factors, pivots and info bit for
+    bit, whatever the group width."""
     a = (rng.standard_normal((m, w)).astype(np.float32) if kind == "normal"
          else _tie_matrix(rng, m, w))
     b, c = a.copy(), a.copy()
     pc = np.zeros(min(m, w), np.int32)
     info_c = getf2_host(c, pc, 7)
-    pb, info_b = getrf_cols_host(b, cw, 7)
+    pb, info_b = getrf_cols_host(b, cw, 7, gw=max(1, cw // groups))
     assert info_b == info_c
     np.testing.assert_array_equal(pb, pc)
     np.testing.assert_array_equal(b, c)
@@ -218,7 +220,7 @@ def test_cols_plan():
     """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
     COLS_MAX_ROWS (0: never), before every other leaf; never for a forced row width."""
     assert all(cw * rpt == 64 and cw % 4 == 0 and t % 32 == 0 for cw, rpt, t in COLS_SHAPES)
-    assert all(f"getrf_panel_cols<{cw},{rpt},{t}>" in KERNEL_NAMES for cw, rpt, t in COLS_SHAPES)
+    assert all(cols_kernel_name(*shape) in KERNEL_NAMES for shape in COLS_SHAPES)
     small = (16, 4, 512)
     assert cols_shape(1, 8192) == small and cols_shape(2048, 8192) == small
     assert cols_shape(2049, 8192) == (8, 8, 512) and cols_shape(8192, 8192) == (4, 16, 512)
@@ -688,6 +690,22 @@ def test_panel_cols_every_shape(cp, rng, shape, m, w):
     np.testing.assert_array_equal(lu, ref_lu)
     assert info == ref_info
     check_panel(a, lu, piv, info)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("shape", COLS_SHAPES)
+@pytest.mark.parametrize("m,w", [(300, 128), (2047, 128), (1000, 100), (77, 61)])
+def test_panel_cols_groups(cp, rng, monkeypatch, groups, shape, m, w):
+    """The handoff in groups of CW / COLS_GROUPS columns (the default's and the others this
+    file compiles) against row<128>, bit for bit."""
+    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", groups)
+    a = rng.standard_normal((m, w)).astype(np.float32)
+    lu, piv, info = _device_panel(cp, a, leaf=("cols",) + shape)
+    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128))
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(lu, ref_lu)
+    assert info == ref_info
 
 
 @pytest.mark.gpu
