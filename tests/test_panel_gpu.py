@@ -767,7 +767,7 @@ def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
     ws.cols_epoch = 2**31 - 5                           # the next launch resets the flag
     ws.info.fill(0)
     _check_cols(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
-    assert ws.cols_epoch == 1 + 2 * (128 // 8)                 # two tags per slab
+    assert ws.cols_epoch == 1 + 2 * 128             # two tags per group, kk groups at most
 
 
 # ---------------------------------------------------------------- GPU: the cluster leaf
