@@ -206,18 +206,17 @@ class HostClock(list):
     events = False
 
 
-def panel_blocks(k, nb, tails=(), head=(0, 0)):
+def panel_blocks(k, nb, tails=()):
     """[(j0, j1)]: the panels' column ranges (at most nb wide) of a factorization with
     k = min(m, n) pivot columns.  tails: (width, left) pairs: from the first panel boundary
     where at most `left` columns are left, panels of `width`, a divisor of the width before
-    (so each lies inside one block of nb: the multi-GPU layout's); others are ignored.
-    head: (width, end): panels of `width` (< nb) while they start left of column `end`."""
+    (so each lies inside one block of nb: the multi-GPU layout's); others are ignored."""
     blocks, j0, w = [], 0, nb
     while j0 < k:
         for tw, left in tails:
             if 0 < tw < w and w % tw == 0 and j0 % w == 0 and k - j0 <= left:
                 w = tw
-        blocks.append((j0, min(j0 + (head[0] if j0 < head[1] else w), k)))
+        blocks.append((j0, min(j0 + w, k)))
         j0 = blocks[-1][1]
     return blocks
 
@@ -238,8 +237,7 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     HostClock: the host's times only, no events).
     """
     m, n = ops.shape
-    blocks = (panel.blocks(m, n, nb) if hasattr(panel, "blocks")
-              else panel_blocks(min(m, n), nb))
+    blocks = panel_blocks(min(m, n), nb)
     # events for the timeline only when it is asked for, and not for a HostClock
     ops.timed = timeline is not None and getattr(timeline, "events", True)
     t_start = time.perf_counter()

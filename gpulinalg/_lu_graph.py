@@ -45,7 +45,7 @@ import threading
 import numpy as np
 
 from ._backend import cupy
-from ._lu import absolute_pivots, enqueue_steps
+from ._lu import absolute_pivots, enqueue_steps, panel_blocks
 
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
 # n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
@@ -144,11 +144,11 @@ class _Entry:
 
     def __init__(self, shape, nb, precision, lookahead, inv_threshold, tc_min=0):
         from ._lu_ops import CupyOps
-        from ._panel_gpu import GpuPanel, gpu_panel_blocks
+        from ._panel_gpu import GpuPanel
         cp = cupy()
         m, n = shape
         self.k = min(m, n)
-        self.blocks = gpu_panel_blocks(m, n, nb)
+        self.blocks = panel_blocks(self.k, nb)
         self.lock = threading.Lock()
         self.pool = cp.cuda.MemoryPool()
         self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin

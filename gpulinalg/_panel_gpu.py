@@ -196,10 +196,6 @@ NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW), (40960, 512))    # more GPUs
 # bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
 # 4096 10.52 / 10.63.
 COLS_NB = 2 * ROW_LW
-# One GPU, COLS_MAX_ROWS < min(m, n) <= GPU_NB_SWITCH: nb = COLS_NB, the panels taller than
-# COLS_MAX_ROWS rows ROW_LW wide (a row leaf each), the rest COLS_NB wide (one column-slab
-# launch each, half as many steps as with ROW_LW).
-WIDE_TAIL = False
 _NUM_SMS_GUESS = 132    # host emulation only: the H100's co-resident row-leaf blocks
 
 
@@ -207,23 +203,11 @@ def default_block_size(m, n, precision="fp32", devices=1):
     """Panel width nb of the GPU panel (see GPU_NB_SWITCH and NB_STEPS) for an m x n LU
     whose updates run in `precision` on `devices` GPUs."""
     k = min(m, n)
-    if k <= COLS_MAX_ROWS or (WIDE_TAIL and devices == 1 and k <= GPU_NB_SWITCH):
+    if k <= COLS_MAX_ROWS:
         return COLS_NB
     steps = (NB_STEPS_MULTI if devices > 2 else NB_STEPS_2GPU if devices == 2
              else NB_STEPS if precision == "fp32" else NB_STEPS_TC)
     return ([ROW_LW] + [nb for above, nb in steps if k > above])[-1]
-
-
-def gpu_panel_blocks(m, n, nb):
-    """The panels (_lu.panel_blocks) of a one-GPU m x n LU with the GPU panel: with WIDE_TAIL
-    and nb = COLS_NB up to GPU_NB_SWITCH columns, ROW_LW-wide panels while a panel would have
-    more than COLS_MAX_ROWS rows."""
-    from ._lu import panel_blocks
-    k = min(m, n)
-    if WIDE_TAIL and nb == COLS_NB and COLS_MAX_ROWS < k <= GPU_NB_SWITCH:
-        end = -(-(m - COLS_MAX_ROWS) // ROW_LW) * ROW_LW   # first panel start with few rows
-        return panel_blocks(k, nb, head=(ROW_LW, end))
-    return panel_blocks(k, nb)
 
 
 def leaf_shape(mp, max_blocks=GCAP):
@@ -812,10 +796,6 @@ class GpuPanel:
     @staticmethod
     def _is_host(ops):
         return not hasattr(ops, "streams")     # NumpyOps emulates streams with queues
-
-    def blocks(self, m, n, nb):
-        """The driver's panels (gpu_panel_blocks; several GPUs lay out their own)."""
-        return gpu_panel_blocks(m, n, nb)
 
     def send(self, ops, step, j0, j1, after):
         """Nothing to ship: the panel stream waits until the panel's columns are updated."""

@@ -91,8 +91,7 @@ def test_leaf_plan_and_block_size():
     assert _no_cols_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
     assert _no_cols_plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
     assert _no_cols_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
-    wide = 256 if _panel_gpu.WIDE_TAIL else 128      # one GPU up to GPU_NB_SWITCH
-    assert _panel_gpu.default_block_size(8192, 8192) == wide
+    assert _panel_gpu.default_block_size(8192, 8192) == 128
     assert _panel_gpu.default_block_size(8193, 20000) == 256
     assert _panel_gpu.default_block_size(16384, 16384) == 256
     assert _panel_gpu.default_block_size(16385, 40000) == 512
@@ -100,8 +99,7 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(8193, 20000, "3xtf32") == 512
     assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
-    assert _panel_gpu.default_block_size(8192, 8192, "3xtf32") == wide
-    assert _panel_gpu.default_block_size(8192, 8192, "3xtf32", devices=2) == 128
+    assert _panel_gpu.default_block_size(8192, 8192, "3xtf32") == 128
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 512
     assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=2) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=3) == 256
@@ -111,7 +109,7 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(49152, 49152, "fp32", devices=4) == 512
     cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
     assert _panel_gpu.default_block_size(cols, 9000) == 256
-    assert _panel_gpu.default_block_size(cols + 1, cols + 1) == wide
+    assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
     assert all(_panel_gpu.row_kernel_name(lw, rpt) in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
@@ -160,34 +158,6 @@ def test_driver_gpu_panel_model_default_plan(rng):
     a = rng.standard_normal((300, 300)).astype(np.float32)
     A = a.copy()
     piv, info = getrf(NumpyOps(A, 64), GpuPanel(), 64, 1)
-    ref_lu, ref_piv = sl.lu_factor(a)
-    assert_same_pivots(piv, ref_lu, ref_piv)
-    assert info == 0
-    assert backward_error(a, A, piv) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
-
-
-@pytest.mark.parametrize("shape", [(600, 600), (700, 600), (600, 700)])
-def test_driver_wide_tail(rng, monkeypatch, shape):
-    """WIDE_TAIL: ROW_LW-wide panels while they have more than COLS_MAX_ROWS rows, COLS_NB
-    after (scaled down here); the driver takes the mixed widths, LAPACK's pivots."""
-    monkeypatch.setattr(_panel_gpu, "WIDE_TAIL", True)
-    monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", 400)
-    monkeypatch.setattr(_panel_gpu, "GPU_NB_SWITCH", 600)
-    m, n = shape
-    nb = _panel_gpu.default_block_size(m, n)
-    assert nb == _panel_gpu.COLS_NB == 2 * ROW_LW
-    blocks = _panel_gpu.gpu_panel_blocks(m, n, nb)
-    widths = [j1 - j0 for j0, j1 in blocks]
-    assert sum(widths) == min(m, n) and widths[0] == ROW_LW and max(widths) > ROW_LW
-    assert all(m - j0 > 400 for j0, j1 in blocks if j1 - j0 == ROW_LW)
-    assert all(m - j0 <= 400 for j0, j1 in blocks if j1 - j0 > ROW_LW)
-    monkeypatch.setattr(_panel_gpu, "WIDE_TAIL", False)
-    assert _panel_gpu.gpu_panel_blocks(m, n, nb) == [
-        (j, min(j + nb, min(m, n))) for j in range(0, min(m, n), nb)]
-    monkeypatch.setattr(_panel_gpu, "WIDE_TAIL", True)
-    a = rng.standard_normal(shape).astype(np.float32)
-    A = a.copy()
-    piv, info = getrf(NumpyOps(A, nb), GpuPanel(), nb, 1)
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
     assert info == 0
