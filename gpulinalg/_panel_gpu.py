@@ -210,6 +210,15 @@ def default_block_size(m, n, precision="fp32", devices=1):
     return ([ROW_LW] + [nb for above, nb in steps if k > above])[-1]
 
 
+def leaf_key(plan):
+    """The part of a leaf_plan that names the kernel and its launch shape: ("tile", LW, RPT),
+    ("row", LW, RPT), ("cluster", LW, RPT, CS) or ("cols", LW, RPT, CW, T, GW), GW the
+    handoff group width at the time of the call (COLS_GROUPS)."""
+    if plan[0] == "cols":
+        return plan[:5] + (cols_group(plan[3]),)
+    return plan[:4] if plan[0] == "cluster" else plan[:3]
+
+
 def leaf_shape(mp, max_blocks=GCAP):
     """(LW, RPT, G) for a panel of mp rows: the widest leaf whose rows fit max_blocks blocks."""
     for lw, rpt in LEAF_SHAPES:
@@ -366,8 +375,7 @@ class PanelWorkspace:
 
     def steps(self, plan):
         """The _DeviceSteps for a plan's leaf (cached: kernels looked up once)."""
-        key = {"tile": plan[:3], "row": plan[:3], "cluster": plan[:4],
-               "cols": plan[:5] + (cols_group(plan[3]),)}[plan[0]]
+        key = leaf_key(plan)
         st = self._steps.get(key)
         if st is None:
             st = self._steps[key] = _DeviceSteps(self, key)

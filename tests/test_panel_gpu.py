@@ -17,7 +17,7 @@ from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, C
                                   LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
                                   cluster_shape, cols_kernel_name, cols_shape, factor_panel,
                                   getf2_host, getf2_rows_host, getrf_cols_host, getrf_panel_host,
-                                  leaf_plan, leaf_shape, split)
+                                  leaf_key, leaf_plan, leaf_shape, split)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -214,6 +214,22 @@ def test_cols_model_is_getf2(rng, m, w, cw, groups, kind):
     assert info_b == info_c
     np.testing.assert_array_equal(pb, pc)
     np.testing.assert_array_equal(b, c)
+
+
+def test_leaf_key_every_kind(monkeypatch):
+    """The steps cache key of every leaf kind (the group width only for the column slabs)."""
+    assert leaf_key(("tile", 32, 4, 48)) == ("tile", 32, 4)
+    assert leaf_key(("row", 128, 1, 32)) == ("row", 128, 1)
+    assert leaf_key(("cluster", 128, 1, 16)) == ("cluster", 128, 1, 16)
+    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", 2)
+    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512, 4)
+    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", 1)
+    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512, 8)
+    for mp in (1, 2048, 4096, 8192, 40000, 200000):
+        plan = leaf_plan(mp, 132)
+        key = leaf_key(plan)
+        shape = key[:-1] if key[0] == "cols" else key
+        assert plan[:len(shape)] == shape and key[0] in ("tile", "row", "cluster", "cols")
 
 
 def test_cols_plan():
