@@ -138,6 +138,12 @@ COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
 # Handoff groups per slab: the slab's owner publishes its pivots and multipliers every
 # CW / COLS_GROUPS columns, and the other blocks apply each group while it factors the next,
 # so the next slab's owner waits for the last group's update only, not the whole slab's.
+# H100, alternating in one call: panels alone (benchmarks/panel_leaf.py --groups 1,2,4, ms)
+# 2048 x 128 0.253 / 0.255 / 0.269, 4096 x 128 0.320 / 0.317 / 0.346, 4096 x 256 0.609 /
+# 0.601 / 0.659 (the owner's extra publications cost what the shorter handoff saves); LU
+# (benchmarks/lu_ab.py --vary _panel_gpu.COLS_GROUPS=1,2,4) 8192 21.70 / 20.73 / 22.10 ms,
+# again 21.19 / 20.91 (1, 2), 4096 9.93 / 9.96 / 10.67, again 9.77 / 9.77, 2048 4.54 / 4.52 /
+# 4.62: 2 (a group of 8 / 4 columns for CW = 16 / 8) gains at 8192 only, 1-4%.
 COLS_GROUPS = 2
 
 
