@@ -1216,6 +1216,22 @@ __device__ __forceinline__ void set_q(float (&v)[RPT], int q, float value) {
             v[Q] = value;
 }
 
+// Columns k0..k1 of this thread's rows at positions i0 <= i < i1, column-major into ls.
+template <int CW, int RPT, int T>
+__device__ __forceinline__ void cols_store(const float (&x)[RPT][CW], float* ls, long long ldl,
+                                           int i0, int i1, int k0, int k1)
+{
+#pragma unroll
+    for (int q = 0; q < RPT; ++q) {
+        const int i = q * T + static_cast<int>(threadIdx.x);
+        if (i >= i0 && i < i1)
+#pragma unroll
+            for (int k = 0; k < CW; ++k)
+                if (k >= k0 && k <= k1)
+                    ls[static_cast<long long>(k) * ldl + i] = x[q][k];
+    }
+}
+
 // A factored group of the slab starting at column j0 (slab columns k0..k1, positions j0+k0 ..
 // j0+k1), published in two steps by getrf_panel_cols' owner block: (A) the group's own rows
 // (L11 / U11), the slab's mask so far and (already stored) pivots, flag = tag + 1; (B) the
@@ -1234,30 +1250,14 @@ __device__ __forceinline__ void cols_publish(const float (&x)[RPT][CW], float* l
     const int t = threadIdx.x, lo = j0 + k0, hi = j0 + k1 + 1;
     [[maybe_unused]] const int b = blockIdx.x;   // for COLS_TRACE
     COLS_TRACE(s, 6);
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        const int i = q * T + t;
-        if (i >= lo && i < hi)
-#pragma unroll
-            for (int k = 0; k < CW; ++k)
-                if (k >= k0 && k <= k1)
-                    ls[static_cast<long long>(k) * ldl + i] = x[q][k];
-    }
+    cols_store<CW, RPT, T>(x, ls, ldl, lo, hi, k0, k1);
     __syncthreads();   // every thread's stores happen before thread 0's release
     if (t == 0) {
         masks[s] = mask;
         st_release_gpu(flag, tag + 1u);
     }
     COLS_TRACE(s, 10);
-#pragma unroll
-    for (int q = 0; q < RPT; ++q) {
-        const int i = q * T + t;
-        if (i >= hi && i < mp)
-#pragma unroll
-            for (int k = 0; k < CW; ++k)
-                if (k >= k0 && k <= k1)
-                    ls[static_cast<long long>(k) * ldl + i] = x[q][k];
-    }
+    cols_store<CW, RPT, T>(x, ls, ldl, hi, mp, k0, k1);
     __syncthreads();
     if (t == 0)
         st_release_gpu(flag, tag + 2u);

@@ -695,26 +695,13 @@ def test_cols_smoke(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("groups", [1, 2, 4])
 @pytest.mark.parametrize("shape", COLS_SHAPES)
-@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2047, 128), (1000, 100)])
-def test_panel_cols_every_shape(cp, rng, shape, m, w):
-    """Each compiled shape (not only the plan's pick) against row<128>, bit for bit."""
-    a = rng.standard_normal((m, w)).astype(np.float32)
-    lu, piv, info = _device_panel(cp, a, leaf=("cols",) + shape)
-    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128))
-    np.testing.assert_array_equal(piv, ref_piv)
-    np.testing.assert_array_equal(lu, ref_lu)
-    assert info == ref_info
-    check_panel(a, lu, piv, info)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("groups", [1, 4])
-@pytest.mark.parametrize("shape", COLS_SHAPES)
-@pytest.mark.parametrize("m,w", [(300, 128), (2047, 128), (1000, 100), (77, 61)])
-def test_panel_cols_groups(cp, rng, monkeypatch, groups, shape, m, w):
-    """The handoff in groups of CW / COLS_GROUPS columns (the default's and the others this
-    file compiles) against row<128>, bit for bit."""
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2047, 128), (1000, 100),
+                                 (77, 61)])
+def test_panel_cols_every_shape(cp, rng, monkeypatch, groups, shape, m, w):
+    """Each compiled shape (not only the plan's pick), handed over in groups of CW / groups
+    columns (the default's and the others), against row<128>, bit for bit."""
     monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", groups)
     a = rng.standard_normal((m, w)).astype(np.float32)
     lu, piv, info = _device_panel(cp, a, leaf=("cols",) + shape)
@@ -722,6 +709,7 @@ def test_panel_cols_groups(cp, rng, monkeypatch, groups, shape, m, w):
     np.testing.assert_array_equal(piv, ref_piv)
     np.testing.assert_array_equal(lu, ref_lu)
     assert info == ref_info
+    check_panel(a, lu, piv, info)
 
 
 @pytest.mark.gpu
