@@ -1477,6 +1477,8 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
                     else if (valid && *info == 0)
                         *info = col_base + j + 1;
                 }
+                // Publish each group as it completes; a whole-slab group after the loop (in the
+                // loop, ptxas spills the one-group kernel at CW = 16).
                 if constexpr (GW < CW) {
                     if (jl % GW != GW - 1 && jl + 1 != cs)
                         continue;
@@ -1494,153 +1496,153 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
         // interchanges (and its update)
 #pragma unroll 1
         for (int g = 0; g * GW < cs; ++g) {
-        const int ju = j0 + g * GW, cu = min(GW, cs - g * GW);
-        const unsigned tag = tag0 + 2u * static_cast<unsigned>(s * NG + g);
-        COLS_TRACE(s, 0);
-        if (t == 0) {                           // (A): pivots, L11, mask
-            while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 1u)) < 0) {
-            }
-        }
-        __syncthreads();
-        COLS_TRACE(s, 1);
-        const bool right = b > s;               // columns right of the slab: U12 and update
-        if (warp == 0) {
-            // Reset the last group's entries, then this group's: lanes k < GW the positions
-            // ju + k, lanes GW + k the pivot p_k when below the group and not an earlier p.
-            if (e_dest >= 0) {
-                s_dslot[e_dest] = -1;
-                s_sslot[e_src] = -1;
-            }
-            __syncwarp();
-            if (lane < cu)                      // the group's pivots, for every lane
-                s_pv[lane] = __ldcg(piv + ju + lane);
-            __syncwarp();
-            const int* pm = s_pv;
-            const int k = lane % GW;
-            int dest = -1;
-            if (lane < GW) {
-                dest = k < cu ? ju + k : -1;
-            } else if (lane < NE && k < cu) {
-#pragma unroll
-                for (int m = 0; m < GW; ++m)
-                    if (m == k)
-                        dest = pm[m] >= ju + cu ? pm[m] : -1;
-#pragma unroll
-                for (int m = 0; m < GW; ++m)
-                    if (m < k && pm[m] == dest)
-                        dest = -1;              // the same row as an earlier pivot's entry
-            }
-            // Row now at dest = row at tau_0(tau_1(...tau_{cu-1}(dest))) before the swaps.
-            int src = dest;
-#pragma unroll
-            for (int m = GW - 1; m >= 0; --m) {
-                if (m < cu && src >= 0) {
-                    if (src == ju + m)
-                        src = pm[m];
-                    else if (src == pm[m])
-                        src = ju + m;
+            const int ju = j0 + g * GW, cu = min(GW, cs - g * GW);
+            const unsigned tag = tag0 + 2u * static_cast<unsigned>(s * NG + g);
+            COLS_TRACE(s, 0);
+            if (t == 0) {                           // (A): pivots, L11, mask
+                while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 1u)) < 0) {
                 }
             }
-            e_dest = dest;
-            e_src = src;
-            if (dest >= 0) {
-                s_dslot[dest] = static_cast<short>(lane);
-                s_sslot[src] = static_cast<short>(lane);
+            __syncthreads();
+            COLS_TRACE(s, 1);
+            const bool right = b > s;               // columns right of the slab: U12 and update
+            if (warp == 0) {
+                // Reset the last group's entries, then this group's: lanes k < GW the positions
+                // ju + k, lanes GW + k the pivot p_k when below the group and not an earlier p.
+                if (e_dest >= 0) {
+                    s_dslot[e_dest] = -1;
+                    s_sslot[e_src] = -1;
+                }
+                __syncwarp();
+                if (lane < cu)                      // the group's pivots, for every lane
+                    s_pv[lane] = __ldcg(piv + ju + lane);
+                __syncwarp();
+                const int* pm = s_pv;
+                const int k = lane % GW;
+                int dest = -1;
+                if (lane < GW) {
+                    dest = k < cu ? ju + k : -1;
+                } else if (lane < NE && k < cu) {
+#pragma unroll
+                    for (int m = 0; m < GW; ++m)
+                        if (m == k)
+                            dest = pm[m] >= ju + cu ? pm[m] : -1;
+#pragma unroll
+                    for (int m = 0; m < GW; ++m)
+                        if (m < k && pm[m] == dest)
+                            dest = -1;              // the same row as an earlier pivot's entry
+                }
+                // Row now at dest = row at tau_0(tau_1(...tau_{cu-1}(dest))) before the swaps.
+                int src = dest;
+#pragma unroll
+                for (int m = GW - 1; m >= 0; --m) {
+                    if (m < cu && src >= 0) {
+                        if (src == ju + m)
+                            src = pm[m];
+                        else if (src == pm[m])
+                            src = ju + m;
+                    }
+                }
+                e_dest = dest;
+                e_src = src;
+                if (dest >= 0) {
+                    s_dslot[dest] = static_cast<short>(lane);
+                    s_sslot[src] = static_cast<short>(lane);
+                }
             }
-        }
-        if (right) {
-            for (int e = t; e < GW * GW; e += T) {
-                const int k = e / GW, m = e % GW;
-                s_l11[k][m] = m < k && k < cu
-                              ? __ldcg(lbuf + static_cast<long long>(ju + m) * ldl + ju + k)
-                              : 0.f;
+            if (right) {
+                for (int e = t; e < GW * GW; e += T) {
+                    const int k = e / GW, m = e % GW;
+                    s_l11[k][m] = m < k && k < cu
+                                  ? __ldcg(lbuf + static_cast<long long>(ju + m) * ldl + ju + k)
+                                  : 0.f;
+                }
+                if (t == 0)
+                    s_mask = (__ldcg(masks + s) >> (g * GW)) & ((2u << (cu - 1)) - 1u);
             }
-            if (t == 0)
-                s_mask = (__ldcg(masks + s) >> (g * GW)) & ((2u << (cu - 1)) - 1u);
-        }
-        __syncthreads();
-        COLS_TRACE(s, 8);
+            __syncthreads();
+            COLS_TRACE(s, 8);
 #pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            const int i = q * T + t;
-            const int e = i < mp ? s_sslot[i] : -1;
-            if (e >= 0)
-                row_out<RPT, CW>(x, q, s_stage[e]);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            const int i = q * T + t;
-            const int e = i < mp ? s_dslot[i] : -1;
-            if (e >= 0)
-                row_in<RPT, CW>(x, q, s_stage[e]);
-        }
-        COLS_TRACE(s, 9);
-        if (!right)
-            continue;
-        if (t == 32) {   // (B), then the multipliers below the group into s_L while U12 runs:
-            // one bulk copy (TMA) per column, bytes counted on s_bar
-            while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 2u)) < 0) {
+            for (int q = 0; q < RPT; ++q) {
+                const int i = q * T + t;
+                const int e = i < mp ? s_sslot[i] : -1;
+                if (e >= 0)
+                    row_out<RPT, CW>(x, q, s_stage[e]);
             }
-            const int r0 = (ju + cu) & ~3;
-            const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
-            mbar_expect_tx(bar, bytes * static_cast<unsigned>(cu));
-            if (bytes)
-                for (int k = 0; k < cu; ++k)
-                    bulk_g2s(smem_u32(s_L + k * ROWS + r0),
-                             lbuf + static_cast<long long>(ju + k) * ldl + r0, bytes, bar);
-        }
-        const unsigned mask = s_mask;
-        if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position ju+k)
-            // Fully unrolled, u through shared memory (registers are short here); the mask
-            // has no bit >= cu, rows k >= cu are computed but unused.
+            __syncthreads();
 #pragma unroll
-            for (int k = 0; k < GW; ++k) {
-                float a = s_stage[k][t];
-#pragma unroll
-                for (int m = 0; m < k; ++m)
-                    if ((mask >> m) & 1u)
-                        a = fmaf(-s_l11[k][m], s_u[m][t], a);
-                s_u[k][t] = a;
+            for (int q = 0; q < RPT; ++q) {
+                const int i = q * T + t;
+                const int e = i < mp ? s_dslot[i] : -1;
+                if (e >= 0)
+                    row_in<RPT, CW>(x, q, s_stage[e]);
             }
-        }
-        COLS_TRACE(s, 2);
-        __syncthreads();
-#pragma unroll
-        for (int q = 0; q < RPT; ++q) {
-            const int i = q * T + t;
-            if (i >= ju && i < ju + cu)
-                row_in<RPT, CW>(x, q, s_u[i - ju]);
-        }
-        COLS_TRACE(s, 3);
-        mbar_wait(bar, phase);                  // the multipliers have landed in s_L
-        phase ^= 1u;
-        // Rows below the group: pivot column k outer (its multipliers from s_L), this
-        // thread's rows inner, U12's row k 4 values at a time.
-#pragma unroll (RPT >= 8 ? 2 : 1)
-        for (int k = 0; k < cu; ++k) {
-            if (!((mask >> k) & 1u))
+            COLS_TRACE(s, 9);
+            if (!right)
                 continue;
-            float lk[RPT];
+            if (t == 32) {   // (B), then the multipliers below the group into s_L while U12 runs:
+                // one bulk copy (TMA) per column, bytes counted on s_bar
+                while (static_cast<int>(ld_acquire_gpu(flag) - (tag + 2u)) < 0) {
+                }
+                const int r0 = (ju + cu) & ~3;
+                const unsigned bytes = 4u * static_cast<unsigned>(ldl - r0);
+                mbar_expect_tx(bar, bytes * static_cast<unsigned>(cu));
+                if (bytes)
+                    for (int k = 0; k < cu; ++k)
+                        bulk_g2s(smem_u32(s_L + k * ROWS + r0),
+                                 lbuf + static_cast<long long>(ju + k) * ldl + r0, bytes, bar);
+            }
+            const unsigned mask = s_mask;
+            if (t < CW) {   // U12(:, t) = L11^{-1} A12(:, t); A12 row k is entry k (position ju+k)
+                // Fully unrolled, u through shared memory (registers are short here); the mask
+                // has no bit >= cu, rows k >= cu are computed but unused.
 #pragma unroll
-            for (int q = 0; q < RPT; ++q)
-                lk[q] = s_L[k * ROWS + q * T + t];
+                for (int k = 0; k < GW; ++k) {
+                    float a = s_stage[k][t];
 #pragma unroll
-            for (int c = 0; c < CW; c += 4) {
-                const float4 u = *reinterpret_cast<const float4*>(&s_u[k][c]);
+                    for (int m = 0; m < k; ++m)
+                        if ((mask >> m) & 1u)
+                            a = fmaf(-s_l11[k][m], s_u[m][t], a);
+                    s_u[k][t] = a;
+                }
+            }
+            COLS_TRACE(s, 2);
+            __syncthreads();
 #pragma unroll
-                for (int q = 0; q < RPT; ++q) {
-                    const int i = q * T + t;
-                    if (i >= ju + cu && i < mp) {
-                        x[q][c] = fmaf(-lk[q], u.x, x[q][c]);
-                        x[q][c + 1] = fmaf(-lk[q], u.y, x[q][c + 1]);
-                        x[q][c + 2] = fmaf(-lk[q], u.z, x[q][c + 2]);
-                        x[q][c + 3] = fmaf(-lk[q], u.w, x[q][c + 3]);
+            for (int q = 0; q < RPT; ++q) {
+                const int i = q * T + t;
+                if (i >= ju && i < ju + cu)
+                    row_in<RPT, CW>(x, q, s_u[i - ju]);
+            }
+            COLS_TRACE(s, 3);
+            mbar_wait(bar, phase);                  // the multipliers have landed in s_L
+            phase ^= 1u;
+            // Rows below the group: pivot column k outer (its multipliers from s_L), this
+            // thread's rows inner, U12's row k 4 values at a time.
+#pragma unroll (RPT >= 8 ? 2 : 1)
+            for (int k = 0; k < cu; ++k) {
+                if (!((mask >> k) & 1u))
+                    continue;
+                float lk[RPT];
+#pragma unroll
+                for (int q = 0; q < RPT; ++q)
+                    lk[q] = s_L[k * ROWS + q * T + t];
+#pragma unroll
+                for (int c = 0; c < CW; c += 4) {
+                    const float4 u = *reinterpret_cast<const float4*>(&s_u[k][c]);
+#pragma unroll
+                    for (int q = 0; q < RPT; ++q) {
+                        const int i = q * T + t;
+                        if (i >= ju + cu && i < mp) {
+                            x[q][c] = fmaf(-lk[q], u.x, x[q][c]);
+                            x[q][c + 1] = fmaf(-lk[q], u.y, x[q][c + 1]);
+                            x[q][c + 2] = fmaf(-lk[q], u.z, x[q][c + 2]);
+                            x[q][c + 3] = fmaf(-lk[q], u.w, x[q][c + 3]);
+                        }
                     }
                 }
             }
-        }
-        COLS_TRACE(s, 4);
+            COLS_TRACE(s, 4);
         }
     }
 
