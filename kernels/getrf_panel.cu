@@ -1672,3 +1672,351 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
 #undef GETRF_CASES16
 #undef GETRF_CASES4
 #undef GETRF_CASE
+
+// ------------------------------------------------------------------ getrf_leaf_split
+//
+// getrf_leaf_split: the same contract and arithmetic as getrf_leaf_row<128, 1> (lazy swaps
+// by positions, the pivot rule, the multiplier, one fmaf per element and pivot in pivot order:
+// bit-identical to it, tests compare) for a panel of mp <= 32*256 rows and w <= 128 columns
+// in ONE cooperative launch of G = ceil(mp / 256) blocks, but with the critical path split
+// from the bulk of the work.  The row leaves put every warp of a block in every column's
+// chain (the update, the search, the hand-over through named barriers): ~1.7 us a column on
+// one block alone, against ~0.5 us for the grid's exchange through L2 at G = 16 (benchmarks/
+// sync_latency.py).  Here block b's 256 rows (b*256 + r) live in shared memory, column-major
+// (s_a[c*SR + r], SR = 257: conflict-free by row and by column), and:
+//   - ONE critical warp per block factors the columns in sub-blocks of KB = 8: it holds the
+//     sub-block for its block's rows in registers (xc[8][8]: lane l, rows l + 32k), and per
+//     column: its first max (positions >= j, ties to the smaller position), two redux.sync,
+//     the block's record {key, pos} and its candidate's 8 sub-block values as tagged words
+//     in L2 (keys / rows, as getrf_leaf_row, double-buffered by the column's parity), the
+//     poll of the G records (one lane per block: the poll is the grid barrier and brings
+//     every candidate's values), the winner by redux.sync, its values by shuffles, the
+//     position exchange, the multipliers, the fmaf of the sub-block's later columns.  No
+//     barrier inside the block, no jump table: the 8 columns are unrolled code.
+//   - the 8 bulk warps (thread t: row t) load and store the block, and per sub-block s
+//     (after the critical warp's hand-over F): the warps whose pivot rows this block owns
+//     publish those rows right of the sub-block (tagged words, `ubuf`, by the parity of s),
+//     thread t gathers column c0 + t of the 8 pivot rows and computes U12 = L11^{-1} A12 by
+//     forward substitution (the same fmaf order as unblocked LU: rows of U as the pivots saw
+//     them), then every thread updates its row: x -= l_m u_m for the sub-block's pivots m it
+//     was below (pivot time, nonzero pivots only), the next sub-block's columns first --
+//     hand-over N to the critical warp -- then the rest, while the critical warp factors.
+//   Barriers: N (1) bulk -> critical "sub-block s ready", F (2) critical -> bulk "sub-block s
+//   factored", 3 among the bulk threads, 4 at the end (positions); each is bar.arrive by the
+//   producers and bar.sync by the consumers, 288 threads (N, F, 4) or 256 (3).  A producer
+//   arrives again only after the consumer's sync of the previous phase (each waits on the
+//   other in between), so the phases never mix.  Warp slots: 12, slot w on SM sub-partition
+//   w % 4; slot 0 the critical warp, alone on its sub-partition (slots 4, 8, 11 exit).
+//   Race freedom in L2: as getrf_leaf_row for the records (block b rewrites keys/rows[j & 1]
+//   at column j + 2 only after every block's column-(j + 1) record, written after its reads
+//   of column j's); ubuf[s & 1] is rewritten for sub-block s + 2 after its owner's critical
+//   warp factored s + 2, hence after every block published column 8(s + 2)'s record, which
+//   each does after its bulk finished gathering s + 1 (and s before it).  Tags: column j uses
+//   epoch + j, sub-block s's rows epoch + 8s (the host reserves kk tags per launch).
+// Bound: latency, as every leaf: per column the critical warp's chain and one L2 round trip;
+// per sub-block one more round trip (the pivot rows) and the next 8 columns' update.
+
+#define GETRF_SPLIT_THREADS 384
+
+namespace {
+
+constexpr int SPLIT_KB = 8;          // sub-block width (the critical warp's columns)
+constexpr int SPLIT_LW = 128;        // widest panel of one launch
+constexpr int SPLIT_R = 256;         // rows per block (one per bulk thread)
+constexpr int SPLIT_SR = SPLIT_R + 1;   // s_a's column stride
+constexpr int SPLIT_GMAX = 32;       // blocks (one poll slot per lane)
+constexpr int SPLIT_SYNC = 288;      // the critical warp and the 8 bulk warps
+
+__device__ __forceinline__ unsigned long long ld_relaxed_gpu_u64(const unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_relaxed_gpu_u64(unsigned long long* p, unsigned long long v) {
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+}
+
+struct SplitShared {
+    float u[SPLIT_KB][SPLIT_LW];     // U12 of the sub-block (bulk)
+    float lu[SPLIT_KB][SPLIT_KB];    // the pivot rows' sub-block values as each was chosen
+    int prl[SPLIT_KB];               // local row of the sub-block's pivot m, -1: another block's
+    unsigned nz;                     // the sub-block's nonzero pivots (bit m)
+    int pt[SPLIT_R];                 // pivot time (column) of each row, INT_MAX: none yet
+    int pos[SPLIT_R];                // final positions
+};
+
+// The critical warp's sub-block: columns j0 .. j0 + cs - 1 (cs <= 8) of the panel.
+__device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], int (&pos)[8],
+                                               int mp, int j0, int cs, int* piv, int* info,
+                                               int col_base, ulonglong2* keys, ulonglong2* rows,
+                                               unsigned epoch, int G, int b, int lane,
+                                               SplitShared& sh)
+{
+    constexpr unsigned FULL = 0xffffffffu;
+    unsigned nzmask = 0u;
+#pragma unroll
+    for (int jj = 0; jj < SPLIT_KB; ++jj) {
+        if (jj >= cs)
+            break;
+        const int j = j0 + jj, par = j & 1;
+        const unsigned tag = epoch + static_cast<unsigned>(j);
+        const unsigned long long T = static_cast<unsigned long long>(tag) << 32;
+        // This lane's first max over its rows with positions in [j, mp).
+        float bv = -1.f;
+        int bi = 0x7fffffff, bk = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float a = fabsf(xc[k][jj]);
+            if (pos[k] >= j && pos[k] < mp && beats(a, pos[k], bv, bi)) {   // NaN never wins
+                bv = a;
+                bi = pos[k];
+                bk = k;
+            }
+        }
+        const unsigned key = bi != 0x7fffffff ? __float_as_uint(bv) + 1u : 0u;
+        unsigned wk;
+        const int wp = warp_first_max(key, bi, wk);
+        // The block's record and its candidate's sub-block values (zeros when none), stored
+        // by the candidate's lane (lane 0 when none).
+        if (wk != 0u ? key == wk && bi == wp : lane == 0) {
+            ulonglong2* dst = rows + (par * G + b) * (SPLIT_KB / 2);
+            if (wk == 0u) {
+#pragma unroll
+                for (int i = 0; i < SPLIT_KB / 2; ++i)
+                    st_relaxed_gpu_v2(dst + i, T, T);
+            }
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                if (wk != 0u && k == bk)
+#pragma unroll
+                    for (int i = 0; i < SPLIT_KB / 2; ++i)
+                        st_relaxed_gpu_v2(dst + i, T | __float_as_uint(xc[k][2 * i]),
+                                          T | __float_as_uint(xc[k][2 * i + 1]));
+            st_relaxed_gpu_v2(keys + par * G + b, T | wk, T | static_cast<unsigned>(wp));
+        }
+        // Poll: lane g < G waits for block g's record and values (all five words tagged).
+        ulonglong2 kr = make_ulonglong2(0ull, 0x7fffffffull), r[SPLIT_KB / 2];
+#pragma unroll
+        for (int i = 0; i < SPLIT_KB / 2; ++i)
+            r[i] = make_ulonglong2(0ull, 0ull);
+        bool done = lane >= G;
+        while (__any_sync(FULL, !done)) {
+            if (!done) {
+                kr = ld_relaxed_gpu_v2(keys + par * G + lane);
+                bool ok = static_cast<unsigned>(kr.x >> 32) == tag &&
+                          static_cast<unsigned>(kr.y >> 32) == tag;
+                const ulonglong2* src = rows + (par * G + lane) * (SPLIT_KB / 2);
+#pragma unroll
+                for (int i = 0; i < SPLIT_KB / 2; ++i) {
+                    r[i] = ld_relaxed_gpu_v2(src + i);
+                    ok = ok && static_cast<unsigned>(r[i].x >> 32) == tag &&
+                         static_cast<unsigned>(r[i].y >> 32) == tag;
+                }
+                done = ok;
+            }
+        }
+        const unsigned ck = static_cast<unsigned>(kr.x);
+        const int cp = static_cast<int>(static_cast<unsigned>(kr.y));
+        unsigned bkey;
+        int p = warp_first_max(ck, cp, bkey);
+        const bool valid = bkey != 0u;
+        const unsigned from = __ballot_sync(FULL, valid && ck == bkey && cp == p);
+        const int wl = from ? __ffs(from) - 1 : 0;
+        float u[SPLIT_KB];
+#pragma unroll
+        for (int i = 0; i < SPLIT_KB / 2; ++i) {
+            u[2 * i] = __uint_as_float(static_cast<unsigned>(
+                __shfl_sync(FULL, static_cast<unsigned>(r[i].x), wl)));
+            u[2 * i + 1] = __uint_as_float(static_cast<unsigned>(
+                __shfl_sync(FULL, static_cast<unsigned>(r[i].y), wl)));
+        }
+        if (!valid)
+            p = j;                              // all NaN: no pivot, nothing moves
+        const float pv = valid ? u[jj] : 0.f;
+        const bool nonzero = valid && pv != 0.f;
+        const float rinv = nonzero ? reciprocal(pv) : 0.f;
+        float l[8];
+        bool upd[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            if (pos[k] == p)
+                pos[k] = j;
+            else if (pos[k] == j)
+                pos[k] = p;
+            if (pos[k] == j) {                  // the pivot row is this block's row
+                sh.pt[lane + 32 * k] = j;
+                sh.prl[jj] = lane + 32 * k;
+            }
+            upd[k] = nonzero && pos[k] < mp && pos[k] > j;
+            l[k] = upd[k] ? multiplier(xc[k][jj], pv, rinv) : 0.f;
+            if (upd[k])
+                xc[k][jj] = l[k];
+        }
+#pragma unroll
+        for (int c = jj + 1; c < SPLIT_KB; ++c)
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                if (upd[k])
+                    xc[k][c] = fmaf(-l[k], u[c], xc[k][c]);
+        if (lane == 0) {
+#pragma unroll
+            for (int c = 0; c < SPLIT_KB; ++c)
+                sh.lu[jj][c] = u[c];
+            if (b == 0) {
+                piv[j] = p;
+                if (valid && pv == 0.f && *info == 0)
+                    *info = col_base + j + 1;
+            }
+        }
+        nzmask |= nonzero ? 1u << jj : 0u;
+    }
+    if (lane == 0)
+        sh.nz = nzmask;
+}
+
+}  // namespace
+
+__global__ void __launch_bounds__(GETRF_SPLIT_THREADS, 1)
+getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, int col_base,
+                 ulonglong2* keys, ulonglong2* rows, unsigned long long* ubuf, unsigned epoch)
+{
+    extern __shared__ float s_a[];              // [SPLIT_LW][SPLIT_SR], column-major
+    __shared__ SplitShared sh;
+    const int slot = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (slot == 4 || slot == 8 || slot == 11)
+        return;                                 // idle slots: one warp per sub-partition 0
+    const int b = blockIdx.x, G = gridDim.x;
+    const int kk = min(mp, w), nsb = (kk + SPLIT_KB - 1) / SPLIT_KB;
+    const long long row0 = static_cast<long long>(b) * SPLIT_R;
+
+    if (slot == 0) {
+        // ---- the critical warp
+        int pos[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            pos[k] = static_cast<int>(row0) + lane + 32 * k;
+        float xc[SPLIT_KB][SPLIT_KB];
+#pragma unroll 1
+        for (int s = 0; s < nsb; ++s) {
+            const int j0 = s * SPLIT_KB;
+            named_sync(1, SPLIT_SYNC);                                       // N
+            if (lane < SPLIT_KB)
+                sh.prl[lane] = -1;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+#pragma unroll
+                for (int c = 0; c < SPLIT_KB; ++c)
+                    xc[k][c] = s_a[(j0 + c) * SPLIT_SR + lane + 32 * k];
+            __syncwarp();
+            split_subblock(xc, pos, mp, j0, min(SPLIT_KB, kk - j0), piv, info, col_base, keys,
+                           rows, epoch, G, b, lane, sh);
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+#pragma unroll
+                for (int c = 0; c < SPLIT_KB; ++c)
+                    s_a[(j0 + c) * SPLIT_SR + lane + 32 * k] = xc[k][c];
+            named_arrive(2, SPLIT_SYNC);                                     // F
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
+            sh.pos[lane + 32 * k] = pos[k];
+        named_arrive(4, SPLIT_SYNC);
+        return;
+    }
+
+    // ---- the bulk warps: thread t holds row t
+    const int bw = slot - 1 - (slot > 4) - (slot > 8), t = bw * 32 + lane;
+    for (int i = bw; i < SPLIT_R; i += 8) {
+        const long long g = row0 + i;
+        for (int c = lane; c < SPLIT_LW; c += 32)
+            s_a[c * SPLIT_SR + i] = g < mp && c < w ? A[g * lda + c] : 0.f;
+    }
+    sh.pt[t] = 0x7fffffff;
+    named_arrive(1, SPLIT_SYNC);                                             // N, s = 0
+#pragma unroll 1
+    for (int s = 0; s < nsb; ++s) {
+        const int j0 = s * SPLIT_KB, cs = min(SPLIT_KB, kk - j0), c0 = j0 + SPLIT_KB;
+        named_sync(2, SPLIT_SYNC);                                           // F
+        const unsigned nz = sh.nz;
+        const int pt = sh.pt[t];
+        float lm[SPLIT_KB];
+        unsigned apply = 0u;
+#pragma unroll
+        for (int m = 0; m < SPLIT_KB; ++m) {
+            lm[m] = s_a[(j0 + m) * SPLIT_SR + t];
+            if (m < cs && ((nz >> m) & 1u) && j0 + m < pt)
+                apply |= 1u << m;
+        }
+        if (c0 < w) {
+            const unsigned long long T = static_cast<unsigned long long>(epoch + j0) << 32;
+            unsigned long long* ub = ubuf + (s & 1) * SPLIT_KB * SPLIT_LW;
+            // This block's pivot rows of the sub-block, right of it, as they are now.
+            if (bw < cs) {
+                const int r = sh.prl[bw];
+                if (r >= 0)
+                    for (int c = c0 + lane; c < w; c += 32)
+                        st_relaxed_gpu_u64(ub + bw * SPLIT_LW + c,
+                                           T | __float_as_uint(s_a[c * SPLIT_SR + r]));
+            }
+            // Column c0 + t of U12 = L11^{-1} A12 (pivot rows in pivot order).
+            const int c = c0 + t;
+            if (c < w) {
+                float a[SPLIT_KB];
+                bool ok = false;
+                while (!ok) {
+                    ok = true;
+#pragma unroll
+                    for (int m = 0; m < SPLIT_KB; ++m)
+                        if (m < cs) {
+                            const unsigned long long v =
+                                ld_relaxed_gpu_u64(ub + m * SPLIT_LW + c);
+                            ok = ok && (v >> 32) == (T >> 32);
+                            a[m] = __uint_as_float(static_cast<unsigned>(v));
+                        }
+                }
+#pragma unroll
+                for (int m = 0; m < SPLIT_KB; ++m) {
+                    if (m >= cs)
+                        break;
+                    float x = a[m];
+#pragma unroll
+                    for (int i = 0; i < m; ++i)
+                        if ((nz >> i) & 1u)
+                            x = fmaf(-sh.lu[m][i], a[i], x);
+                    a[m] = x;                   // u_m (the a[i < m] are u_i by now)
+                    sh.u[m][c] = x;
+                }
+            }
+        }
+        named_sync(3, SPLIT_R);                 // sh.u complete
+        // This row, the next sub-block's columns first (hand-over N), then the rest.
+        const int c1 = min(c0 + SPLIT_KB, w);
+        for (int c = c0; c < c1; ++c) {
+            float x = s_a[c * SPLIT_SR + t];
+#pragma unroll
+            for (int m = 0; m < SPLIT_KB; ++m)
+                if ((apply >> m) & 1u)
+                    x = fmaf(-lm[m], sh.u[m][c], x);
+            s_a[c * SPLIT_SR + t] = x;
+        }
+        if (s + 1 < nsb)
+            named_arrive(1, SPLIT_SYNC);                                     // N
+        for (int c = c1; c < w; ++c) {
+            float x = s_a[c * SPLIT_SR + t];
+#pragma unroll
+            for (int m = 0; m < SPLIT_KB; ++m)
+                if ((apply >> m) & 1u)
+                    x = fmaf(-lm[m], sh.u[m][c], x);
+            s_a[c * SPLIT_SR + t] = x;
+        }
+    }
+    named_sync(4, SPLIT_SYNC);                  // final positions; every row's updates done
+    for (int i = bw; i < SPLIT_R; i += 8) {
+        const long long g = row0 + i;
+        if (g >= mp)
+            continue;
+        float* dst = A + static_cast<long long>(sh.pos[i]) * lda;
+        for (int c = lane; c < w; c += 32)
+            dst[c] = s_a[c * SPLIT_SR + i];
+    }
+}
