@@ -178,7 +178,7 @@ KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
                 + tuple(cols_kernel_name(*shape) for shape in COLS_SHAPES)
-                + ("getrf_leaf_split",))
+                + (f"getrf_leaf_split<{SPLIT_KB}>",))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 256 where every panel fits the
@@ -476,7 +476,7 @@ class _DeviceSteps:
             self.leaf = self._leaf_cols
         elif leaf[0] == "split":
             self.lw, self.rpt = leaf[1], leaf[2]
-            self.kernel = get_kernel(FAMILY, "getrf_leaf_split", cooperative=True,
+            self.kernel = get_kernel(FAMILY, f"getrf_leaf_split<{SPLIT_KB}>", cooperative=True,
                                      dynamic_smem=SPLIT_SMEM)
             self.leaf = self._leaf_split
         elif leaf[0] == "cluster":

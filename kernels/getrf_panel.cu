@@ -1675,7 +1675,7 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
 
 // ------------------------------------------------------------------ getrf_leaf_split
 //
-// getrf_leaf_split: the same contract and arithmetic as getrf_leaf_row<128, 1> (lazy swaps
+// getrf_leaf_split<KB> (KB = 8): the same contract and arithmetic as getrf_leaf_row<128, 1> (lazy swaps
 // by positions, the pivot rule, the multiplier, one fmaf per element and pivot in pivot order:
 // bit-identical to it, tests compare) for a panel of mp <= 32*256 rows and w <= 128 columns
 // in ONE cooperative launch of G = ceil(mp / 256) blocks, but with the critical path split
@@ -1717,6 +1717,18 @@ getrf_panel_cols(int mp, int w, float* A, long long lda, int* piv, int* info, in
 // per sub-block one more round trip (the pivot rows) and the next 8 columns' update.
 
 #define GETRF_SPLIT_THREADS 384
+
+#ifdef GETRF_SPLIT_TRACE   // development only: clock64 stamps (benchmarks/panel_split_trace.py)
+__device__ unsigned long long g_split_ctrace[32 * 128 * 4];   // [block][column][point]
+__device__ unsigned long long g_split_strace[32 * 16 * 8];    // [block][sub-block][point]
+#define SPLIT_CTRACE(j_, k_)                                                         \
+    do { if (lane == 0) g_split_ctrace[(b * 128 + (j_)) * 4 + (k_)] = clock64(); } while (0)
+#define SPLIT_STRACE(s_, k_)                                                         \
+    do { if (lane == 0) g_split_strace[(b * 16 + (s_)) * 8 + (k_)] = clock64(); } while (0)
+#else
+#define SPLIT_CTRACE(j_, k_) do {} while (0)
+#define SPLIT_STRACE(s_, k_) do {} while (0)
+#endif
 
 namespace {
 
@@ -1761,6 +1773,7 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
         const int j = j0 + jj, par = j & 1;
         const unsigned tag = epoch + static_cast<unsigned>(j);
         const unsigned long long T = static_cast<unsigned long long>(tag) << 32;
+        SPLIT_CTRACE(j, 0);
         // This lane's first max over its rows with positions in [j, mp).
         float bv = -1.f;
         int bi = 0x7fffffff, bk = 0;
@@ -1777,23 +1790,31 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
         unsigned wk;
         const int wp = warp_first_max(key, bi, wk);
         // The block's record and its candidate's sub-block values (zeros when none), stored
-        // by the candidate's lane (lane 0 when none).
-        if (wk != 0u ? key == wk && bi == wp : lane == 0) {
+        // by the candidate's lane (lane 0 when none).  Its row index kw is warp-uniform: one
+        // branch on it, not a predicated copy per row.
+        const unsigned pub = __ballot_sync(FULL, wk != 0u ? key == wk && bi == wp : lane == 0);
+        const int plane = __ffs(pub) - 1;
+        const int kw = wk != 0u ? __shfl_sync(FULL, bk, plane) : -1;
+        if (lane == plane) {
             ulonglong2* dst = rows + (par * G + b) * (SPLIT_KB / 2);
-            if (wk == 0u) {
+            switch (kw) {
+#define SPLIT_PUBLISH(K)                                                                  \
+            case K:                                                                       \
+                _Pragma("unroll") for (int i = 0; i < SPLIT_KB / 2; ++i)                  \
+                    st_relaxed_gpu_v2(dst + i, T | __float_as_uint(xc[K][2 * i]),         \
+                                      T | __float_as_uint(xc[K][2 * i + 1]));            \
+                break;
+            SPLIT_PUBLISH(0) SPLIT_PUBLISH(1) SPLIT_PUBLISH(2) SPLIT_PUBLISH(3)
+            SPLIT_PUBLISH(4) SPLIT_PUBLISH(5) SPLIT_PUBLISH(6) SPLIT_PUBLISH(7)
+#undef SPLIT_PUBLISH
+            default:
 #pragma unroll
                 for (int i = 0; i < SPLIT_KB / 2; ++i)
                     st_relaxed_gpu_v2(dst + i, T, T);
             }
-#pragma unroll
-            for (int k = 0; k < 8; ++k)
-                if (wk != 0u && k == bk)
-#pragma unroll
-                    for (int i = 0; i < SPLIT_KB / 2; ++i)
-                        st_relaxed_gpu_v2(dst + i, T | __float_as_uint(xc[k][2 * i]),
-                                          T | __float_as_uint(xc[k][2 * i + 1]));
             st_relaxed_gpu_v2(keys + par * G + b, T | wk, T | static_cast<unsigned>(wp));
         }
+        SPLIT_CTRACE(j, 1);
         // Poll: lane g < G waits for block g's record and values (all five words tagged).
         ulonglong2 kr = make_ulonglong2(0ull, 0x7fffffffull), r[SPLIT_KB / 2];
 #pragma unroll
@@ -1815,6 +1836,7 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
                 done = ok;
             }
         }
+        SPLIT_CTRACE(j, 2);
         const unsigned ck = static_cast<unsigned>(kr.x);
         const int cp = static_cast<int>(static_cast<unsigned>(kr.y));
         unsigned bkey;
@@ -1834,7 +1856,6 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
             p = j;                              // all NaN: no pivot, nothing moves
         const float pv = valid ? u[jj] : 0.f;
         const bool nonzero = valid && pv != 0.f;
-        const float rinv = nonzero ? reciprocal(pv) : 0.f;
         float l[8];
         bool upd[8];
 #pragma unroll
@@ -1848,10 +1869,23 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
                 sh.prl[jj] = lane + 32 * k;
             }
             upd[k] = nonzero && pos[k] < mp && pos[k] > j;
-            l[k] = upd[k] ? multiplier(xc[k][jj], pv, rinv) : 0.f;
+        }
+        // The multipliers (as multiplier(): by the reciprocal unless |pv| < FLT_MIN), the
+        // division in a warp-uniform branch of its own (a select would evaluate it per row).
+        if (fabsf(pv) >= 1.17549435e-38f) {
+            const float rinv = nonzero ? 1.0f / pv : 0.f;
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                l[k] = xc[k][jj] * rinv;
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; ++k)
+                l[k] = upd[k] ? xc[k][jj] / pv : 0.f;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k)
             if (upd[k])
                 xc[k][jj] = l[k];
-        }
 #pragma unroll
         for (int c = jj + 1; c < SPLIT_KB; ++c)
 #pragma unroll
@@ -1869,6 +1903,7 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
             }
         }
         nzmask |= nonzero ? 1u << jj : 0u;
+        SPLIT_CTRACE(j, 3);
     }
     if (lane == 0)
         sh.nz = nzmask;
@@ -1876,10 +1911,12 @@ __device__ __forceinline__ void split_subblock(float (&xc)[SPLIT_KB][SPLIT_KB], 
 
 }  // namespace
 
+template <int KB>
 __global__ void __launch_bounds__(GETRF_SPLIT_THREADS, 1)
 getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, int col_base,
                  ulonglong2* keys, ulonglong2* rows, unsigned long long* ubuf, unsigned epoch)
 {
+    static_assert(KB == SPLIT_KB, "one sub-block width (the critical warp's registers)");
     extern __shared__ float s_a[];              // [SPLIT_LW][SPLIT_SR], column-major
     __shared__ SplitShared sh;
     const int slot = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -1899,7 +1936,9 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
 #pragma unroll 1
         for (int s = 0; s < nsb; ++s) {
             const int j0 = s * SPLIT_KB;
+            SPLIT_STRACE(s, 0);
             named_sync(1, SPLIT_SYNC);                                       // N
+            SPLIT_STRACE(s, 1);
             if (lane < SPLIT_KB)
                 sh.prl[lane] = -1;
 #pragma unroll
@@ -1937,6 +1976,7 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
     for (int s = 0; s < nsb; ++s) {
         const int j0 = s * SPLIT_KB, cs = min(SPLIT_KB, kk - j0), c0 = j0 + SPLIT_KB;
         named_sync(2, SPLIT_SYNC);                                           // F
+        if (t == 0) SPLIT_STRACE(s, 2);
         const unsigned nz = sh.nz;
         const int pt = sh.pt[t];
         float lm[SPLIT_KB];
@@ -1958,6 +1998,7 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
                         st_relaxed_gpu_u64(ub + bw * SPLIT_LW + c,
                                            T | __float_as_uint(s_a[c * SPLIT_SR + r]));
             }
+            if (t == 0) SPLIT_STRACE(s, 3);
             // Column c0 + t of U12 = L11^{-1} A12 (pivot rows in pivot order).
             const int c = c0 + t;
             if (c < w) {
@@ -1988,7 +2029,9 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
                 }
             }
         }
+        if (t == 0) SPLIT_STRACE(s, 4);
         named_sync(3, SPLIT_R);                 // sh.u complete
+        if (t == 0) SPLIT_STRACE(s, 5);
         // This row, the next sub-block's columns first (hand-over N), then the rest.
         const int c1 = min(c0 + SPLIT_KB, w);
         for (int c = c0; c < c1; ++c) {
@@ -1999,8 +2042,10 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
                     x = fmaf(-lm[m], sh.u[m][c], x);
             s_a[c * SPLIT_SR + t] = x;
         }
+        if (t == 0) SPLIT_STRACE(s, 6);
         if (s + 1 < nsb)
             named_arrive(1, SPLIT_SYNC);                                     // N
+#ifndef SPLIT_NO_REST
         for (int c = c1; c < w; ++c) {
             float x = s_a[c * SPLIT_SR + t];
 #pragma unroll
@@ -2009,6 +2054,8 @@ getrf_leaf_split(int mp, int w, float* A, long long lda, int* piv, int* info, in
                     x = fmaf(-lm[m], sh.u[m][c], x);
             s_a[c * SPLIT_SR + t] = x;
         }
+#endif
+        if (t == 0) SPLIT_STRACE(s, 7);
     }
     named_sync(4, SPLIT_SYNC);                  // final positions; every row's updates done
     for (int i = bw; i < SPLIT_R; i += 8) {

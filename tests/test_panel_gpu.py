@@ -236,7 +236,7 @@ def test_split_plan():
     """getrf_leaf_split: first of all leaves up to split_rows (SPLIT_MAX_ROWS by default) when
     its ceil(mp / 256) blocks are co-resident and at most SPLIT_GMAX; never for a forced row
     width; its key names its one kernel."""
-    assert "getrf_leaf_split" in KERNEL_NAMES
+    assert "getrf_leaf_split<8>" in KERNEL_NAMES
     assert _panel_gpu.SPLIT_SMEM <= 227 * 1024
     for mp, g in [(1, 1), (256, 1), (257, 2), (4096, 16), (8192, 32)]:
         assert leaf_plan(mp, 132, split_rows=8192) == ("split", 128, 1, g)
