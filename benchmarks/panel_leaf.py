@@ -5,7 +5,7 @@
 
 
 For each mp x w panel (row-major, random normal): median of CUDA-event timings of
-getrf_panel_device with the automatic plan and with each forced leaf that fits (("split",), ("cols",),
+getrf_panel_device with the automatic plan and with each forced leaf that fits (("cols",),
 ("row", LW), ("cluster", LW), and (LW, RPT) for the tile leaf), and the
 microseconds per pivot column.  The panel is restored from a copy before every call (outside
 the timed region).
@@ -17,7 +17,7 @@ import cupy as cp
 
 from gpulinalg import _panel_gpu
 
-LEAVES = [None, ("split",), ("cols", 16, 4, 512), ("cols", 8, 8, 512), ("cols", 4, 16, 512),
+LEAVES = [None, ("cols", 16, 4, 512), ("cols", 8, 8, 512), ("cols", 4, 16, 512),
           ("row", 128), ("row", 64), ("row", 32), ("cluster", 128), ("cluster", 64),
           ("cluster", 32), (32, 4)]
 

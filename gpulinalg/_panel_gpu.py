@@ -156,19 +156,6 @@ def cols_kernel_name(cw, rpt, t):
     return f"getrf_panel_cols<{cw},{rpt},{t},{cols_group(cw)}>"
 
 
-# getrf_leaf_split: one critical warp per block factors 8-column sub-blocks while the block's
-# other 8 warps apply them (kernels/getrf_panel.cu).  Blocks of SPLIT_ROWS rows (at most
-# SPLIT_GMAX: one poll slot per lane), panels of at most SPLIT_LW columns in one launch, the
-# block in shared memory (SPLIT_SMEM bytes, column stride SPLIT_ROWS + 1).  SPLIT_MAX_ROWS:
-# the tallest panel the plan gives it (0: never; tests force it).
-SPLIT_THREADS = 384     # GETRF_SPLIT_THREADS: 12 warp slots (the critical warp, 8 bulk, 3 idle)
-SPLIT_ROWS = 256
-SPLIT_LW = 128
-SPLIT_GMAX = 32
-SPLIT_KB = 8
-SPLIT_SMEM = 4 * SPLIT_LW * (SPLIT_ROWS + 1)
-SPLIT_UBUF = 2 * SPLIT_GMAX * SPLIT_KB      # uint64 offset of its pivot rows in ws.rows
-SPLIT_MAX_ROWS = 0
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
 COLS_MAX_ROWS = 4096
@@ -177,8 +164,7 @@ KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                         for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
                 + tuple(f"getrf_leaf_cluster<{lw},{rpt},{cs}>" for cs in CLUSTER_SIZES
                         for lw, rpt in CLUSTER_SHAPES)
-                + tuple(cols_kernel_name(*shape) for shape in COLS_SHAPES)
-                + (f"getrf_leaf_split<{SPLIT_KB}>",))
+                + tuple(cols_kernel_name(*shape) for shape in COLS_SHAPES))
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
 
 # Block size of lu_factor(panel="gpu") when none is given: 256 where every panel fits the
@@ -272,16 +258,9 @@ def cols_smem(cw, rpt, t):
     return 4 * cw * rpt * t
 
 
-def split_blocks(mp):
-    """Blocks of getrf_leaf_split for mp rows."""
-    return max(1, -(-mp // SPLIT_ROWS))
-
-
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
-              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None, cols_rows=None, split_rows=None):
-    """("split", SPLIT_LW, 1, G) when mp <= split_rows (default SPLIT_MAX_ROWS), no row_lw is
-    given and its G blocks are co-resident and at most SPLIT_GMAX, else
-    ("cols", COLS_LW, RPT, CW, T) when mp <= cols_rows (default COLS_MAX_ROWS), no row_lw
+              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None, cols_rows=None):
+    """("cols", COLS_LW, RPT, CW, T) when mp <= cols_rows (default COLS_MAX_ROWS), no row_lw
     is given and its COLS_LW / CW blocks (one per SM, like the row leaf's) are co-resident
     (at most row_blocks), else ("cluster", LW, RPT, CS) when mp rows fit one cluster of
     CS = cluster_size CTAs (0: no cluster leaf) with LW >= cluster_min_lw, else ("row", LW,
@@ -290,10 +269,6 @@ def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTE
     most row_cap (default ROW_BLOCK_CAP; not applied to a given row_lw), else the one of
     fewest blocks.  Else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow
     leaves)."""
-    g = split_blocks(mp)
-    if (row_lw is None and mp <= (SPLIT_MAX_ROWS if split_rows is None else split_rows)
-            and g <= min(row_blocks, SPLIT_GMAX)):
-        return ("split", SPLIT_LW, 1, g)
     shape = cols_shape(mp, cols_rows) if row_lw is None else None
     if shape is not None and -(-COLS_LW // shape[0]) <= row_blocks:
         return ("cols", COLS_LW, shape[1], shape[0], shape[2])
@@ -474,11 +449,6 @@ class _DeviceSteps:
             self.kernel = get_kernel(FAMILY, cols_kernel_name(self.cw, self.rpt, self.threads),
                                      cooperative=True, dynamic_smem=self.smem)
             self.leaf = self._leaf_cols
-        elif leaf[0] == "split":
-            self.lw, self.rpt = leaf[1], leaf[2]
-            self.kernel = get_kernel(FAMILY, f"getrf_leaf_split<{SPLIT_KB}>", cooperative=True,
-                                     dynamic_smem=SPLIT_SMEM)
-            self.leaf = self._leaf_split
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
             self.kernel = cluster_kernel(self.lw, self.rpt, self.cs)
@@ -511,20 +481,6 @@ class _DeviceSteps:
                     (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
                      self.ws.info, np.int32(col_base), lbuf, masks, flag, np.uint32(tag0)),
                     shared_mem=self.smem)
-
-    def _leaf_split(self, a, piv, col_base):
-        mp, w = a.shape
-        g = split_blocks(mp)
-        if g > SPLIT_GMAX or w > SPLIT_LW:
-            raise ValueError(f"getrf_leaf_split takes at most {SPLIT_GMAX * SPLIT_ROWS} x "
-                             f"{SPLIT_LW}, got {mp} x {w}")
-        ws = self.ws
-        # Positions (pivots) 0-based relative to a's first row; kk tags (columns, sub-blocks).
-        self.kernel((g,), (SPLIT_THREADS,),
-                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
-                     np.int32(col_base), ws.keys, ws.rows, ws.rows[SPLIT_UBUF:],
-                     np.uint32(ws.next_tags(min(mp, w)))),
-                    shared_mem=SPLIT_SMEM)
 
     def _leaf_cluster(self, a, piv, col_base):
         mp, w = a.shape
@@ -615,8 +571,7 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     see cluster_size).  `leaf` forces a leaf (tests): ("cols",) (getrf_panel_cols, up to
     8192 rows) or ("cols", CW, RPT, T) of COLS_SHAPES, ("cluster", LW) or ("cluster", LW, CS)
     with LW of CLUSTER_SHAPES (CS: default cluster_size()), ("row", LW) with LW in ROW_WIDTHS,
-    or (LW, RPT) of LEAF_SHAPES (the tile leaf), or ("split",) (getrf_leaf_split, up to
-    SPLIT_GMAX * SPLIT_ROWS rows)."""
+    or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
     if a.dtype != np.float32 or (w > 1 and a.strides[1] != 4) or a.strides[0] % 4:
@@ -636,11 +591,6 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
             raise ValueError(f"{mp} rows do not fit getrf_panel_cols {shape} (shapes "
                              f"{COLS_SHAPES})")
         plan = ("cols", COLS_LW, shape[1], shape[0], shape[2])
-    elif leaf[0] == "split":
-        if split_blocks(mp) > SPLIT_GMAX:
-            raise ValueError(f"{mp} rows do not fit getrf_leaf_split "
-                             f"({SPLIT_GMAX * SPLIT_ROWS} rows)")
-        plan = ("split", SPLIT_LW, 1, split_blocks(mp))
     elif leaf[0] == "cluster":
         rpt = dict(CLUSTER_SHAPES).get(leaf[1])
         cs = leaf[2] if len(leaf) > 2 else cluster_size()   # any LW of CLUSTER_SHAPES

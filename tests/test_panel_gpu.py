@@ -232,23 +232,6 @@ def test_leaf_key_every_kind(monkeypatch):
         assert plan[:len(shape)] == shape and key[0] in ("tile", "row", "cluster", "cols")
 
 
-def test_split_plan():
-    """getrf_leaf_split: first of all leaves up to split_rows (SPLIT_MAX_ROWS by default) when
-    its ceil(mp / 256) blocks are co-resident and at most SPLIT_GMAX; never for a forced row
-    width; its key names its one kernel."""
-    assert "getrf_leaf_split<8>" in KERNEL_NAMES
-    assert _panel_gpu.SPLIT_SMEM <= 227 * 1024
-    for mp, g in [(1, 1), (256, 1), (257, 2), (4096, 16), (8192, 32)]:
-        assert leaf_plan(mp, 132, split_rows=8192) == ("split", 128, 1, g)
-        assert leaf_key(leaf_plan(mp, 132, split_rows=8192)) == ("split", 128, 1)
-        assert leaf_plan(mp, 132, split_rows=0)[0] != "split"
-        assert leaf_plan(mp, 132, row_lw=128, split_rows=8192)[0] != "split"
-    assert leaf_plan(8193, 132, split_rows=10**6)[0] != "split"     # 33 blocks
-    assert leaf_plan(4096, 15, split_rows=8192)[0] != "split"       # 16 not co-resident
-    assert leaf_plan(4096, 132)[0] == ("split" if _panel_gpu.SPLIT_MAX_ROWS >= 4096
-                                       else "cols")
-
-
 def test_cols_plan():
     """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
     COLS_MAX_ROWS (0: never), before every other leaf; never for a forced row width."""
@@ -773,89 +756,6 @@ def test_panel_cols_strided_view(cp, rng, col0):
         piv2, _ = getrf_panel_device(d2[40:, col0:col0 + width], leaf=("row", 128))
         np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
         np.testing.assert_array_equal(out, cp.asnumpy(d2))
-
-
-def _check_split(cp, a, col_base=0, lapack=True, ws=None):
-    """getrf_leaf_split against row<128> (bit for bit: the same fmaf per element, in the same
-    order; panels of at most 128 columns) and, with lapack=True, against sgetrf."""
-    lu, piv, info = _device_panel(cp, a, leaf=("split",), col_base=col_base, ws=ws)
-    if lapack:
-        check_panel(a, lu, piv, info - col_base if info else 0)
-    # Wider panels: both recurse once with 128-wide leaves (the same laswp, trsm, SGEMM).
-    ref = _device_panel(cp, a, leaf=("row", 128), col_base=col_base)
-    np.testing.assert_array_equal(piv, ref[1])
-    np.testing.assert_array_equal(lu, ref[0])
-    assert info == ref[2]
-    return lu, piv, info
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (8, 8), (9, 16), (256, 128),
-                                 (257, 128), (300, 127), (1000, 100), (2049, 128),
-                                 (4096, 128), (5000, 64), (8192, 128), (100, 128), (64, 128),
-                                 (129, 100), (7, 128), (1000, 1), (1000, 9), (700, 256),
-                                 (3001, 200)])
-def test_panel_split_leaf(cp, rng, m, w):
-    _check_split(cp, rng.standard_normal((m, w)).astype(np.float32))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(2000, 128), (4000, 64), (300, 128), (8192, 33)])
-def test_panel_split_ties_zero_and_nan_columns(cp, rng, m, w):
-    """Ties everywhere (first max = smallest position, within a lane's rows, across lanes and
-    blocks), a zero column (info with col_base, no update from it), an all-NaN column (left
-    alone): bit for bit the row leaf."""
-    a = _tie_matrix(rng, m, w)
-    a[:, 0] = np.clip(a[:, 0], -1, 1)
-    a[[17, min(m - 1, 17 + 256), m // 2, m - 1], 0] = [2.0, -2.0, 2.0, -2.0]
-    lu, piv, info = _check_split(cp, a, col_base=1000, lapack=False)
-    assert piv[0] == 17 and info == 1000 + w // 2 + 1
-    assert backward_error(a, lu, piv) <= 10.0
-    b = rng.standard_normal((m, w)).astype(np.float32)
-    b[:, 5] = np.nan
-    _check_split(cp, b, lapack=False)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("col0", [0, 1, 64])
-def test_panel_split_strided_view(cp, rng, col0):
-    """A column strip at an offset row and column, the last block partial: same results as
-    row<128>, nothing outside the strip written."""
-    from gpulinalg._panel_gpu import getrf_panel_device
-    big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
-    for width in (128, 126):
-        d = cp.asarray(big)
-        piv, _ = getrf_panel_device(d[40:, col0:col0 + width], leaf=("split",))
-        out = cp.asnumpy(d)
-        np.testing.assert_array_equal(out[:40], big[:40])
-        np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
-        np.testing.assert_array_equal(out[:, col0 + width:], big[:, col0 + width:])
-        d2 = cp.asarray(big)
-        piv2, _ = getrf_panel_device(d2[40:, col0:col0 + width], leaf=("row", 128))
-        np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
-        np.testing.assert_array_equal(out, cp.asnumpy(d2))
-
-
-@pytest.mark.gpu
-def test_panel_split_reused_workspace_and_tag_reset(cp, rng):
-    """One workspace over launches of several heights (the tags only grow; the row leaf's
-    launches share them), then across the reset before the uint32 tags wrap."""
-    from gpulinalg._panel_gpu import TAG_LIMIT, PanelWorkspace
-    ws = PanelWorkspace()
-    for m, w in [(2048, 128), (8192, 128), (300, 64), (5000, 128), (2048, 128)]:
-        ws.info.fill(0)
-        _check_split(cp, rng.standard_normal((m, w)).astype(np.float32), ws=ws)
-    ws.epoch = TAG_LIMIT - 5                            # the next launch resets the tags
-    ws.info.fill(0)
-    _check_split(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
-    assert ws.epoch == 1 + 128
-
-
-@pytest.mark.gpu
-def test_panel_split_too_tall(cp):
-    from gpulinalg._panel_gpu import getrf_panel_device
-    with pytest.raises(ValueError, match="split"):
-        getrf_panel_device(cp.ones((8193, 8), dtype=np.float32), leaf=("split",))
 
 
 @pytest.mark.gpu
