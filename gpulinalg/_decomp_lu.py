@@ -199,7 +199,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ops not in (None, "numpy"):
         raise ValueError(f"_ops must be None or 'numpy', got {ops!r}")
     host = finite = None
-    spread = False   # several GPUs read a device input in place (below)
+    spread = defer = late_check = False   # (device input, below)
     if kind in ("numpy", "torch_cpu") or ops == "numpy":
         host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
         if check_finite and not _host_all_finite(host):
@@ -235,6 +235,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         return kind, np, np.empty((m, n), np.float32), np.zeros(0, np.int32), 0
     cp = cupy()
     ids = _device_ids(devices, cp) if devices is not None else None
+    graph = _lu_graph.eligible(m, n, panel_name, timeline, devices)   # may replay a graph
     if ids is not None and k and host is not None:
         # Several GPUs, host input: each device receives its columns from the host (the
         # whole matrix never sits on one GPU), and the factors come back into a host array:
@@ -263,12 +264,18 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # Several GPUs, a C-ordered input to keep: the upload reads it where it lies and the
         # factors collect in a fresh matrix (factor_devices' `out`), no copy of it first.
         spread = ids is not None and not in_place and src.flags.c_contiguous and src.size > 0
+        # One GPU, a C-ordered input to keep, a replay possible: the replay reads the input
+        # where it lies and writes the factors into a fresh A, so no copy is made here (made
+        # below if the ordinary driver runs after all).
+        defer = graph and not in_place and src.flags.c_contiguous
         if check_finite and src.size:
             if in_place and not owned:
                 # The caller's own memory is factored: check first, so that non-finite
                 # input raises before anything changes.
                 if not _device_all_finite(src):
                     raise ValueError(_NONFINITE)
+            elif graph:   # the replay checks what it reads (or below, before the driver)
+                late_check = True
             elif not spread:   # (spread: factor_devices runs it, `beside`)
                 # A copy is factored: the check is enqueued before it, its flag is read
                 # after the factorization (no host wait before it starts).
@@ -276,7 +283,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         _check_memory(cp, m, n, nb, copy_matrix=not in_place)
         if in_place:
             A = src  # factored in place: the caller allowed it, or it is our own copy
-        elif spread:
+        elif spread or defer:
             A = cp.empty((m, n), dtype=np.float32)   # every element written by the home
         elif src.flags.f_contiguous and src.size > 0:
             # Layout: an F-ordered m x n array is the C-ordered n x m array src.T; transpose
@@ -305,13 +312,21 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
                                    beside=beside if spread and check_finite else None)
     else:
         res = None
-        if _lu_graph.eligible(m, n, panel_name, timeline, devices):
-            # A shape seen before: replayed from a CUDA graph (host-bound sizes; see the
-            # module).
-            res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold, tc_min)
-        piv, info = res or getrf(CupyOps(A, nb, precision, tc_min=tc_min),
-                                 _panel_object(panel_name), nb, lookahead, inv_threshold,
-                                 timeline)
+        if graph:   # a shape seen before: replayed from a CUDA graph (see the module)
+            res = _lu_graph.factor(A, nb, precision, lookahead, inv_threshold, tc_min,
+                                   src=src if defer else None)
+        if res is None:
+            if late_check:   # enqueued before anything overwrites what it reads
+                finite = _device_finite_flag(src)
+            if defer:
+                A[...] = src
+            piv, info = getrf(CupyOps(A, nb, precision, tc_min=tc_min),
+                              _panel_object(panel_name), nb, lookahead, inv_threshold,
+                              timeline)
+        else:
+            piv, info, read_finite = res
+            if late_check:
+                finite = read_finite
     if finite is not None and not bool(finite):
         raise ValueError(_NONFINITE)
     return kind, cp, A, piv, info

@@ -268,9 +268,11 @@ def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=Non
     return absolute_pivots(piv_rel, blocks), info
 
 
-def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
+def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin, rows_final=None):
     """The blocked factorization's loop over `blocks` (panel_blocks): every step's panel,
     swaps and updates issued to `ops` in order, after the event `origin` (update stream).
+    rows_final(r0, r1), if given, is called once the update stream's work that makes rows
+    r0..r1 final has been issued (step s's left swaps: rows j0..j1, the last step's up to m).
     Returns (info, steps): the first exact zero pivot the host saw (a CPU panel's; a GPU
     panel's stays on the device) and the per-step records of the timeline.  With a GPU panel
     nothing here waits on the host, so the whole loop can be captured into a CUDA graph
@@ -309,6 +311,8 @@ def enqueue_steps(ops, panel, blocks, lookahead, inv_threshold, origin):
                 sent = panel.send(ops, s + 1, *nxt, after=ops.record("update"))
         # 6. Row interchanges left of the panel (finished columns of L), off the critical path.
         ops.swap(s, j0, j1, 0, j0, "swap_left")
+        if rows_final is not None:   # no later step touches rows above j1
+            rows_final(j0, j1 if nxt is not None else ops.shape[0])
         rec["update_end"] = mark(ops, "update")
         rec["enqueued"] = time.perf_counter()
         steps.append(rec)

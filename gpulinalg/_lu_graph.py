@@ -22,7 +22,14 @@ Policy (`factor`):
   memory pool, so nothing the graph reads or writes is ever handed to another allocation;
   the graph starts by resetting the panel workspace's counters and tags
   (`PanelWorkspace.reset`), so every replay finds the state its launches were captured
-  against; the input is copied into the entry's buffer and the factors out of it;
+  against;
+- the copies in and out are part of the graph (kernels/graph_io.cu), the call's addresses
+  handed over in device memory by one small kernel before the replay: the input is copied
+  into the entry's buffer, the first panel's columns first so that the first panel is
+  factored while the rest arrives, and checked for inf/NaN on the way (scipy's
+  check_finite: no separate pass); rows j0..j1 are copied out as soon as step s's left
+  swaps have made them final, on a stream of their own, so only the last block's copy
+  follows the factorization;
 - keys include the stream, and an entry's lock covers everything that touches its buffers
   (copies, launch, the pivots' and info's copies into per-call buffers), so two threads
   never mix their data; at most CACHE_ENTRIES entries holding at most CACHE_BYTES of device
@@ -45,7 +52,12 @@ import threading
 import numpy as np
 
 from ._backend import cupy
+from ._kernels import Launcher, get_kernel
 from ._lu import absolute_pivots, enqueue_steps, panel_blocks
+
+FAMILY = "graph_io"
+KERNEL_NAMES = ("graph_io_set", "graph_copy<true>", "graph_copy<false>")
+_IO_THREADS = 256
 
 # H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
 # n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
@@ -106,10 +118,13 @@ def clear():
         failures.clear()
 
 
-def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0):
-    """(piv, info) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
+def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None):
+    """(piv, info, finite) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
     replay, or None when this call should run the ordinary driver (first call of its key,
-    or a key whose capture failed).  piv and info as `_lu.getrf`'s; tc_min as CupyOps's."""
+    or a key whose capture failed).  piv and info as `_lu.getrf`'s; tc_min as CupyOps's;
+    finite: whether the matrix read held no inf/NaN.  src: the matrix to factor when it is
+    not A's content (C-contiguous, A's shape, A itself or not overlapping it): read from
+    there, the factors written to A."""
     cp = cupy()
     stream = cp.cuda.get_current_stream()
     key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, nb, precision, lookahead,
@@ -136,7 +151,7 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0):
                     len(_entries) > CACHE_ENTRIES
                     or sum(e.nbytes for e in _entries.values()) > CACHE_BYTES):
                 _entries.popitem(last=False)
-    return entry.run(A, stream)
+    return entry.run(A, stream, A if src is None else src)
 
 
 class _Entry:
@@ -155,19 +170,35 @@ class _Entry:
         mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
             self.a = cp.empty((m, n), dtype=np.float32)
+            self.slot = cp.zeros(2, dtype=np.uint64)     # the call's (src, dst) addresses
+            self.nonfinite = cp.zeros(1, dtype=np.int32)
             self.ops = CupyOps(self.a, nb, precision, tc_min=tc_min)
             self.panel = GpuPanel()
             ws = self.panel.workspace()
+            copy_in, copy_out = (_copier(True, self.slot, self.a, self.nonfinite),
+                                 _copier(False, self.slot, self.a))
+            upd, comm = self.ops.streams["update"], self.ops.streams["comm"]
             if mode is None:
                 self.stream.begin_capture()
             else:
                 self.stream.begin_capture(mode)
             try:
                 ws.reset()                    # the graph's first nodes
+                self.nonfinite.fill(0)
                 self.ops.fork(self.stream)    # the driver's streams join the capture
+                with upd:                     # the first panel's columns, then the rest
+                    copy_in(0, m, 0, self.blocks[0][1])
                 origin = self.ops.record("update")
+                with upd:
+                    copy_in(0, m, self.blocks[0][1], n)
+
+                def rows_final(r0, r1):       # copied out beside the next steps
+                    self.ops.wait("comm", self.ops.record("update"))
+                    with comm:
+                        copy_out(r0, r1, 0, n)
+
                 enqueue_steps(self.ops, self.panel, self.blocks, lookahead, inv_threshold,
-                              origin)
+                              origin, rows_final)
                 self.ops.join()
             finally:
                 graph = (_PriorityGraph(self.stream) if NODE_PRIORITY
@@ -176,19 +207,44 @@ class _Entry:
         self.graph = graph
         self.nbytes = self.pool.total_bytes()
 
-    def run(self, A, stream):
+    def run(self, A, stream, src):
         cp = cupy()
         rt = cp.cuda.runtime
         piv = cp.empty(max(self.k, 1), dtype=np.int32)
-        info = cp.empty(1, dtype=np.int32)
+        info = cp.empty(2, dtype=np.int32)   # info, nonfinite
         with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
-            rt.memcpyAsync(self.a.data.ptr, A.data.ptr, A.nbytes, _D2D, stream.ptr)
+            with stream:
+                _set_slot()((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr, A.data.ptr)
             self.graph.launch(stream)
-            rt.memcpyAsync(A.data.ptr, self.a.data.ptr, A.nbytes, _D2D, stream.ptr)
             rt.memcpyAsync(piv.data.ptr, self.ops.piv.data.ptr, piv.nbytes, _D2D, stream.ptr)
             rt.memcpyAsync(info.data.ptr, self.info.data.ptr, 4, _D2D, stream.ptr)
+            rt.memcpyAsync(info.data.ptr + 4, self.nonfinite.data.ptr, 4, _D2D, stream.ptr)
         piv_rel = piv[:self.k].get(stream=stream)       # waits for this call's work
-        return absolute_pivots(piv_rel, self.blocks), int(info.get(stream=stream)[0])
+        info_h = info.get(stream=stream)
+        return absolute_pivots(piv_rel, self.blocks), int(info_h[0]), not info_h[1]
+
+
+def _set_slot():
+    return Launcher(get_kernel(FAMILY, "graph_io_set"), "PPP")
+
+
+def _copier(into, slot, buf, flag=None):
+    """copy(r0, r1, c0, c1) on the current stream: graph_copy<into> of rows r0..r1, columns
+    c0..c1 between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
+    launch = Launcher(get_kernel(FAMILY, f"graph_copy<{'true' if into else 'false'}>"),
+                      "PPiiiiqP")
+    n = buf.shape[1]
+    sms = cupy().cuda.Device().attributes["MultiProcessorCount"]
+    per_block = _IO_THREADS // 32   # warps, one (row, 512-float segment) item each at a time
+
+    def copy(r0, r1, c0, c1):
+        if r1 <= r0 or c1 <= c0:
+            return
+        items = (r1 - r0) * -(-(c1 - c0) // 512)
+        grid = max(1, min(-(-items // per_block), 8 * sms))
+        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, c0, c1,
+               n, flag.data.ptr if flag is not None else 0)
+    return copy
 
 
 class _PriorityGraph:

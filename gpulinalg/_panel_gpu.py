@@ -13,7 +13,9 @@ Recursive panel, for an mp x w row-major block with k = min(mp, w) pivot columns
               factor A22                              (recursively: pivots relative to row w1)
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
 
-Four leaves (`leaf_plan`, first that fits):
+Four leaves (`leaf_plan`, first that fits; the default plan takes "row", else "tile": the
+other two lose to row<128> at every height they serve, see COLS_MAX_ROWS and CLUSTER_MIN_LW,
+and stay for explicit `leaf=` requests and the measurements):
 - "cols" (getrf_panel_cols<CW, RPT, T>): panels of up to COLS_MAX_ROWS rows and COLS_LW = 256
   columns in ONE launch, distributed by columns (CW per block, all rows in registers): the
   pivot search stays inside a block, one cross-block handoff per CW columns; the unblocked
@@ -23,8 +25,8 @@ Four leaves (`leaf_plan`, first that fits):
   where 16 cannot launch), RPT rows per thread in registers, one cluster barrier per column and
   the candidates exchanged through distributed shared memory, no global barrier.  (LW, RPT) =
   (128, 1), (64, 2), (32, 4): the widest whose CS*256*RPT rows hold the panel (CS = 16: 4096,
-  8192, 16384 rows); a panel wider than LW recurses down to LW-wide leaves.  The default plan
-  takes only LW >= CLUSTER_MIN_LW = 128 (mp <= 4096 with CS = 16; see the measurements there).
+  8192, 16384 rows); a panel wider than LW recurses down to LW-wide leaves.  The plan takes
+  only LW >= CLUSTER_MIN_LW (256 by default: none; see the measurements there).
 - "row" (getrf_leaf_row<LW, RPT>): RPT rows per thread, LW columns in registers, (LW, RPT) =
   (128, 1), (64, 2), (32, 4), and per block a ninth warp that does the grid's communication
   while the others update (pipelined): the widest whose grid of ceil(mp / (256 RPT)) blocks is
@@ -118,7 +120,17 @@ CLUSTER_SIZE = CLUSTER_SIZES[0]
 # the recursion) 355, cluster<32,4,8> 427, row<128> 374.  The narrow leaves gain little or
 # lose, and their recursion sums in another order than row<128> (near-ties may flip); at 128
 # the cluster leaf is bit-identical to row<128>.  32 admits every shape.
-CLUSTER_MIN_LW = 128
+# Thirty-third session: every earlier A/B that "turned the cluster leaf off" with --set
+# _panel_gpu.CLUSTER_MIN_LW=256 still ran it (leaf_plan had bound this default when defined;
+# it reads the constant at call time now), so the row leaf was never measured below 4097
+# rows inside the LU.  Measured (H100, benchmarks/lu_ab.py 2048,4096,8192,16384 --panel gpu
+# --set _panel_gpu.CLUSTER_MIN_LW=256 --vary _panel_gpu.COLS_MAX_ROWS=4096,0,2048, 3
+# rounds): the row leaf for every panel 4.37 -> 4.04 ms, 9.85 -> 8.22, 21.20 -> 19.40, 62.20
+# -> 61.51 (cuSOLVER 5.52, 13.19, 37.81, 142.99); the kernel trace of the 8192 LU
+# (benchmarks/lu_trace.py) put the cluster leaf at 343 us a 4096-row panel, the column-slab
+# leaf at 297-313, row<128> at 209-216.  So the default plan takes no cluster leaf: 256 is
+# wider than every cluster shape (tests and benchmarks still ask for it by leaf= or min_lw).
+CLUSTER_MIN_LW = 256
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction_attribute
 # getrf_panel_cols<CW, RPT, T>: the panel distributed by columns, CW per block of T threads
 # holding all rows (RPT per thread), one cross-block handoff per CW columns.  COLS_SHAPES:
@@ -133,7 +145,12 @@ CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14    # cuda.h, CUfunction
 # slower than 0 (32.1 against 29.5 ms).  Twenty-second session, with the pipelined row leaf
 # (faster alone now: 4096 x 128 cols 0.315 / row<128> 0.295 ms; 2048 x 256 0.468 / 0.591):
 # COLS_MAX_ROWS 4096 / 3072 / 2048 gave LU 4096 9.98 / 10.69 / 10.92 ms, 6144 16.26 / 16.60 /
-# 17.07, 8192 24.37 / 24.83 / 25.30 (lu_ab.py --vary, 3 rounds): kept.
+# 17.07, 8192 24.37 / 24.83 / 25.30 (lu_ab.py --vary, 3 rounds): kept.  Those rows between
+# the values took the cluster leaf, not row<128> (see CLUSTER_MIN_LW); against row<128> the
+# column-slab leaf loses at every height (thirty-third session, H100: 128-column panels alone
+# 0.306 / 0.292 / 0.244 ms at 4096 / 3072 / 2048 rows against 0.221 / 0.218 / 0.212; LU
+# 8192 21.20 -> 19.40 ms with COLS_MAX_ROWS 4096 -> 0, 2048 19.57), so the default plan no
+# longer takes it (0), and nb is 128 up to GPU_NB_SWITCH (COLS_NB applies to its panels).
 COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))   # (CW, RPT, threads)
 # Handoff groups per slab: the slab's owner publishes its pivots and multipliers every
 # CW / COLS_GROUPS columns, and the other blocks apply each group while it factors the next,
@@ -158,7 +175,7 @@ def cols_kernel_name(cw, rpt, t):
 
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
-COLS_MAX_ROWS = 4096
+COLS_MAX_ROWS = 0
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt},{e}>" for lw, rpt in ROW_SHAPES
                         for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
@@ -235,9 +252,11 @@ def leaf_shape(mp, max_blocks=GCAP):
                      f"({max_blocks * THREADS * LEAF_SHAPES[-1][1]} rows); use panel='cpu'")
 
 
-def cluster_shape(mp, cluster_size, min_lw=CLUSTER_MIN_LW):
-    """(LW, RPT) of the widest cluster leaf (LW >= min_lw) whose cluster_size*256*RPT rows
-    hold mp rows, or None (taller panels, or cluster_size 0: no cluster leaf)."""
+def cluster_shape(mp, cluster_size, min_lw=None):
+    """(LW, RPT) of the widest cluster leaf (LW >= min_lw, default CLUSTER_MIN_LW as set at the
+    time of the call) whose cluster_size*256*RPT rows hold mp rows, or None (taller panels,
+    or cluster_size 0: no cluster leaf)."""
+    min_lw = CLUSTER_MIN_LW if min_lw is None else min_lw
     for lw, rpt in CLUSTER_SHAPES:
         if cluster_size and lw >= min_lw and mp <= cluster_size * THREADS * rpt:
             return lw, rpt
@@ -259,11 +278,12 @@ def cols_smem(cw, rpt, t):
 
 
 def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTER_SIZE,
-              cluster_min_lw=CLUSTER_MIN_LW, row_cap=None, cols_rows=None):
+              cluster_min_lw=None, row_cap=None, cols_rows=None):
     """("cols", COLS_LW, RPT, CW, T) when mp <= cols_rows (default COLS_MAX_ROWS), no row_lw
     is given and its COLS_LW / CW blocks (one per SM, like the row leaf's) are co-resident
     (at most row_blocks), else ("cluster", LW, RPT, CS) when mp rows fit one cluster of
-    CS = cluster_size CTAs (0: no cluster leaf) with LW >= cluster_min_lw, else ("row", LW,
+    CS = cluster_size CTAs (0: no cluster leaf) with LW >= cluster_min_lw (default
+    CLUSTER_MIN_LW), else ("row", LW,
     RPT, G) when some shape of ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at
     most row_blocks (the co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at
     most row_cap (default ROW_BLOCK_CAP; not applied to a given row_lw), else the one of

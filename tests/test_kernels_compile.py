@@ -15,7 +15,7 @@ from gpulinalg import _kernels
 FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
             "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu",
             "sgemm_tc": "gpulinalg._gemm_tc", "trsm": "gpulinalg._trsm",
-            "sgemm_wgmma": "gpulinalg._gemm_wgmma"}
+            "sgemm_wgmma": "gpulinalg._gemm_wgmma", "graph_io": "gpulinalg._lu_graph"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"

@@ -112,6 +112,30 @@ def test_replay_checks_finite_and_keeps_input(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [300, 302, 701])
+def test_replay_copies_views_and_checks_every_column(cp, rng, n):
+    """The replay reads the input where it lies (kernels/graph_io.cu): C-contiguous row
+    views whose rows start off the 16-byte grid (n = 302, 701) take the 4-byte path; the
+    inf/NaN check covers the first panel's columns and the rest alike, and the input is
+    never written."""
+    big = cp.asarray(rng.standard_normal((n + 1, n), dtype=np.float32))
+    a = big[1:]
+    assert a.flags.c_contiguous
+    keep = big.copy()
+    want = _eager(a.copy())
+    for _ in range(3):
+        _assert_same(gpulinalg.lu_factor(a, panel="gpu"), want)
+    assert len(_lu_graph._entries) == 1
+    np.testing.assert_array_equal(big.get(), keep.get())
+    for r, c, v in [(3, 2, cp.nan), (n - 1, n - 1, cp.inf), (n // 2, n - 3, -cp.inf)]:
+        bad = a.copy()
+        bad[r, c] = v
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            gpulinalg.lu_factor(bad, panel="gpu")
+    _assert_same(gpulinalg.lu_factor(a, panel="gpu"), want)   # the flag starts from zero
+
+
+@pytest.mark.gpu
 def test_replay_in_place(cp, rng):
     a = cp.asarray(rng.standard_normal((500, 500), dtype=np.float32))
     want = _eager(a)

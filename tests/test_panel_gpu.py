@@ -114,8 +114,9 @@ def test_leaf_plan_and_block_size():
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
 
-def test_leaf_plan_prefers_the_cluster_leaf():
-    """The widest cluster leaf whose CS*256*RPT rows hold the panel, else the row/tile leaves."""
+def test_leaf_plan_cluster_leaf(monkeypatch):
+    """The widest cluster leaf (LW >= CLUSTER_MIN_LW) whose CS*256*RPT rows hold the panel,
+    else the row/tile leaves; by default (CLUSTER_MIN_LW = 256) none: row<128> is faster."""
     assert CLUSTER_SIZE == CLUSTER_SIZES[0] == 16 and 8 in CLUSTER_SIZES
     assert all(lw * rpt <= 128 and lw % 4 == 0 for lw, rpt in CLUSTER_SHAPES)
     assert [lw for lw, _ in CLUSTER_SHAPES] == sorted((lw for lw, _ in CLUSTER_SHAPES),
@@ -123,12 +124,21 @@ def test_leaf_plan_prefers_the_cluster_leaf():
     for cs in CLUSTER_SIZES:
         for lw, rpt in CLUSTER_SHAPES:
             assert f"getrf_leaf_cluster<{lw},{rpt},{cs}>" in KERNEL_NAMES
-    assert _panel_gpu.CLUSTER_MIN_LW == 128                     # the default: full width only
-    assert _no_cols_plan(1, 132) == ("cluster", 128, 1, 16)
+    assert _panel_gpu.CLUSTER_MIN_LW == 256                     # the default: no cluster leaf
+    assert _no_cols_plan(1, 132) == ("row", ROW_LW, 1, 1)
+    assert _no_cols_plan(4096, 132) == ("row", ROW_LW, 1, 16)
+    full = dict(cluster_min_lw=128)                             # the full-width cluster leaf
+    assert _no_cols_plan(1, 132, **full) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(2048, 132, **full) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(4096, 132, **full) == ("cluster", 128, 1, 16)
+    assert _no_cols_plan(4097, 132, **full) == ("row", ROW_LW, 1, 17)
+    assert _no_cols_plan(2049, 132, cluster_size=8, **full) == ("row", ROW_LW, 1, 9)
+    # The constant is read at the call (A/B scripts set it), not when leaf_plan was defined.
+    monkeypatch.setattr(_panel_gpu, "CLUSTER_MIN_LW", 128)
     assert _no_cols_plan(2048, 132) == ("cluster", 128, 1, 16)
-    assert _no_cols_plan(4096, 132) == ("cluster", 128, 1, 16)
-    assert _no_cols_plan(4097, 132) == ("row", ROW_LW, 1, 17)
-    assert _no_cols_plan(2049, 132, cluster_size=8) == ("row", ROW_LW, 1, 9)
+    assert cluster_shape(2048, 16) == (128, 1)
+    monkeypatch.undo()
+    assert cluster_shape(2048, 16) is None
     any_lw = dict(cluster_min_lw=32)                            # every cluster shape
     assert _no_cols_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
     assert _no_cols_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
@@ -245,14 +255,17 @@ def test_cols_plan():
     assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", COLS_LW, small[1], small[0], small[2])
     assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", COLS_LW, 16, 4, 512)
     assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
-    assert leaf_plan(2048, 132, cols_rows=0)[0] == "cluster"
+    assert leaf_plan(2048, 132, cols_rows=0)[0] == "row"
+    assert leaf_plan(2048, 132, cols_rows=0, cluster_min_lw=128)[0] == "cluster"
     assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
     # A device without COLS_LW / CW co-resident blocks (one per SM) takes another leaf.
     assert leaf_plan(2048, COLS_LW // 16, cols_rows=8192)[0] == "cols"
     assert leaf_plan(2048, COLS_LW // 16 - 1, cols_rows=8192)[0] != "cols"
     assert leaf_plan(4096, COLS_LW // 8 - 1, cols_rows=8192)[0] != "cols"
-    assert _panel_gpu.COLS_MAX_ROWS == 4096                     # the default (measured)
-    assert leaf_plan(4096, 132)[0] == "cols" and leaf_plan(4097, 132)[0] != "cols"
+    assert _panel_gpu.COLS_MAX_ROWS == 0                        # the default (measured)
+    assert leaf_plan(1, 132)[0] == "row" and leaf_plan(4096, 132)[0] == "row"
+    assert leaf_plan(4096, 132, cols_rows=4096)[0] == "cols"
+    assert leaf_plan(4097, 132, cols_rows=4096)[0] != "cols"
 
 
 @pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
