@@ -224,10 +224,8 @@ def panel_blocks(k, nb, tails=()):
 def absolute_pivots(piv_rel, blocks):
     """Pivots relative to each panel's first row (the device's convention) -> absolute row
     numbers, 0-based int32."""
-    piv = np.asarray(piv_rel).astype(np.int64)
-    for j0, j1 in blocks:
-        piv[j0:j1] += j0
-    return piv.astype(np.int32)
+    starts = np.repeat([j0 for j0, _ in blocks], [j1 - j0 for j0, j1 in blocks])
+    return (np.asarray(piv_rel, dtype=np.int64) + starts[:len(piv_rel)]).astype(np.int32)
 
 
 def getrf(ops, panel, nb, lookahead=1, inv_threshold=INV_THRESHOLD, timeline=None):

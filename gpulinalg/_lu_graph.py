@@ -25,11 +25,12 @@ Policy (`factor`):
   against;
 - the copies in and out are part of the graph (kernels/graph_io.cu), the call's addresses
   handed over in device memory by one small kernel before the replay: the input is copied
-  into the entry's buffer, the first panel's columns first so that the first panel is
-  factored while the rest arrives, and checked for inf/NaN on the way (scipy's
-  check_finite: no separate pass); rows j0..j1 are copied out as soon as step s's left
-  swaps have made them final, on a stream of their own, so only the last block's copy
-  follows the factorization;
+  into the entry's buffer and checked for inf/NaN on the way (scipy's check_finite: no
+  separate pass), beside the workspace's reset; rows j0..j1 are copied out as soon as step
+  s's left swaps have made them final, on a stream of their own, so only the last block's
+  copy follows the factorization (the first panel's columns copied ahead of the rest, so
+  that the first panel starts sooner, measured no faster: the first steps wait for the
+  update, which needs the whole matrix);
 - keys include the stream, and an entry's lock covers everything that touches its buffers
   (copies, launch, the pivots' and info's copies into per-call buffers), so two threads
   never mix their data; at most CACHE_ENTRIES entries holding at most CACHE_BYTES of device
@@ -183,14 +184,15 @@ class _Entry:
             else:
                 self.stream.begin_capture(mode)
             try:
-                ws.reset()                    # the graph's first nodes
-                self.nonfinite.fill(0)
+                self.nonfinite.fill(0)        # the graph's first node
                 self.ops.fork(self.stream)    # the driver's streams join the capture
-                with upd:                     # the first panel's columns, then the rest
-                    copy_in(0, m, 0, self.blocks[0][1])
-                origin = self.ops.record("update")
                 with upd:
-                    copy_in(0, m, self.blocks[0][1], n)
+                    copy_in(0, m, 0, n)
+                origin = self.ops.record("update")
+                ws.reset()                    # beside the copy; the panels wait for it
+                reset = cp.cuda.Event(disable_timing=True)
+                reset.record(self.stream)
+                self.ops.wait("panel", reset)
 
                 def rows_final(r0, r1):       # copied out beside the next steps
                     self.ops.wait("comm", self.ops.record("update"))
@@ -210,18 +212,18 @@ class _Entry:
     def run(self, A, stream, src):
         cp = cupy()
         rt = cp.cuda.runtime
-        piv = cp.empty(max(self.k, 1), dtype=np.int32)
-        info = cp.empty(2, dtype=np.int32)   # info, nonfinite
+        k = self.k
+        out = cp.empty(k + 2, dtype=np.int32)   # the pivots, info, nonfinite: one read back
         with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
             with stream:
                 _set_slot()((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr, A.data.ptr)
             self.graph.launch(stream)
-            rt.memcpyAsync(piv.data.ptr, self.ops.piv.data.ptr, piv.nbytes, _D2D, stream.ptr)
-            rt.memcpyAsync(info.data.ptr, self.info.data.ptr, 4, _D2D, stream.ptr)
-            rt.memcpyAsync(info.data.ptr + 4, self.nonfinite.data.ptr, 4, _D2D, stream.ptr)
-        piv_rel = piv[:self.k].get(stream=stream)       # waits for this call's work
-        info_h = info.get(stream=stream)
-        return absolute_pivots(piv_rel, self.blocks), int(info_h[0]), not info_h[1]
+            p = out.data.ptr
+            rt.memcpyAsync(p, self.ops.piv.data.ptr, 4 * k, _D2D, stream.ptr)
+            rt.memcpyAsync(p + 4 * k, self.info.data.ptr, 4, _D2D, stream.ptr)
+            rt.memcpyAsync(p + 4 * k + 4, self.nonfinite.data.ptr, 4, _D2D, stream.ptr)
+        host = out.get(stream=stream)       # waits for this call's work
+        return absolute_pivots(host[:k], self.blocks), int(host[k]), not host[k + 1]
 
 
 def _set_slot():

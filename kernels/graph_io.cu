@@ -19,8 +19,6 @@
 //   Bound: bandwidth; 8 bytes moved per element, judged against a device-to-device cudaMemcpy
 //   (~3.0 TB/s on an H100: 537 MB at n = 8192 in ~175 us).
 
-#include <cstdint>
-
 constexpr int IO_SEG = 512;   // floats of one row per warp item: 32 lanes x 4 float4
 
 extern "C" __global__ void graph_io_set(unsigned long long* slot, unsigned long long src,
@@ -47,8 +45,8 @@ __global__ void __launch_bounds__(256) graph_copy(const unsigned long long* slot
     const long long warps = (static_cast<long long>(gridDim.x) * blockDim.x) >> 5;
     const int w = c1 - c0, segs = (w + IO_SEG - 1) / IO_SEG;
     const long long items = static_cast<long long>(r1 - r0) * segs;
-    const bool vec = (((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) & 15)
-                      | (n & 3) | (c0 & 3)) == 0;
+    const bool vec = (((reinterpret_cast<unsigned long long>(src)
+                        | reinterpret_cast<unsigned long long>(dst)) & 15) | (n & 3) | (c0 & 3)) == 0;
     bool bad = false;
     for (long long it = ((static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5);
          it < items; it += warps) {

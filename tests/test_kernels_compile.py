@@ -35,6 +35,15 @@ def test_every_kernel_file_has_a_launcher_and_a_header():
             f"kernels/{family}.cu must open with a header stating what it computes and its bound"
 
 
+def test_sources_include_only_what_nvrtc_has():
+    """CuPy compiles with NVRTC, which has no C++ standard library headers: a kernel file that
+    includes <cstdint> compiles with nvcc here and fails on the GPU machine (it did once)."""
+    allowed = {"cuda_runtime.h"}
+    for path in sorted(_kernels.kernel_dir().glob("*.cu*")):
+        for name in re.findall(r'^\s*#include\s*<([^>]+)>', path.read_text(), re.MULTILINE):
+            assert name in allowed, f"{path.name} includes <{name}>, which NVRTC lacks"
+
+
 def test_sources_are_found_and_includes_pasted():
     text = _kernels.source("sgemm")
     assert "sgemm_tiled" in text and "sgemm_volkov2008" in text

@@ -686,10 +686,12 @@ def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
 
 
 @pytest.mark.gpu
-def test_panel_default_plan_takes_the_cols_leaf(cp, rng):
-    """Up to COLS_MAX_ROWS rows the default plan is the column-slab leaf; taller panels take
-    another leaf (one workspace for all)."""
-    from gpulinalg._panel_gpu import COLS_MAX_ROWS, PanelWorkspace
+def test_panel_plan_takes_the_cols_leaf(cp, rng, monkeypatch):
+    """With COLS_MAX_ROWS set (0 by default: off), panels up to that many rows take the
+    column-slab leaf; taller panels take another leaf (one workspace for all)."""
+    from gpulinalg._panel_gpu import PanelWorkspace
+    COLS_MAX_ROWS = 4096
+    monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", COLS_MAX_ROWS)
     ws = PanelWorkspace()
     for m, w in [(COLS_MAX_ROWS, 128), (300, 256), (COLS_MAX_ROWS + 1, 128), (2000, 100)]:
         plan = ws.plan(m)
@@ -901,12 +903,14 @@ def test_panel_cluster_leaf_strided_view(cp, rng, col0):
 
 
 @pytest.mark.gpu
-def test_panel_default_plan_takes_the_cluster_leaf(cp, rng, monkeypatch):
-    """Where a cluster launches, panels up to CS*256 rows take the 128-wide cluster leaf when
-    the column-slab leaf is off (one workspace, several shapes, interleaved with the row
-    leaf: no state shared between them)."""
+def test_panel_plan_takes_the_cluster_leaf(cp, rng, monkeypatch):
+    """Where a cluster launches and CLUSTER_MIN_LW admits it (not by default), panels up to
+    CS*256 rows take the 128-wide cluster leaf when the column-slab leaf is off (one
+    workspace, several shapes, interleaved with the row leaf: no state shared between
+    them)."""
     from gpulinalg._panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", 0)
+    monkeypatch.setattr(_panel_gpu, "CLUSTER_MIN_LW", 128)
     cs = max(_cluster_sizes())
     ws = PanelWorkspace()
     for m, w in [(cs * THREADS, 128), (1000, 256), (cs * THREADS + 1, 128), (9000, 64)]:
