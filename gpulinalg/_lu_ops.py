@@ -119,6 +119,12 @@ _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the grea
 # the LU's L21 (H100, docs/design.md), and the copy (8 bytes per L21 element, ~11 us at
 # n = 16384) is paid once per update: worth it only for wide updates.
 L21_COLMAJOR_MIN_COLS = 2048
+# The look-ahead product (the next panel's columns only, on the chain every panel waits for)
+# in FP32 whatever `precision` when it is at most this wide: a 128-wide 3xTF32 product adds
+# two split kernels to the chain (~19 against ~9 us a step).  H100, lu_ab.py 8192,16384
+# --vary (the knob of that call), 4 rounds: 8192 (nb 128) 18.95 -> 18.75 ms; 16384 (nb 512)
+# 59.69 -> 61.12, so only narrow ones.  Both arithmetics are FP32-accurate.
+LOOKAHEAD_FP32_COLS = 128
 
 
 def _update_priority(panel):
@@ -387,12 +393,14 @@ class CupyOps(_Columns):
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
                 self._trsm(jb, width, l11, ldl, u12, lda)
             if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                self._trailing(step, j0, j1, lc, l21, ldl, u12)
+                self._trailing(step, j0, j1, lc, l21, ldl, u12,
+                               fp32=label == "update_next" and width <= LOOKAHEAD_FP32_COLS)
 
-    def _trailing(self, step, j0, j1, lc, l21, ldl, u12):
-        """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12."""
+    def _trailing(self, step, j0, j1, lc, l21, ldl, u12, fp32=False):
+        """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12;
+        fp32: with the FP32 kernels whatever the precision."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        if self.precision != "fp32" and max(m - j1, lda - j1) >= self.tc_min:
+        if not fp32 and self.precision != "fp32" and max(m - j1, lda - j1) >= self.tc_min:
             # The tensor-core products, on views; one block per tile (persistent=False), so
             # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
