@@ -176,6 +176,15 @@ def cols_kernel_name(cw, rpt, t):
 COLS_THREADS = 512      # the threads of the default shapes (tests)
 COLS_LW = 256
 COLS_MAX_ROWS = 0
+# On several GPUs the plan keeps the column-slab leaf up to 4096 rows (and nb = COLS_NB for
+# such matrices), as every multi-GPU figure so far was measured with it: the row leaf there
+# has not been timed yet.
+COLS_MAX_ROWS_MULTI = 4096
+
+
+def cols_max_rows(devices=1):
+    """The tallest panel the plan gives the column-slab leaf on one of `devices` GPUs."""
+    return COLS_MAX_ROWS if devices <= 1 else COLS_MAX_ROWS_MULTI
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt},{e}>" for lw, rpt in ROW_SHAPES
                         for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
@@ -226,7 +235,7 @@ def default_block_size(m, n, precision="fp32", devices=1):
     """Panel width nb of the GPU panel (see GPU_NB_SWITCH and NB_STEPS) for an m x n LU
     whose updates run in `precision` on `devices` GPUs."""
     k = min(m, n)
-    if k <= COLS_MAX_ROWS:
+    if k <= cols_max_rows(devices):
         return COLS_NB
     steps = (NB_STEPS_MULTI if devices > 2 else NB_STEPS_2GPU if devices == 2
              else NB_STEPS if precision == "fp32" else NB_STEPS_TC)
@@ -395,7 +404,8 @@ class PanelWorkspace:
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, row_threads(ROW_SHAPES[0][1])),
                              self.max_blocks(tile, GCAP), row_lw,
                              cluster_size() if cluster else 0,
-                             row_cap=row_block_cap(self.devices))
+                             row_cap=row_block_cap(self.devices),
+                             cols_rows=cols_max_rows(self.devices))
             self._plans[key] = plan
         return plan
 

@@ -107,9 +107,13 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(40960, 40960, "fp32", devices=4) == 256
     assert _panel_gpu.default_block_size(40961, 40961, "3xtf32", devices=4) == 512
     assert _panel_gpu.default_block_size(49152, 49152, "fp32", devices=4) == 512
-    cols = _panel_gpu.COLS_MAX_ROWS                 # every panel one column-slab launch: 256
-    assert _panel_gpu.default_block_size(cols, 9000) == 256
-    assert _panel_gpu.default_block_size(cols + 1, cols + 1) == 128
+    assert _panel_gpu.default_block_size(4096, 4096) == 128      # one GPU: row leaves
+    assert _panel_gpu.cols_max_rows(1) == _panel_gpu.COLS_MAX_ROWS == 0
+    cols = _panel_gpu.cols_max_rows(2)    # several GPUs: every panel one column-slab launch
+    assert cols == _panel_gpu.cols_max_rows(4) == 4096
+    assert _panel_gpu.default_block_size(cols, 9000, devices=2) == 256
+    assert _panel_gpu.default_block_size(cols + 1, cols + 1, devices=2) == 128
+    assert leaf_plan(cols, 132, cols_rows=cols)[0] == "cols"
     assert all(_panel_gpu.row_kernel_name(lw, rpt) in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
