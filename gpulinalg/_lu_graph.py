@@ -176,6 +176,7 @@ class _Entry:
             self.ops = CupyOps(self.a, nb, precision, tc_min=tc_min)
             self.panel = GpuPanel()
             ws = self.panel.workspace()
+            self.set_slot = Launcher(get_kernel(FAMILY, "graph_io_set"), "PPP")
             copy_in, copy_out = (_copier(True, self.slot, self.a, self.nonfinite),
                                  _copier(False, self.slot, self.a))
             upd, comm = self.ops.streams["update"], self.ops.streams["comm"]
@@ -187,7 +188,7 @@ class _Entry:
                 self.nonfinite.fill(0)        # the graph's first node
                 self.ops.fork(self.stream)    # the driver's streams join the capture
                 with upd:
-                    copy_in(0, m, 0, n)
+                    copy_in(0, m)
                 origin = self.ops.record("update")
                 ws.reset()                    # beside the copy; the panels wait for it
                 reset = cp.cuda.Event(disable_timing=True)
@@ -197,7 +198,7 @@ class _Entry:
                 def rows_final(r0, r1):       # copied out beside the next steps
                     self.ops.wait("comm", self.ops.record("update"))
                     with comm:
-                        copy_out(r0, r1, 0, n)
+                        copy_out(r0, r1)
 
                 enqueue_steps(self.ops, self.panel, self.blocks, lookahead, inv_threshold,
                               origin, rows_final)
@@ -216,7 +217,8 @@ class _Entry:
         out = cp.empty(k + 2, dtype=np.int32)   # the pivots, info, nonfinite: one read back
         with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
             with stream:
-                _set_slot()((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr, A.data.ptr)
+                self.set_slot((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr,
+                              A.data.ptr)
             self.graph.launch(stream)
             p = out.data.ptr
             rt.memcpyAsync(p, self.ops.piv.data.ptr, 4 * k, _D2D, stream.ptr)
@@ -226,25 +228,21 @@ class _Entry:
         return absolute_pivots(host[:k], self.blocks), int(host[k]), not host[k + 1]
 
 
-def _set_slot():
-    return Launcher(get_kernel(FAMILY, "graph_io_set"), "PPP")
-
-
 def _copier(into, slot, buf, flag=None):
-    """copy(r0, r1, c0, c1) on the current stream: graph_copy<into> of rows r0..r1, columns
-    c0..c1 between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
+    """copy(r0, r1) on the current stream: graph_copy<into> of rows r0..r1 (all columns)
+    between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
     launch = Launcher(get_kernel(FAMILY, f"graph_copy<{'true' if into else 'false'}>"),
                       "PPiiiiqP")
     n = buf.shape[1]
     sms = cupy().cuda.Device().attributes["MultiProcessorCount"]
     per_block = _IO_THREADS // 32   # warps, one (row, 512-float segment) item each at a time
 
-    def copy(r0, r1, c0, c1):
-        if r1 <= r0 or c1 <= c0:
+    def copy(r0, r1):
+        if r1 <= r0 or n == 0:
             return
-        items = (r1 - r0) * -(-(c1 - c0) // 512)
+        items = (r1 - r0) * -(-n // 512)
         grid = max(1, min(-(-items // per_block), 8 * sms))
-        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, c0, c1,
+        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, 0, n,
                n, flag.data.ptr if flag is not None else 0)
     return copy
 
