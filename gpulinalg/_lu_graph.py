@@ -232,7 +232,7 @@ def _copier(into, slot, buf, flag=None):
     """copy(r0, r1) on the current stream: graph_copy<into> of rows r0..r1 (all columns)
     between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
     launch = Launcher(get_kernel(FAMILY, f"graph_copy<{'true' if into else 'false'}>"),
-                      "PPiiiiqP")
+                      "PPiiqP")
     n = buf.shape[1]
     sms = cupy().cuda.Device().attributes["MultiProcessorCount"]
     per_block = _IO_THREADS // 32   # warps, one (row, 512-float segment) item each at a time
@@ -242,8 +242,8 @@ def _copier(into, slot, buf, flag=None):
             return
         items = (r1 - r0) * -(-n // 512)
         grid = max(1, min(-(-items // per_block), 8 * sms))
-        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, 0, n,
-               n, flag.data.ptr if flag is not None else 0)
+        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, n,
+               flag.data.ptr if flag is not None else 0)
     return copy
 
 

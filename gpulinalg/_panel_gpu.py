@@ -185,6 +185,8 @@ COLS_MAX_ROWS_MULTI = 4096
 def cols_max_rows(devices=1):
     """The tallest panel the plan gives the column-slab leaf on one of `devices` GPUs."""
     return COLS_MAX_ROWS if devices <= 1 else COLS_MAX_ROWS_MULTI
+
+
 KERNEL_NAMES = (tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
                 + tuple(f"getrf_leaf_row<{lw},{rpt},{e}>" for lw, rpt in ROW_SHAPES
                         for e in (0, 1) if e == 0 or rpt <= ROW_EARLY_RPT)
@@ -292,9 +294,8 @@ def leaf_plan(mp, row_blocks, tile_blocks=GCAP, row_lw=None, cluster_size=CLUSTE
     is given and its COLS_LW / CW blocks (one per SM, like the row leaf's) are co-resident
     (at most row_blocks), else ("cluster", LW, RPT, CS) when mp rows fit one cluster of
     CS = cluster_size CTAs (0: no cluster leaf) with LW >= cluster_min_lw (default
-    CLUSTER_MIN_LW), else ("row", LW,
-    RPT, G) when some shape of ROW_SHAPES (only LW = row_lw when given) fits: its G blocks at
-    most row_blocks (the co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at
+    CLUSTER_MIN_LW), else ("row", LW, RPT, G) when some shape of ROW_SHAPES (only LW = row_lw
+    when given) fits: its G blocks at most row_blocks (the co-resident ones) and GMAX_ROW.  Of those, the widest whose G is at
     most row_cap (default ROW_BLOCK_CAP; not applied to a given row_lw), else the one of
     fewest blocks.  Else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow
     leaves)."""
