@@ -16,12 +16,14 @@ stream, start and end in microseconds from the call's first kernel, grid, block,
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
 import tempfile
 
 LEAF_PREFIXES = ("void getrf_leaf", "void getrf_panel", "getrf_leaf", "getrf_panel")
+GEMM_MARKS = ("sgemm", "wgmma")
 
 
 def kernels_of(call):
@@ -30,7 +32,8 @@ def kernels_of(call):
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         call()
-        torch.cuda.synchronize()
+        for i in range(torch.cuda.device_count()):   # a distributed call ends on every GPU
+            torch.cuda.synchronize(i)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "trace.json")
         prof.export_chrome_trace(path)
@@ -44,7 +47,8 @@ def kernels_of(call):
         out.append({"name": e["name"], "stream": args.get("stream"), "start": float(e["ts"]),
                     "end": float(e["ts"]) + float(e["dur"]), "grid": args.get("grid"),
                     "block": args.get("block"), "regs": args.get("registers per thread"),
-                    "smem": args.get("shared memory")})
+                    "smem": args.get("shared memory"), "device": args.get("device"),
+                    "copy": e.get("cat") != "kernel"})
     out.sort(key=lambda k: k["start"])
     if out:
         t0 = out[0]["start"]
@@ -104,6 +108,39 @@ def summarize(kernels, group):
     print("  chain kernels of step", len(rows) // 2, ":", ", ".join(mid["chain"]))
 
 
+def kind(k):
+    """'copy', 'leaf', 'gemm' or 'other' for a record of kernels_of."""
+    if k["copy"]:
+        return "copy"
+    if k["name"].startswith(LEAF_PREFIXES):
+        return "leaf"
+    return "gemm" if any(mark in k["name"] for mark in GEMM_MARKS) else "other"
+
+
+def summarize_devices(kernels, windows=8):
+    """Per device: busy ms of each kind of record (union of its intervals), the sum of the
+    SGEMMs' durations, the idle ms (no kernel running) over the call's span, and the idle ms
+    in each of `windows` equal parts of the span."""
+    wall = max(k["end"] for k in kernels)
+    edges = [wall * i / windows for i in range(windows + 1)]
+    print(f"  span {wall / 1e3:.2f} ms; per device busy ms by kind (union), Σ SGEMM ms, idle ms"
+          f" (no kernel), idle ms per 1/{windows} of the span")
+    for dev in sorted({k["device"] for k in kernels}, key=str):
+        mine = [k for k in kernels if k["device"] == dev]
+        spans = lambda ks: [(k["start"], k["end"]) for k in ks]
+        by = {c: busy(spans([k for k in mine if kind(k) == c]))
+              for c in ("gemm", "leaf", "other", "copy")}
+        work = spans([k for k in mine if not k["copy"]])
+        parts = []
+        for lo, hi in zip(edges, edges[1:]):
+            inside = [(max(a, lo), min(b, hi)) for a, b in work if b > lo and a < hi]
+            parts.append((hi - lo - busy(inside)) / 1e3)
+        gemm_sum = sum(k["end"] - k["start"] for k in mine if kind(k) == "gemm")
+        print(f"  device {dev}: " + " ".join(f"{c} {v / 1e3:.1f}" for c, v in by.items())
+              + f"; Σ SGEMM {gemm_sum / 1e3:.1f}; idle {(wall - busy(work)) / 1e3:.1f}: "
+              + " ".join(f"{x:.1f}" for x in parts))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sizes", help="n or MxN, comma-separated (random matrices)")
@@ -114,6 +151,8 @@ def main():
     p.add_argument("--precision", default="auto")
     p.add_argument("--group", type=int, default=8, help="steps per printed row")
     p.add_argument("--out", help="folder for the kernels of each call as JSON")
+    p.add_argument("--devices", default="1",
+                   help="GPU counts, comma-separated (> 1: a CuPy input, the distributed LU)")
     args = p.parse_args()
     import cupy as cp
     import torch
@@ -125,24 +164,30 @@ def main():
 
     torch.cuda.init()
     set_constants(args.set)
+    counts = [int(x) for x in args.devices.split(",")]
     with varied_constant(args.vary) as (mod, name, values):
         for m, n in parse_shapes(args.sizes):
             a = random_matrix((m, n), n)
-            for v in values:
+            for v, ndev in itertools.product(values, counts):
                 setattr(mod, name, v)
                 _lu_graph.clear()
+                kw = {"devices": ndev} if ndev > 1 else {}
                 call = lambda: gpulinalg.lu_factor(a, panel=args.panel,
-                                                   precision=args.precision)
+                                                   precision=args.precision, **kw)
                 ms = time_gpu(call, warmup=2, repeat=5)
                 kernels = kernels_of(call)
-                print(f"{m}x{n} {name}={v}: {ms:.2f} ms a call (events, median of 5)")
-                summarize(kernels, args.group)
+                print(f"{m}x{n} {name}={v} on {ndev} GPU(s): {ms:.2f} ms a call (events, "
+                      f"median of 5)")
+                if ndev > 1 or len(counts) > 1:
+                    summarize_devices(kernels)
+                if ndev == 1:
+                    summarize(kernels, args.group)
                 if args.out:
                     os.makedirs(args.out, exist_ok=True)
-                    with open(os.path.join(args.out, f"lu_trace_{m}x{n}_{name}_{v}.json"),
-                              "w") as f:
+                    with open(os.path.join(args.out, f"lu_trace_{m}x{n}_{name}_{v}_{ndev}gpu"
+                                                     ".json"), "w") as f:
                         json.dump({"m": m, "n": n, "constant": name, "value": v, "ms": ms,
-                                   "kernels": kernels}, f)
+                                   "devices": ndev, "kernels": kernels}, f)
             a = None
             cp.get_default_memory_pool().free_all_blocks()
 

@@ -70,7 +70,7 @@ def test_schedule(m, n, nb, p, lookahead, tail):
     k = min(m, n)
     dist = ColumnCyclic(n, nb, p)
     blocks = panel_blocks(k, nb, tails=((nb // 2, 24),) if tail else ())
-    steps = panel_schedule(k, nb, dist, lookahead, blocks)
+    steps = list(panel_schedule(k, nb, dist, lookahead, blocks))
     assert len(steps) == len(blocks)
     for s, ops in enumerate(steps):
         j0, j1 = blocks[s]
