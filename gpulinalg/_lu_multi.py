@@ -444,6 +444,13 @@ SCATTER_STREAMS = 2
 # the LU 315.0 -> 311.3 ms (benchmarks/lu_multi_ab.py 32768 --devices 2 --nb 512 --precision
 # fp32 --vary SCATTER_FIRST=0,1,2 --steps FILE, twenty-seventh session; 1: 312.2 ms).
 SCATTER_FIRST = 2
+# The deferred chunks go the last device's first: the copies out of the source's device run
+# one after another at its link's rate (~370 GB/s on an H200: 6.5 ms for a device's share
+# at 49152), and device d updates steps 0 .. d - 2 on all its columns before its first
+# panel (step d), so the last device needs its columns soonest.  In device order, the 4th
+# device of an H200 x4 idled from 8.9 to 22.6 ms waiting for them and panel 3 began at ~50
+# ms (49152, nb = 512; benchmarks/lu_trace.py 49152 --devices 4 --precision fp32).
+SCATTER_REVERSED = True
 
 
 def _upload(chunks, event, copy):
@@ -491,7 +498,8 @@ def _scatter(cp, src, dist, device_ids, streams=None):
             shares.append(x)
             arrivals.append(got)
             rests.append(rest)
-    return shares, arrivals, starts, lambda: [rest() for rest in rests]
+    order = rests[::-1] if SCATTER_REVERSED else rests
+    return shares, arrivals, starts, lambda: [rest() for rest in order]
 
 
 def _chunk_copier(cp, dist, d, dev_id, src, share, sides):
