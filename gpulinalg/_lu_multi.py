@@ -36,15 +36,15 @@ NumpyOps ("virtual devices", emulated streams and events) and compare with LAPAC
 import collections
 import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ._distribution import ColumnCyclic, gather, panel_schedule
+from ._host_io import host_transfers
 from ._lu import INV_THRESHOLD, absolute_pivots, panel_blocks
 
 F32 = np.float32
-_H2D, _D2H, _DEFAULT = 1, 2, 4   # cudaMemcpyKind
+_DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
 
 
 # PANEL_FIRST: a GPU panel (no host wait) is enqueued as soon as its columns are up to date,
@@ -340,7 +340,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     """The distributed LU on the GPUs `device_ids`.
 
     src: a C-contiguous NumPy matrix of float32 or a type that converts to it exactly
-    (uploaded by `_host_transfers`; the factors come back into `out`, a C-contiguous float32
+    (uploaded by `_host_io.host_transfers`; the factors come back into `out`, a C-contiguous float32
     NumPy matrix of its shape, default src itself when float32) or a C-contiguous float32
     CuPy matrix (factored in place, or into `out`).  Returns (piv, info).
 
@@ -354,7 +354,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     device once the factorization's streams are set up and before its steps are enqueued:
     work that reads src on the current stream beside the factorization (the input's
     finite check), not ahead of it.  A NumPy src goes to the devices before the
-    factorization and comes back after it (`_host_transfers`: pinned staging, all devices at
+    factorization and comes back after it (`_host_io.host_transfers`: pinned staging, all devices at
     once).  `timeline`, if a list, receives getrf_multi's record plus scatter_ms (upload:
     first to last chunk on the slowest device, or the host transfer), factor_ms (from the
     start until every device is done) and gather_ms (what is left after that: the home's last
@@ -371,7 +371,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     _enable_peer_access(cp, device_ids)
     t0 = time.perf_counter()
     if on_host:   # complete on return: every column is in place
-        shares, arrivals = _host_transfers(cp, src, dist, device_ids), None
+        shares, arrivals = host_transfers(cp, src, dist, device_ids), None
         rest = None
         scatter = (time.perf_counter() - t0) * 1e3
     else:
@@ -394,7 +394,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     if home is not None:
         home.finish()
     else:
-        _host_transfers(cp, out, dist, device_ids, shares)
+        host_transfers(cp, out, dist, device_ids, shares)
     t2 = time.perf_counter()
     if timeline is not None and not on_host:
         scatter = 0.0
@@ -510,103 +510,3 @@ def _chunk_copier(cp, dist, d, dev_id, src, share, sides):
             _copy_blocks(cp, dist, d, chunk, src, share, side)
             ev.record(side)
     return copy
-
-
-# Pinned staging for host matrices: two buffers of about this size per GPU, packed and
-# unpacked by this many host threads per GPU (NumPy's copies release the GIL; one thread
-# moved ~13-14 GB/s per GPU on the H200 x4 host, a quarter of what PCIe takes).
-HOST_STAGING_BYTES = 1 << 28
-HOST_PACK_THREADS = 4
-
-
-def _column_views(rows, buf, dist, d):
-    """(host view, staging view) pairs that cover device d's columns of `rows` (a block of
-    rows of the whole host matrix) and the same rows of its share in `buf`: one strided view
-    for all the whole groups of P blocks, then the blocks of the last, partial group."""
-    p, nb, n = dist.ndev, dist.nb, dist.n
-    g, r = n // (p * nb), rows.shape[0]
-    pairs = []
-    if g:   # a view: the row splits into (group, device, column) without a copy
-        pairs.append((rows[:, :g * p * nb].reshape(r, g, p, nb)[:, :, d, :],
-                      buf[:, :g * nb].reshape(r, g, nb)))
-    for c0, c1 in dist.blocks(d):
-        if c0 >= g * p * nb:
-            l0 = dist.count_before(d, c0)
-            pairs.append((rows[:, c0:c1], buf[:, l0:l0 + c1 - c0]))
-    return pairs
-
-
-def _pack(rows, buf, dist, d, up, pool):
-    """buf = device d's columns of `rows` (up), or the reverse, split by rows over `pool`."""
-    r = rows.shape[0]
-    step = -(-r // HOST_PACK_THREADS)
-
-    def part(i0):
-        for h, b in _column_views(rows[i0:i0 + step], buf[i0:i0 + step], dist, d):
-            if up:
-                b[...] = h
-            else:
-                h[...] = b
-
-    list(pool.map(part, range(0, r, step)))
-
-
-def _host_transfers(cp, host, dist, device_ids, shares=None):
-    """Between a host matrix and the devices' shares, all devices at once (a thread each):
-    shares=None allocates the shares and uploads host's columns into them (returns the
-    shares); else downloads the shares into host.  Complete on return."""
-    m = host.shape[0]
-    if shares is None:
-        shares = []
-        for d, dev_id in enumerate(device_ids):
-            with cp.cuda.Device(dev_id):
-                shares.append(cp.empty((m, dist.local_width(d)), np.float32))
-        up = True
-    else:
-        up = False
-    with ThreadPoolExecutor(len(device_ids)) as pool:
-        jobs = [pool.submit(_host_copy, cp, host, dist, d, x, up) for d, x in enumerate(shares)]
-        for job in jobs:
-            job.result()
-    return shares
-
-
-def _host_copy(cp, host, dist, d, share, up):
-    """Device d's columns between the host matrix and its share (up: to the device), in
-    blocks of rows through two pinned staging buffers: host threads pack or unpack one
-    (`_pack`) while the copy engine moves the other, whole contiguous rows of the share at
-    full PCIe speed.  Complete on return."""
-    import cupyx
-    m, nd = share.shape
-    if m == 0 or nd == 0:
-        return
-    rows = max(1, min(m, HOST_STAGING_BYTES // (4 * nd)))
-    chunks = [(r0, min(r0 + rows, m)) for r0 in range(0, m, rows)]
-    rt = cp.cuda.runtime
-    with cp.cuda.Device(share.device.id), ThreadPoolExecutor(HOST_PACK_THREADS) as pool:
-        stream = cp.cuda.Stream(non_blocking=True)
-        bufs = [cupyx.empty_pinned((rows, nd), np.float32) for _ in range(min(2, len(chunks)))]
-        moved = [None] * len(bufs)   # the copy that last used each buffer
-
-        def copy(i):
-            (r0, r1), buf = chunks[i], bufs[i % len(bufs)]
-            dev, nbytes = share.data.ptr + 4 * r0 * nd, 4 * (r1 - r0) * nd
-            dst, src = (dev, buf.ctypes.data) if up else (buf.ctypes.data, dev)
-            rt.memcpyAsync(dst, src, nbytes, _H2D if up else _D2H, stream.ptr)
-            moved[i % len(bufs)] = stream.record()
-
-        if not up:
-            copy(0)
-        for i, (r0, r1) in enumerate(chunks):
-            slot = i % len(bufs)
-            if up:
-                if moved[slot] is not None:   # its previous upload has left the buffer
-                    moved[slot].synchronize()
-                _pack(host[r0:r1], bufs[slot][:r1 - r0], dist, d, True, pool)
-                copy(i)
-            else:
-                if i + 1 < len(chunks):       # the other buffer was unpacked last time
-                    copy(i + 1)
-                moved[slot].synchronize()
-                _pack(host[r0:r1], bufs[slot][:r1 - r0], dist, d, False, pool)
-        stream.synchronize()

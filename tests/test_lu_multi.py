@@ -254,7 +254,7 @@ def test_host_column_views(rng, n, nb, p):
     through into the host matrix (views, not copies), for whole and partial block groups."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gpulinalg._lu_multi import _pack
+    from gpulinalg._host_io import _pack
     dist = ColumnCyclic(n, nb, p)
     a = rng.standard_normal((9, n)).astype(np.float32)
     out = np.full_like(a, np.nan)

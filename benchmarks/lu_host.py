@@ -1,0 +1,72 @@
+"""lu_factor on a NumPy matrix (host in, host out) against the same call on a CuPy matrix, and
+the plain transfers of as many bytes, in one run.
+
+    python3 benchmarks/lu_host.py 4096,8192,16384 [--scipy 8192] \
+        [--vary _host_io.STAGING_BYTES_ONE=16777216,33554432]
+
+Per size and value of --vary, median wall ms (host clock, the GPU synchronised) of:
+lu_factor(CuPy matrix); lu_factor(NumPy matrix) (what a NumPy user calls: the upload and the
+download inside); cp.asarray(NumPy matrix) and cp.asnumpy(CuPy matrix) (pageable copies);
+gpulinalg/_host_io.py's upload and download (pinned staging, what lu_factor uses); with
+--scipy N, scipy.linalg.lu_factor on the host up to size N (once per size).
+"""
+
+import argparse
+import statistics
+import time
+
+
+def wall(fn, repeat):
+    import cupy as cp
+    fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sizes")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--scipy", type=int, default=0, help="largest n for SciPy (0: none)")
+    p.add_argument("--vary", default="_host_io.STAGING_PARTS=8",
+                   help="MODULE.NAME=v1,v2: a constant of gpulinalg and its values")
+    args = p.parse_args()
+    import cupy as cp
+    import numpy as np
+    import scipy.linalg
+
+    import gpulinalg
+    from gpulinalg import _host_io
+    from gpulinalg.bench.common import varied_constant
+
+    with varied_constant(args.vary, f", CuPy {cp.__version__}") as (mod, name, values):
+        print(f"{name:>10s} {'n':>6s} {'CuPy in ms':>10s} {'NumPy in ms':>11s} "
+              f"{'upload ms':>9s} {'download ms':>11s} {'staged up':>9s} {'staged down':>11s} "
+              f"{'SciPy ms':>9s}")
+        for n in (int(x) for x in args.sizes.split(",")):
+            host = np.random.default_rng(n).standard_normal((n, n), dtype=np.float32)
+            dev = cp.asarray(host)
+            t_sp = (wall(lambda: scipy.linalg.lu_factor(host, check_finite=False), 1)
+                    if n <= args.scipy else float("nan"))
+            for v in values:
+                setattr(mod, name, v)
+                t_dev = wall(lambda: gpulinalg.lu_factor(dev), args.repeat)
+                t_host = wall(lambda: gpulinalg.lu_factor(host), args.repeat)
+                t_up = wall(lambda: cp.asarray(host), args.repeat)
+                t_down = wall(lambda: cp.asnumpy(dev), args.repeat)
+                t_sup = wall(lambda: _host_io.upload(cp, host), args.repeat)
+                t_sdown = wall(lambda: _host_io.download(cp, dev), args.repeat)
+                print(f"{v:>10} {n:6d} {t_dev:10.2f} {t_host:11.2f} {t_up:9.2f} {t_down:11.2f} "
+                      f"{t_sup:9.2f} {t_sdown:11.2f} {t_sp:9.1f}", flush=True)
+            dev = None
+            cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Host matrices through pinned staging (gpulinalg/_host_io.py): the one-GPU packing on the
+CPU, the transfers and the LU of NumPy input on the GPU."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import gpulinalg
+from gpulinalg import _host_io
+from gpulinalg._distribution import ColumnCyclic
+
+
+def _layouts(rng, m, n):
+    """The host inputs a caller may pass: C, F, a strided block, float16, int16."""
+    base = rng.standard_normal((m + 3, 2 * n + 1)).astype(np.float32)
+    c = np.ascontiguousarray(base[:m, :n])
+    return {"C": c, "F": np.asfortranarray(c), "strided": base[1:m + 1, 1:2 * n + 1:2],
+            "float16": c.astype(np.float16),
+            "int16": rng.integers(-300, 300, (m, n)).astype(np.int16)}
+
+
+@pytest.mark.parametrize("m,n", [(9, 7), (1, 5), (6, 1)])
+def test_one_gpu_pack(rng, m, n):
+    """One device's views cover whole rows: packing a block of rows of any layout and dtype
+    gives those rows as row-major float32, and unpacking writes them back in place."""
+    dist = ColumnCyclic(n, n, 1)
+    with ThreadPoolExecutor(3) as pool:
+        for name, h in _layouts(rng, m, n).items():
+            r0, r1 = m // 3, m
+            buf = np.full((r1 - r0, n), np.nan, np.float32)
+            _host_io._pack(h[r0:r1], buf, dist, 0, True, pool)
+            assert np.array_equal(buf, h[r0:r1].astype(np.float32)), name
+            out = np.full((m, n), np.nan, np.float32)
+            _host_io._pack(out[r0:r1], buf, dist, 0, False, pool)
+            assert np.array_equal(out[r0:r1], buf) and np.isnan(out[:r0]).all(), name
+
+
+@pytest.mark.parametrize("m,n", [(8192, 8192), (100, 100), (3, 100000), (100000, 3)])
+def test_one_gpu_staging_size(m, n):
+    """At least one row a buffer; else at most STAGING_BYTES_ONE and an STAGING_PARTS-th of
+    the matrix, so that packing and copying overlap."""
+    b, _, threads = _host_io._one_gpu(m, n)
+    assert threads == _host_io.PACK_THREADS_ONE
+    assert b >= 4 * n
+    if 4 * n <= 4 * m * n // _host_io.STAGING_PARTS:
+        assert b <= min(_host_io.STAGING_BYTES_ONE, 4 * m * n // _host_io.STAGING_PARTS)
+
+
+def _force_staging(monkeypatch, staging_bytes):
+    monkeypatch.setattr(_host_io, "STAGED_MIN_BYTES", 0)
+    monkeypatch.setattr(_host_io, "STAGING_BYTES_ONE", staging_bytes)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n", [(257, 131), (1, 300), (300, 1)])
+@pytest.mark.parametrize("staging", [4 * 64, 4 * 300 * 5, 1 << 25])
+def test_upload_download(cp, rng, monkeypatch, m, n, staging):
+    """Every layout and dtype up and back, in one buffer or many (odd last chunk)."""
+    _force_staging(monkeypatch, staging)
+    for name, h in _layouts(rng, m, n).items():
+        x = _host_io.upload(cp, h)
+        assert x.flags.c_contiguous and x.dtype == np.float32
+        np.testing.assert_array_equal(cp.asnumpy(x), h.astype(np.float32), err_msg=name)
+        back = _host_io.download(cp, x)
+        assert back.flags.c_contiguous
+        np.testing.assert_array_equal(back, h.astype(np.float32), err_msg=name)
+
+
+@pytest.mark.gpu
+def test_download_waits_for_the_current_stream(cp, monkeypatch):
+    """A download follows the work the caller's stream has queued (not what the buffer held
+    before): the result of a product still running when the download is called."""
+    _force_staging(monkeypatch, 4 * 512 * 16)
+    big = cp.full((4096, 4096), 0.5, np.float32)
+    cp.cuda.runtime.deviceSynchronize()
+    with cp.cuda.Stream(non_blocking=True):
+        x = cp.full((512, 512), -1.0, np.float32)
+        x[...] = (big @ big)[:512, :512]   # each element 4096 * 0.25
+        got = _host_io.download(cp, x)
+    assert (got == 1024.0).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["C", "F", "strided", "float16", "int16"])
+def test_lu_factor_numpy_staged(cp, rng, monkeypatch, layout):
+    """NumPy input through the staging: the same factors and pivots as the CuPy input of the
+    same matrix, NumPy out; the caller's array unchanged."""
+    _force_staging(monkeypatch, 4 * 300 * 7)
+    h = _layouts(rng, 300, 300)[layout]
+    keep = h.copy()
+    lu, piv = gpulinalg.lu_factor(h)
+    lu_d, piv_d = gpulinalg.lu_factor(cp.asarray(h.astype(np.float32)))
+    assert isinstance(lu, np.ndarray) and isinstance(piv, np.ndarray)
+    np.testing.assert_array_equal(lu, cp.asnumpy(lu_d))
+    np.testing.assert_array_equal(piv, cp.asnumpy(piv_d))
+    np.testing.assert_array_equal(h, keep)
+    p, low, up = gpulinalg.lu(h)
+    a = h.astype(np.float64)
+    err = np.linalg.norm(p @ low @ up - a) / (np.linalg.norm(a) * 300 * np.finfo(np.float32).eps)
+    assert err < 1.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("overwrite_a", [False, True])
+def test_lu_factor_numpy_non_finite_checked_on_gpu(cp, rng, monkeypatch, overwrite_a):
+    """One GPU checks the uploaded copy: a NaN or inf still raises the host check's
+    ValueError and leaves the caller's array as it was."""
+    _force_staging(monkeypatch, 4 * 200 * 9)
+    for value in (np.nan, np.inf):
+        a = rng.standard_normal((200, 200)).astype(np.float32)
+        a[150, 7] = value
+        keep = a.copy()
+        with pytest.raises(ValueError, match="^array must not contain infs or NaNs$"):
+            gpulinalg.lu_factor(a, overwrite_a=overwrite_a)
+        np.testing.assert_array_equal(a, keep)
+        lu, _ = gpulinalg.lu_factor(a, check_finite=False)   # no hang, no error
+        assert lu.shape == a.shape
