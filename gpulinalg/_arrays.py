@@ -164,6 +164,9 @@ def to_device(x, kind, name):
         check_dtype(y.dtype, name)
         return y if y.dtype == FLOAT32 else y.astype(FLOAT32)
     h = host_view(x, name)
+    if h.ndim == 2:   # a large one through pinned staging (gpulinalg/_host_io.py)
+        from ._host_io import upload
+        return upload(cp, h, layout=True)
     return cp.asarray(h, dtype=FLOAT32)
 
 
@@ -174,7 +177,8 @@ def from_device(y, kind):
     if kind == "torch":
         import torch
         return torch.from_dlpack(y)
-    h = cupy().asnumpy(y)
+    from ._host_io import download   # a large matrix through pinned staging
+    h = download(cupy(), y)
     if kind == "torch_cpu":
         import torch
         return torch.from_numpy(h)

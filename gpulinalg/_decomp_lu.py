@@ -260,7 +260,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         _check_memory(cp, m, n, nb, copy_matrix=True)
         # Layout: any host layout/dtype -> row-major float32 on the GPU, converted on the way
         # through pinned staging (gpulinalg/_host_io.py); checked there, its flag read last.
-        A = _host_io.upload(cp, host)
+        A = _host_io.upload(cp, host)   # not host_view's strides: C-ordered, as LU needs
         if check_finite and not host_check:
             finite = _device_finite_flag(A)
     else:
@@ -347,12 +347,6 @@ def _out(x, kind, xp):
         if kind in ("cupy", "torch"):  # empty results of device inputs
             return _arrays.from_device(cupy().asarray(x), kind)
         return np.asarray(x)
-    if kind in ("numpy", "torch_cpu"):   # a large result through pinned staging
-        h = _host_io.download(cupy(), x)
-        if kind == "torch_cpu":
-            import torch
-            return torch.from_numpy(h)
-        return h
     return _arrays.from_device(x, kind)
 
 

@@ -161,20 +161,26 @@ def _one_gpu(m, n):
     return (max(4 * n, min(STAGING_BYTES_ONE, 4 * m * n // STAGING_PARTS)),) + _POOL
 
 
-def upload(cp, host):
-    """A new C-ordered float32 CuPy matrix on the current device holding the 2-D host array
-    `host` (any layout, any dtype NumPy assigns to float32); complete on return."""
+def upload(cp, host, layout=False):
+    """A new float32 CuPy matrix on the current device holding the 2-D host array `host`
+    (any layout, any dtype NumPy assigns to float32), C-ordered, or with layout=True
+    F-ordered where `host` is (as cupy.asarray keeps it); complete on return."""
     m, n = host.shape
+    if layout and host.flags.f_contiguous and not host.flags.c_contiguous:
+        return upload(cp, host.T).T
     if 4 * m * n < STAGED_MIN_BYTES:
-        return cp.asarray(np.ascontiguousarray(host, dtype=np.float32))
+        return (cp.asarray(host, dtype=np.float32) if layout
+                else cp.asarray(np.ascontiguousarray(host, dtype=np.float32)))
     x = cp.empty((m, n), np.float32)
     _host_copy(cp, host, ColumnCyclic(n, n, 1), 0, x, True, *_one_gpu(m, n))
     return x
 
 
 def download(cp, x):
-    """A new C-ordered NumPy copy of the CuPy array x, once the caller's current stream has
-    produced it; complete on return."""
+    """A NumPy copy of the CuPy array x (C-ordered, F-ordered where x is, as cupy.asnumpy
+    gives it), once the caller's current stream has produced it; complete on return."""
+    if x.ndim == 2 and x.flags.f_contiguous and not x.flags.c_contiguous:
+        return download(cp, x.T).T
     if x.ndim != 2 or x.dtype != np.float32 or not x.flags.c_contiguous \
             or x.nbytes < STAGED_MIN_BYTES:
         return cp.asnumpy(x)

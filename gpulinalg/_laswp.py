@@ -6,7 +6,7 @@ import functools
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _host_io
 from ._backend import cupy
 from ._kernels import Launcher, get_kernel
 
@@ -401,7 +401,7 @@ def laswp(a, piv, inverse=False):
             laswp_inplace(_arrays.to_device(a, kind, "a"), piv_dev, inverse)
             return a
         host = a.detach().numpy() if kind == "torch_cpu" else a   # shares a's memory
-        dev = cp.asarray(np.ascontiguousarray(host))
+        dev = _host_io.upload(cp, host)   # C-ordered float32, as laswp_inplace needs
         laswp_inplace(dev, piv_dev, inverse)
-        np.copyto(host, dev.get())
+        np.copyto(host, _host_io.download(cp, dev))
         return a

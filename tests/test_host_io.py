@@ -65,6 +65,15 @@ def test_upload_download(cp, rng, monkeypatch, m, n, staging):
         back = _host_io.download(cp, x)
         assert back.flags.c_contiguous
         np.testing.assert_array_equal(back, h.astype(np.float32), err_msg=name)
+        # layout=True keeps an F-ordered input F-ordered (as cupy.asarray does), and its
+        # download comes back F-ordered (as cupy.asnumpy gives it).
+        y = _host_io.upload(cp, h, layout=True)
+        f_only = h.flags.f_contiguous and not h.flags.c_contiguous
+        assert y.flags.f_contiguous if f_only else y.flags.c_contiguous, name
+        np.testing.assert_array_equal(cp.asnumpy(y), h.astype(np.float32), err_msg=name)
+        back = _host_io.download(cp, y)
+        assert back.flags.f_contiguous if f_only else back.flags.c_contiguous, name
+        np.testing.assert_array_equal(back, h.astype(np.float32), err_msg=name)
 
 
 @pytest.mark.gpu
