@@ -15,7 +15,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 unset CUPY_TF32                       # cuBLAS baselines in true FP32
-STAGES=${STAGES:-"tests sgemm transpose laswp lu"}
+STAGES=${STAGES:-"tests sgemm transpose laswp lu lu_host"}
 TESTS=${TESTS:-tests}
 LOG="$OUT/bench.log"
 : > "$LOG"
@@ -24,8 +24,9 @@ status=0
 # At most 8 files come back from $OUT: the install log only when the install fails.
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/gpulinalg-install.log 2>&1 \
     || { cp /tmp/gpulinalg-install.log "$OUT/"; cat /tmp/gpulinalg-install.log; exit 1; }
+# The machine at the head of the log (a file of its own would be a 9th).
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
-      --format=csv; python3 -c "import cupy; cupy.show_config()"; } > "$OUT/env.txt" 2>&1
+      --format=csv; python3 -c "import cupy; cupy.show_config()"; } >> "$LOG" 2>&1
 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 
@@ -68,6 +69,15 @@ for routine in sgemm transpose laswp lu; do
         | tee -a "$LOG" | tail -n 25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 done
+# lu_factor of NumPy matrices (host in, host out) against CuPy ones and SciPy, into
+# lu_host.json.
+if has lu_host; then
+    args=${LU_HOST_ARGS:-"2048,4096,8192,16384 --scipy 8192"}
+    echo "== lu_host $args" | tee -a "$LOG"
+    python3 benchmarks/lu_host.py $args --json "$OUT/lu_host.json" 2>&1 | tee -a "$LOG" \
+        | tail -n 8
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
 # Optional (STAGES="... lu_multi", a machine of several GPUs): the LU on 1 and DEVICES GPUs,
 # same run, into lu_multi.json.
 if has lu_multi; then

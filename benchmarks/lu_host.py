@@ -1,17 +1,19 @@
 """lu_factor on a NumPy matrix (host in, host out) against the same call on a CuPy matrix, and
 the plain transfers of as many bytes, in one run.
 
-    python3 benchmarks/lu_host.py 4096,8192,16384 [--scipy 8192] \
+    python3 benchmarks/lu_host.py 4096,8192,16384 [--scipy 8192] [--json FILE] \
         [--vary _host_io.STAGING_BYTES_ONE=16777216,33554432]
 
 Per size and value of --vary, median wall ms (host clock, the GPU synchronised) of:
 lu_factor(CuPy matrix); lu_factor(NumPy matrix) (what a NumPy user calls: the upload and the
 download inside); cp.asarray(NumPy matrix) and cp.asnumpy(CuPy matrix) (pageable copies);
 gpulinalg/_host_io.py's upload and download (pinned staging, what lu_factor uses); with
---scipy N, scipy.linalg.lu_factor on the host up to size N (once per size).
+--scipy N, scipy.linalg.lu_factor on the host up to size N (once per size).  --json writes
+the rows (benchmarks/make_docs.py turns them into a table of docs/performance.md).
 """
 
 import argparse
+import os
 import statistics
 import time
 
@@ -34,6 +36,7 @@ def main():
     p.add_argument("sizes")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--scipy", type=int, default=0, help="largest n for SciPy (0: none)")
+    p.add_argument("--json", help="write the rows to this file")
     p.add_argument("--vary", default="_host_io.STAGING_PARTS=8",
                    help="MODULE.NAME=v1,v2: a constant of gpulinalg and its values")
     args = p.parse_args()
@@ -43,8 +46,9 @@ def main():
 
     import gpulinalg
     from gpulinalg import _host_io
-    from gpulinalg.bench.common import varied_constant
+    from gpulinalg.bench.common import varied_constant, write_json
 
+    rows = []
     with varied_constant(args.vary, f", CuPy {cp.__version__}") as (mod, name, values):
         print(f"{name:>10s} {'n':>6s} {'CuPy in ms':>10s} {'NumPy in ms':>11s} "
               f"{'upload ms':>9s} {'download ms':>11s} {'staged up':>9s} {'staged down':>11s} "
@@ -64,8 +68,14 @@ def main():
                 t_sdown = wall(lambda: _host_io.download(cp, dev), args.repeat)
                 print(f"{v:>10} {n:6d} {t_dev:10.2f} {t_host:11.2f} {t_up:9.2f} {t_down:11.2f} "
                       f"{t_sup:9.2f} {t_sdown:11.2f} {t_sp:9.1f}", flush=True)
+                rows.append({"n": n, "setting": f"{name}={v}", "cupy_ms": t_dev,
+                             "numpy_ms": t_host, "pageable_up_ms": t_up,
+                             "pageable_down_ms": t_down, "staged_up_ms": t_sup,
+                             "staged_down_ms": t_sdown, "scipy_ms": t_sp if t_sp == t_sp else None,
+                             "threads": _host_io.PACK_THREADS_ONE})
             dev = None
             cp.get_default_memory_pool().free_all_blocks()
+    write_json(args.json, "lu_host", rows, {"cpu_count": os.cpu_count()})
 
 
 if __name__ == "__main__":

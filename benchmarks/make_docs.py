@@ -3,9 +3,9 @@
     python3 benchmarks/make_docs.py [RESULTS_DIR]      # default docs/data
 
 RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
-transpose.json, laswp.json, lu.json, lu_multi.json, lu_large.json (any subset; the last two
-come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to docs/img/
-when matplotlib is installed (`pip install .[plot]`).
+transpose.json, laswp.json, lu.json, lu_host.json, lu_multi.json, lu_large.json (any subset;
+the last two come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to
+docs/img/ when matplotlib is installed (`pip install .[plot]`).
 """
 
 import json
@@ -260,6 +260,27 @@ def lu_large_section(doc, img):
         "included).\n", table(doc["rows"], cols)])
 
 
+def lu_host_section(doc, img):
+    rows = [dict(r, vs_scipy=r["scipy_ms"] / r["numpy_ms"] if r.get("scipy_ms") else None,
+                 up=f"{r['pageable_up_ms']:.1f} / {r['staged_up_ms']:.1f}",
+                 down=f"{r['pageable_down_ms']:.1f} / {r['staged_down_ms']:.1f}")
+            for r in doc["rows"]]
+    cols = [("n", "n", ""), ("cupy_ms", "CuPy in, ms", ".2f"),
+            ("numpy_ms", "NumPy in and out, ms", ".2f"),
+            ("up", "upload ms: pageable / staged", ""),
+            ("down", "download ms: pageable / staged", ""),
+            ("scipy_ms", "SciPy ms", ".0f"), ("vs_scipy", "× SciPy", ".1f")]
+    return "\n".join([
+        f"## LU of NumPy matrices\n\n{env_line(doc)}, {doc.get('cpu_count', '?')} host CPUs\n",
+        "`python3 benchmarks/lu_host.py 2048,4096,8192,16384 --scipy 8192` (the `lu_host` "
+        "stage of gpu_check.sh): median wall time (host clock) of `lu_factor(a)` for a "
+        "CuPy `a` and for the same NumPy `a` (upload, the finite check on the GPU, the "
+        "factorization, the download of the factors), and of the transfers alone: "
+        "`cupy.asarray` / `cupy.asnumpy` (pageable) against gpulinalg/_host_io.py's pinned "
+        "staging, which the NumPy calls use.  SciPy: `scipy.linalg.lu_factor` on the host "
+        "(its OpenBLAS, every core), once.\n", table(rows, cols)])
+
+
 def _axes():
     """A fresh 6 x 4 inch figure on the Agg backend: (fig, ax)."""
     import matplotlib
@@ -304,7 +325,7 @@ def plot_lu(doc, path):
 
 SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
             "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section,
-            "lu_large": lu_large_section}
+            "lu_host": lu_host_section, "lu_large": lu_large_section}
 
 
 def make_plots(docs, img_dir):
@@ -374,6 +395,12 @@ def summary(docs):
                 lines.append(f"| LU n={r['n']} on {r['devices']} GPUs | {r['tflops']:.1f} TF/s | "
                              f"1 GPU (ours) {r['tflops'] / r['scaling']:.1f} | "
                              f"{r['scaling']:.2f}× |")
+    if "lu_host" in docs:
+        for r in docs["lu_host"]["rows"]:
+            if r.get("scipy_ms"):
+                lines.append(f"| LU n={r['n']} of a NumPy matrix (host in and out) | "
+                             f"{r['numpy_ms']:.1f} ms | SciPy on the host {r['scipy_ms']:.0f} ms"
+                             f" | {r['scipy_ms'] / r['numpy_ms']:.1f}× |")
     if "lu_large" in docs:
         for r in docs["lu_large"]["rows"]:
             lines.append(f"| LU n={r['n']} ({r['matrix_gib']:.0f} GiB, one GPU has "
