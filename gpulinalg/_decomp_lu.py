@@ -145,6 +145,14 @@ def _host_all_finite(x, rows=None):
     return all(np.isfinite(x[i:i + rows]).all() for i in range(0, x.shape[0], rows))
 
 
+def _checked_on_host(ops, devices):
+    """Whether a host matrix is checked for inf/NaN on the host: by the host backend, for
+    several GPUs (the matrix is never whole on one) and without a GPU (checked before
+    anything needs one).  One GPU checks the copy it uploads instead: on the host the check
+    cost ~30 ms at 8192^2 (H100 host), more than the LU."""
+    return ops == "numpy" or devices is not None or not gpu_available()
+
+
 def _device_finite_flag(x):
     """A 0-d device bool: x (a CuPy array) holds no inf/NaN.  One reduction on the current
     stream, no m*n temporary, no host wait."""
@@ -202,9 +210,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     spread = defer = late_check = False   # (device input, below)
     if kind in ("numpy", "torch_cpu") or ops == "numpy":
         host = _arrays.host_view(a if kind != "torch" else a.cpu(), "a")
-        # One GPU checks its uploaded copy (below): on the host the check cost ~30 ms at
-        # 8192^2 (H100 host), more than the LU.  Without a GPU the input is checked first.
-        host_check = ops == "numpy" or devices is not None or not gpu_available()
+        host_check = _checked_on_host(ops, devices)
         if check_finite and host_check and not _host_all_finite(host):
             raise ValueError(_NONFINITE)
     k = min(m, n)
@@ -480,10 +486,7 @@ def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahea
             ops, precision, devices)
     if kind in ("numpy", "torch_cpu"):
         h = _arrays.host_view(a, "a")
-        # One GPU checks the copy it uploads (_factor); several check here (the matrix is
-        # never whole on one GPU), and without a GPU the input is still checked first.
-        if check_finite and (ops == "numpy" or h.size == 0 or devices is not None
-                             or not gpu_available()):
+        if check_finite and _checked_on_host(ops, devices):
             if not _host_all_finite(h):
                 raise ValueError(_NONFINITE)
             args = (overwrite_a, False) + args[2:]  # checked
