@@ -67,6 +67,12 @@ PANEL_FIRST = False
 # 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
 TAIL_COLUMNS = 12288
 TAIL_MIN_NB = 512
+# Order of the receivers' copies of a panel (all pull from the owner's links, ~370 GB/s out
+# of an H200 in all): 0 all at once (they share the links, so the next panel's owner, whose
+# copy is on the chain to that panel, gets a third of them on 4 GPUs); 1 the next owner's
+# copy first, the others' together after it; 2 one after another, in the order the coming
+# panels' owners need them.
+RECEIVE_ORDER = 0
 
 
 def _collect(home, s, j0, j1, owner, done, receives):
@@ -156,6 +162,10 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                 panel_marks[d].append((s, res.recv_start, res.done))
                 dev.wait("update", res.done)
             elif op == "receive":
+                ahead = copies.get(s, ())
+                if ahead and RECEIVE_ORDER:   # behind the next owner's (or every earlier) copy
+                    for got in ahead if RECEIVE_ORDER == 2 else ahead[:1]:
+                        dev.wait("comm", got)
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
                 copies.setdefault(s, []).append(got)

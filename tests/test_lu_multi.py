@@ -164,6 +164,20 @@ def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
         assert_matches_lapack(a, lu, piv)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("panel", ["cpu", "gpu"])
+def test_virtual_devices_receive_order(rng, monkeypatch, order, panel):
+    """Receivers' copies ordered behind the next owner's (1) or one after another (2): the
+    same factors as all at once (a copy waiting on an event not yet recorded fails)."""
+    from gpulinalg import _lu_multi
+    a = rng.standard_normal((61, 61)).astype(np.float32)
+    ref = factor_virtual(a, 4, 4, panel)
+    monkeypatch.setattr(_lu_multi, "RECEIVE_ORDER", order)
+    lu, piv = factor_virtual(a, 4, 4, panel)
+    assert_matches_lapack(a, lu, piv)
+    assert np.array_equal(lu, ref[0]) and np.array_equal(piv, ref[1])
+
+
 @pytest.mark.parametrize("kind", ["wilkinson", "cond1e6"])
 def test_virtual_devices_hard_matrices(rng, kind):
     a = wilkinson(40) if kind == "wilkinson" else with_cond(rng, 60, 1e6)
@@ -466,7 +480,10 @@ def test_multi_gpu_torch(rng):
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(4)
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
-def test_four_gpus(cp, rng, panel):
+@pytest.mark.parametrize("order", [0, 1, 2])
+def test_four_gpus(cp, rng, monkeypatch, panel, order):
+    from gpulinalg import _lu_multi
+    monkeypatch.setattr(_lu_multi, "RECEIVE_ORDER", order)
     a = rng.standard_normal((2500, 2500)).astype(np.float32)
     lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
     lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
