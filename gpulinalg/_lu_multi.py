@@ -56,6 +56,12 @@ _DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
 # stream had no priority: the panel then waited for the SGEMM beside it.  (A CPU panel blocks
 # the host, so it is factored at the start of its step, after everything before it.)
 PANEL_FIRST = False
+# ... but panel first once at most PANEL_FIRST_COLUMNS columns are left right of the next
+# panel (0: never).  There the panels' chain, not the updates, sets the pace, and the leaves
+# and the small kernels between them wait for SMs held by the owner's own trailing SGEMM
+# beside them (a 128-column step inside a panel: 4-20 us between kernels, its rank-128
+# product 67 us instead of ~20; benchmarks/lu_trace.py 32768 --devices 4).
+PANEL_FIRST_COLUMNS = 0
 # Narrower panels at the end: with nb >= TAIL_MIN_NB, the panels are nb / 2 wide once at most
 # TAIL_COLUMNS columns are left (each a half of a distribution block, so two consecutive
 # panels share an owner there).  The trailing update no longer hides the panels' chain in
@@ -67,12 +73,6 @@ PANEL_FIRST = False
 # 8192 left gained nothing measurable); 49152 981.1 -> 972.0 ms; 3xTF32 updates 193.7 -> 190.6.
 TAIL_COLUMNS = 12288
 TAIL_MIN_NB = 512
-# Order of the receivers' copies of a panel (all pull from the owner's links, ~370 GB/s out
-# of an H200 in all): 0 all at once (they share the links, so the next panel's owner, whose
-# copy is on the chain to that panel, gets a third of them on 4 GPUs); 1 the next owner's
-# copy first, the others' together after it; 2 one after another, in the order the coming
-# panels' owners need them.
-RECEIVE_ORDER = 0
 
 
 def _collect(home, s, j0, j1, owner, done, receives):
@@ -162,10 +162,6 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                 panel_marks[d].append((s, res.recv_start, res.done))
                 dev.wait("update", res.done)
             elif op == "receive":
-                ahead = copies.get(s, ())
-                if ahead and RECEIVE_ORDER:   # behind the next owner's (or every earlier) copy
-                    for got in ahead if RECEIVE_ORDER == 2 else ahead[:1]:
-                        dev.wait("comm", got)
                 got = dev.receive(s, j0, j1, devs[o], res.done, res.use_inverse)
                 dev.wait("update", got)
                 copies.setdefault(s, []).append(got)
@@ -198,7 +194,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                         dev.wait("update", got)
                     sent = panels[d].send(dev, s + 1, *nxt, after=dev.record("update"))
                     shipped = True
-                    if panel_first and not panels[d].host_wait:
+                    first = panel_first or dist.n - nxt[1] <= PANEL_FIRST_COLUMNS
+                    if first and not panels[d].host_wait:
                         early = panels[d].factor(dev, s + 1, *nxt, sent, inv_threshold)
                         dev.wait("update", early.done)
             if timeline is not None and d not in starts:

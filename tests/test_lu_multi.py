@@ -164,20 +164,6 @@ def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
         assert_matches_lapack(a, lu, piv)
 
 
-@pytest.mark.parametrize("order", [1, 2])
-@pytest.mark.parametrize("panel", ["cpu", "gpu"])
-def test_virtual_devices_receive_order(rng, monkeypatch, order, panel):
-    """Receivers' copies ordered behind the next owner's (1) or one after another (2): the
-    same factors as all at once (a copy waiting on an event not yet recorded fails)."""
-    from gpulinalg import _lu_multi
-    a = rng.standard_normal((61, 61)).astype(np.float32)
-    ref = factor_virtual(a, 4, 4, panel)
-    monkeypatch.setattr(_lu_multi, "RECEIVE_ORDER", order)
-    lu, piv = factor_virtual(a, 4, 4, panel)
-    assert_matches_lapack(a, lu, piv)
-    assert np.array_equal(lu, ref[0]) and np.array_equal(piv, ref[1])
-
-
 @pytest.mark.parametrize("kind", ["wilkinson", "cond1e6"])
 def test_virtual_devices_hard_matrices(rng, kind):
     a = wilkinson(40) if kind == "wilkinson" else with_cond(rng, 60, 1e6)
@@ -355,19 +341,41 @@ def _check(a, lu, piv):
     assert backward_error(a, _np(lu), _np(piv)) <= 2 * backward_error(a, ref_lu, ref_piv) + 1e-3
 
 
+def _one_gpu_same_plan(cp, a, panel, ndev, block_size=None):
+    """One GPU's factors of `a` with the plan that a call on `ndev` GPUs takes: its block
+    size, and for GPU panels its leaf (the column-slab leaf up to cols_max_rows(ndev) rows).
+    The same sums in the same order, so the same pivots.  With each path's own defaults the
+    plans differ (up to 4096 rows: the column-slab leaf and nb = 256 on several GPUs, the row
+    leaf and nb = 128 on one), and a near-tie may then pick the other row (it did at 2500 on
+    four GPUs: rows 2498 / 2499 of the last 2 x 2 block); both are LAPACK-accurate."""
+    from gpulinalg import _lu_graph, _panel_gpu
+    m, n = a.shape
+    if panel == "cpu":
+        return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=block_size)
+    nb = block_size or _panel_gpu.default_block_size(m, n, "fp32", ndev)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_panel_gpu, "COLS_MAX_ROWS", _panel_gpu.cols_max_rows(ndev))
+        _lu_graph.clear()   # no graph captured with the other plan
+        try:
+            return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=nb)
+        finally:
+            _lu_graph.clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
 @pytest.mark.parametrize("shape", [(1, 1), (257, 257), (1031, 1031), (2049, 2049),
                                    (3000, 1300), (1300, 3000)])
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
 def test_multi_gpu_matches_single(cp, rng, shape, panel):
-    """Two GPUs: the same pivots as one GPU (same kernels, same sums per column block)."""
+    """Two GPUs: LAPACK-accurate, and the same pivots as one GPU with the same plan (same
+    kernels, same sums per column block)."""
     a = rng.standard_normal(shape).astype(np.float32)
     lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=2)
-    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
     assert isinstance(lu2, cp.ndarray) and lu2.device.id == 0 and lu2.shape == shape
-    assert np.array_equal(_np(piv2), _np(piv1))
     _check(a, lu2, piv2)
+    lu1, piv1 = _one_gpu_same_plan(cp, a, panel, 2)
+    assert np.array_equal(_np(piv2), _np(piv1))
 
 
 @pytest.mark.gpu
@@ -379,9 +387,9 @@ def test_multi_gpu_tail(cp, rng, shape, panel):
     two consecutive ones per owner), the panels of one GPU at block_size=256."""
     a = rng.standard_normal(shape).astype(np.float32)
     lu2, piv2 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=2, block_size=512)
-    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=256)
-    assert np.array_equal(_np(piv2), _np(piv1))
     _check(a, lu2, piv2)
+    lu1, piv1 = _one_gpu_same_plan(cp, a, panel, 2, block_size=256)
+    assert np.array_equal(_np(piv2), _np(piv1))
 
 
 @pytest.mark.gpu
@@ -480,15 +488,16 @@ def test_multi_gpu_torch(rng):
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(4)
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
-@pytest.mark.parametrize("order", [0, 1, 2])
-def test_four_gpus(cp, rng, monkeypatch, panel, order):
+@pytest.mark.parametrize("first_columns", [0, 1500])
+def test_four_gpus(cp, rng, monkeypatch, panel, first_columns):
+    """Four GPUs, with the panels first from the middle on (PANEL_FIRST_COLUMNS) or not."""
     from gpulinalg import _lu_multi
-    monkeypatch.setattr(_lu_multi, "RECEIVE_ORDER", order)
+    monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
     a = rng.standard_normal((2500, 2500)).astype(np.float32)
     lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
-    lu1, piv1 = gpulinalg.lu_factor(cp.asarray(a), panel=panel)
-    assert np.array_equal(_np(piv4), _np(piv1))
     _check(a, lu4, piv4)
+    lu1, piv1 = _one_gpu_same_plan(cp, a, panel, 4)
+    assert np.array_equal(_np(piv4), _np(piv1))
 
 
 @pytest.mark.gpu
@@ -520,12 +529,15 @@ def test_too_many_devices(cp):
         gpulinalg.lu_factor(np.eye(4, dtype=np.float32), devices=cp.cuda.runtime.getDeviceCount() + 1)
 
 
-@pytest.mark.parametrize("panel_first", [True, False])
+@pytest.mark.parametrize("panel_first,first_columns", [(True, 0), (False, 0), (False, 20)])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
-def test_driver_panel_first_and_timeline(rng, panel_first, panel):
-    """Both orders of the next owner's work (panel first, or beside the rest of the update);
-    the timeline has one record per device."""
+def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_columns, panel):
+    """Both orders of the next owner's work (panel first, or beside the rest of the update),
+    and panel first only where at most first_columns columns are left; the timeline has one
+    record per device."""
+    from gpulinalg import _lu_multi
     from gpulinalg._decomp_lu import _panel_object
+    monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
     from gpulinalg._lu_multi import getrf_multi
     from gpulinalg._lu_ops import NumpyOps
     a = rng.standard_normal((45, 45)).astype(np.float32)
