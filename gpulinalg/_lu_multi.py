@@ -10,7 +10,9 @@ for pivoting.  Step s of the blocked right-looking LU (gpulinalg/_lu.py, one dev
     every d           swaps its columns right of the panel, updates them (U12, A22 -= L21 U12)
                       and swaps its columns left of the panel, on its update stream
     look-ahead        the owner of panel s+1 updates that panel's columns first and factors it
-                      on its panel stream while every device updates the rest
+                      on its panel stream while every device updates the rest (on 3 or
+                      more GPUs, over the last PANEL_FIRST_COLUMNS columns: the owner
+                      updates the rest of its own columns after that panel)
 
 Around the steps: the columns go to the devices in chunks of blocks (1, 1, 2, 4, ... per
 device; all but the first two enqueued after step 0's panel copies, which would otherwise
@@ -56,12 +58,19 @@ _DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
 # stream had no priority: the panel then waited for the SGEMM beside it.  (A CPU panel blocks
 # the host, so it is factored at the start of its step, after everything before it.)
 PANEL_FIRST = False
-# ... but panel first once at most PANEL_FIRST_COLUMNS columns are left right of the next
-# panel (0: never).  There the panels' chain, not the updates, sets the pace, and the leaves
-# and the small kernels between them wait for SMs held by the owner's own trailing SGEMM
-# beside them (a 128-column step inside a panel: 4-20 us between kernels, its rank-128
-# product 67 us instead of ~20; benchmarks/lu_trace.py 32768 --devices 4).
-PANEL_FIRST_COLUMNS = 0
+# ... but on PANEL_FIRST_MIN_DEVICES or more GPUs, panel first once at most
+# PANEL_FIRST_COLUMNS columns are left right of the next panel (0: never).  There the
+# panels' chain, not the updates, sets the pace, and the leaves and the small kernels
+# between them waited for SMs held by the owner's own trailing SGEMM beside them (inside a
+# 256-wide panel at ~9700 rows: 18-22 us between kernels, its rank-128 product 67 us;
+# benchmarks/lu_trace.py 32768 --devices 4 --precision fp32, thirty-fifth session).  H200
+# x4, 32768, FP32 updates (benchmarks/lu_multi_ab.py 32768 --devices 2,4 --nb 0 --precision
+# fp32 --vary PANEL_FIRST_COLUMNS=0,8192,16384,32768,0,8192,16384,32768): 4 GPUs 185.1 /
+# 186.1 ms without, 185.2 / 184.6, 182.4 / 182.2 and 185.9 / 184.8 with 8192 / 16384 /
+# 32768; 2 GPUs 303.5 / 305.4 without, 305.8 / 305.6, 311.3 / 311.0, 326.0 / 325.7 (two GPUs
+# each have half the trailing update to do beside the chain: it no longer hides the wait).
+PANEL_FIRST_COLUMNS = 16384
+PANEL_FIRST_MIN_DEVICES = 3
 # Narrower panels at the end: with nb >= TAIL_MIN_NB, the panels are nb / 2 wide once at most
 # TAIL_COLUMNS columns are left (each a half of a distribution block, so two consecutive
 # panels share an owner there).  The trailing update no longer hides the panels' chain in
@@ -194,7 +203,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
                         dev.wait("update", got)
                     sent = panels[d].send(dev, s + 1, *nxt, after=dev.record("update"))
                     shipped = True
-                    first = panel_first or dist.n - nxt[1] <= PANEL_FIRST_COLUMNS
+                    first = panel_first or (len(devs) >= PANEL_FIRST_MIN_DEVICES
+                                            and dist.n - nxt[1] <= PANEL_FIRST_COLUMNS)
                     if first and not panels[d].host_wait:
                         early = panels[d].factor(dev, s + 1, *nxt, sent, inv_threshold)
                         dev.wait("update", early.done)
