@@ -176,15 +176,24 @@ def upload(cp, host, layout=False):
     return x
 
 
-def download(cp, x):
+def download(cp, x, out=None):
     """A NumPy copy of the CuPy array x (C-ordered, F-ordered where x is, as cupy.asnumpy
-    gives it), once the caller's current stream has produced it; complete on return."""
-    if x.ndim == 2 and x.flags.f_contiguous and not x.flags.c_contiguous:
+    gives it), once the caller's current stream has produced it; complete on return.  With
+    `out` (a writable float32 NumPy array of x's shape, any strides) x is unpacked straight
+    into it, and out is returned."""
+    if out is not None:
+        if out.shape != x.shape or out.dtype != np.float32:
+            raise ValueError(f"out must be float32 of shape {x.shape}, got {out.dtype} "
+                             f"{out.shape}")
+        if x.ndim != 2 or not x.flags.c_contiguous or x.nbytes < STAGED_MIN_BYTES:
+            np.copyto(out, download(cp, x))
+            return out
+    elif x.ndim == 2 and x.flags.f_contiguous and not x.flags.c_contiguous:
         return download(cp, x.T).T
     if x.ndim != 2 or x.dtype != np.float32 or not x.flags.c_contiguous \
             or x.nbytes < STAGED_MIN_BYTES:
         return cp.asnumpy(x)
     m, n = x.shape
-    out = np.empty((m, n), np.float32)
+    out = np.empty((m, n), np.float32) if out is None else out
     _host_copy(cp, out, ColumnCyclic(n, n, 1), 0, x, False, *_one_gpu(m, n))
     return out

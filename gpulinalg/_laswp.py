@@ -403,5 +403,5 @@ def laswp(a, piv, inverse=False):
         host = a.detach().numpy() if kind == "torch_cpu" else a   # shares a's memory
         dev = _host_io.upload(cp, host)   # C-ordered float32, as laswp_inplace needs
         laswp_inplace(dev, piv_dev, inverse)
-        np.copyto(host, _host_io.download(cp, dev))
+        _host_io.download(cp, dev, out=host)   # straight into the caller's rows
         return a

@@ -77,6 +77,30 @@ def test_upload_download(cp, rng, monkeypatch, m, n, staging):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("staging", [4 * 64, 1 << 25, None])
+def test_download_into_out(cp, rng, monkeypatch, staging):
+    """download(x, out=): straight into a C, F or row-strided float32 host array (through
+    the staging, or the plain copy below STAGED_MIN_BYTES: staging None); the rest of the
+    array it is a view of untouched; a wrong shape or dtype raises."""
+    if staging is not None:
+        _force_staging(monkeypatch, staging)
+    m, n = 257, 131
+    h = rng.standard_normal((m, n)).astype(np.float32)
+    x = cp.asarray(h)
+    base = np.full((m + 2, 2 * n + 3), -7.0, np.float32)
+    outs = {"C": np.zeros((m, n), np.float32), "F": np.zeros((m, n), np.float32, order="F"),
+            "strided": base[1:m + 1, 2:2 + n]}
+    for name, out in outs.items():
+        assert _host_io.download(cp, x, out=out) is out
+        np.testing.assert_array_equal(out, h, err_msg=name)
+    assert (base[0] == -7).all() and (base[m + 1] == -7).all() and (base[:, n + 2:] == -7).all()
+    assert (base[:, :2] == -7).all()
+    for bad in (np.zeros((m, n + 1), np.float32), np.zeros((m, n), np.float64)):
+        with pytest.raises(ValueError, match="out must be float32"):
+            _host_io.download(cp, x, out=bad)
+
+
+@pytest.mark.gpu
 def test_download_waits_for_the_current_stream(cp, monkeypatch):
     """A download follows the work the caller's stream has queued (not what the buffer held
     before): the result of a product still running when the download is called."""
