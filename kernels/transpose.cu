@@ -288,6 +288,85 @@ transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,
     }
 }
 
+// transpose_strip<TR, PF, SA>: transpose_skew's windows without reading rows twice.  A block
+//   owns a 32-column strip of A over SEG consecutive tile rows (gridDim.x = gx * segments,
+//   strip = blockIdx.x % gx, so resident blocks cover neighbouring strips of one band of A
+//   rows) and walks down it: the SA - 1 rows above a tile, which transpose_skew reads again
+//   from L2 (31 / 128 of its reads at SA = 32), are the previous tile's last rows, carried in
+//   shared memory; only a segment's first tile reads them.  The next tile's TR rows are
+//   loaded into registers before the current tile's windows are stored, so each thread
+//   keeps TR / 8 loads in flight through the stores.  Same windows, same result.
+template <int TR, int PF, int SA>
+__global__ void __launch_bounds__(256)
+transpose_strip(int rows, int cols, const float* __restrict__ src, long long lds,
+                float* __restrict__ dst, long long ldd, unsigned doff, int seg)
+{
+    static_assert(TR % 32 == 0 && TR % 8 == 0, "the windows are written 32 lanes at a time");
+    static_assert(SA == 8 || SA == 16 || SA == 32, "window grid: 32, 64 or 128 bytes");
+    constexpr int TC = 32, BY = 8, UP = SA - 1, H = TR + UP;
+    constexpr int NV = TR / BY, NC = (UP + BY - 1) / BY;   // new rows, carried rows a thread
+    __shared__ float tile[H][TC + 1];
+    const unsigned gx = (static_cast<unsigned>(cols) + TC - 1) / TC;
+    const int gy = (rows + TR - 1) / TR;
+    const int k0 = static_cast<int>(blockIdx.x / gx) * seg;
+    const int k1 = min(gy, k0 + seg);
+    const long long c0 = static_cast<long long>(blockIdx.x % gx) * TC;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const bool col_ok = c0 + tx < cols;
+    auto a_at = [&](long long r) {   // A(r, c0 + tx), 0 outside the matrix
+        return (r >= 0 && r < rows && col_ok) ? load_a<PF>(src + r * lds + c0 + tx) : 0.0f;
+    };
+
+    // the first tile of the segment with the UP rows above it
+    for (int lr = ty; lr < H; lr += BY)
+        tile[lr][tx] = a_at(static_cast<long long>(k0) * TR - UP + lr);
+    __syncthreads();
+
+    for (int k = k0; k < k1; ++k) {
+        const long long r0 = static_cast<long long>(k) * TR;
+        const bool more = k + 1 < k1;
+        float v[NV];
+        if (more) {   // the next tile's rows, in flight during the stores
+#pragma unroll
+            for (int q = 0; q < NV; ++q)
+                v[q] = a_at(r0 + TR + ty + BY * q);
+        }
+        const bool last = k + 1 == gy;
+#pragma unroll
+        for (int p = 0; p < TC / BY; ++p) {
+            const int jj = ty + BY * p;   // B row c0 + jj = A column c0 + jj
+            if (c0 + jj >= cols)
+                break;
+            const long long j = c0 + jj;
+            const int t = static_cast<int>((doff + static_cast<unsigned long long>(j) *
+                                            static_cast<unsigned long long>(ldd)) & (SA - 1));
+            const long long end = last ? rows : r0 + TR - t;   // A rows [r0 - t, end)
+            float* d = dst + j * ldd;
+#pragma unroll
+            for (int w = 0; w <= TR / 32; ++w) {
+                const long long i = r0 - t + 32 * w + tx;
+                if (i >= 0 && i < end)
+                    d[i] = tile[32 * w + tx - t + UP][jj];
+            }
+        }
+        if (!more)
+            break;
+        float c[NC];   // rows TR .. H-1 (the next tile's rows above) move to 0 .. UP-1
+#pragma unroll
+        for (int q = 0; q < NC; ++q)
+            c[q] = ty + BY * q < UP ? tile[TR + ty + BY * q][tx] : 0.0f;
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < NC; ++q)
+            if (ty + BY * q < UP)
+                tile[ty + BY * q][tx] = c[q];
+#pragma unroll
+        for (int q = 0; q < NV; ++q)
+            tile[UP + ty + BY * q][tx] = v[q];
+        __syncthreads();
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 copy2d(int rows, int cols, const float* __restrict__ src, long long lds,
        float* __restrict__ dst, long long ldd)
