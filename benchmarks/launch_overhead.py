@@ -58,7 +58,7 @@ def main():
         a = random_matrix((n, n), 0)
         out, buf = cp.empty((n, n), cp.float32), cp.empty_like(a)
         variant = _transpose.pick_variant(n, n, n, n, True, True)
-        launcher, grid, block, skew, _ = _transpose._transpose_launch(
+        launcher, grid, block, skew = _transpose._transpose_launch(
             _transpose._device_id(), n, n, variant, True)
         kernel = launcher.kernel   # the CuPy RawKernel
         extra = (0,) if skew else ()

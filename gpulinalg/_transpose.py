@@ -14,7 +14,7 @@ FAMILY = "transpose"
 # TILE x TILE elements of A per block, 32 x BY threads; PAIR: transpose_pair (8-byte accesses,
 # 64 x 64 only), launched where both leading dimensions are even and both pointers 8-byte
 # aligned, else the same tile with 4-byte accesses (transpose_tiled<64,BY>).
-Tile = namedtuple("Tile", "TILE BY PAIR PF EL SKEW STRIP", defaults=(False, 0, False, 0, False))
+Tile = namedtuple("Tile", "TILE BY PAIR PF EL SKEW", defaults=(False, 0, False, 0))
 VARIANTS = {
     "32x8": Tile(32, 8),               # the seed kernel (baseline): 4 elements per thread
     "64x4": Tile(64, 4),               # 32 elements per thread on 128 threads, 13 blocks/SM
@@ -25,12 +25,7 @@ VARIANTS = {
     "64x8-skew": Tile(64, 8, False, 256, False, 8),     # 32-byte sectors
     "128x8-skew": Tile(128, 8, False, 256, False, 8),   # 7 / 128 rows reread
     "128x8-skew32": Tile(128, 8, False, 256, False, 32),   # 128-byte lines: 31 / 128
-    # transpose_strip: the same windows, each block down a strip of A, no row read twice
-    "strip128-32": Tile(128, 8, False, 256, False, 32, True),
 }
-# transpose_strip: resident blocks wanted per SM (the strips are cut into segments of tile
-# rows until the grid has this many blocks per SM)
-STRIP_BLOCKS_PER_SM = 4
 BASELINE = "32x8"
 # H100, burst timing, % of a device copy of as many bytes (gpulinalg-bench transpose, two
 # sweeps, 2026-11-21; "a/b" = the two sweeps):
@@ -129,8 +124,6 @@ _MAX_GRID_Y = 65535
 
 
 def _tiled_name(t):
-    if t.STRIP:
-        return f"transpose_strip<{t.TILE},{t.PF},{t.SKEW}>"
     if t.SKEW:
         return f"transpose_skew<{t.TILE},{t.PF},{t.SKEW}>"   # TILE A rows x 32 A columns
     return (f"transpose_pair<{t.BY}>" if t.PAIR
@@ -187,15 +180,8 @@ def _transpose_launch(device_id, rows, cols, variant, pairs_ok):
     tiles = num_tiles(rows, cols, variant)
     if tiles >= 2**31:
         raise ValueError("matrix too large for one launch")
-    fmt = _ARGS + ("I" if t.SKEW else "") + ("i" if t.STRIP else "")
-    kernel = Launcher(get_kernel(FAMILY, _tiled_name(t)), fmt)
-    tail = ()
-    if t.STRIP:   # segments of `seg` tile rows per strip, enough blocks for every SM
-        gx, gy = -(-cols // 32), -(-rows // t.TILE)
-        sms = cupy().cuda.Device(device_id).attributes["MultiProcessorCount"]
-        seg = -(-gy // max(1, min(gy, -(-STRIP_BLOCKS_PER_SM * sms // gx))))
-        tiles, tail = gx * -(-gy // seg), (seg,)
-    return kernel, (tiles, 1, 1), (32, t.BY, 1), t.SKEW, tail
+    kernel = Launcher(get_kernel(FAMILY, _tiled_name(t)), _ARGS + ("I" if t.SKEW else ""))
+    return kernel, (tiles, 1, 1), (32, t.BY, 1), t.SKEW
 
 
 @functools.lru_cache(maxsize=1024)
@@ -221,10 +207,9 @@ def transpose_ptr(rows, cols, sp, lds, dp, ldd):
 def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant):
     # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
     pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
-    kernel, grid, block, skew, tail = _transpose_launch(_device_id(), rows, cols, variant,
-                                                        pairs_ok)
+    kernel, grid, block, skew = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
     if skew:   # dst's offset in floats from a 128-byte line
-        kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 32, *tail)
+        kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 32)
     else:
         kernel(grid, block, rows, cols, sp, lds, dp, ldd)
 

@@ -160,7 +160,6 @@ def test_kernel_table():
         assert t.PF in (0, 256) and not (t.PAIR and (t.PF or t.EL)), name   # tiled only
         assert not t.SKEW or ((t.BY, t.PAIR, t.EL) == (8, False, False)
                               and t.SKEW in (8, 16, 32)), name
-        assert not t.STRIP or t.SKEW, name   # transpose_strip: transpose_skew's windows
     assert _transpose.BASELINE in _transpose.VARIANTS
     assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
     assert _transpose.OFF_GRID in _transpose.VARIANTS
