@@ -110,6 +110,14 @@ BASELINE = "32x8"
 # not kept: A read with 8-byte loads at any pitch (62 columns a block, each row's 64-float
 # window on the 8-byte grid, SA = 32): 4097^2 93.6 against 100.4, 8193^2 92.7 / 95.1,
 # 12289^2 91.4 / 93.0, 16385^2 91.2 / 92.4, 6001 x 10003 92.3 / 94.2, 16384^2 93.7 / 94.7.
+# Thirty-fifth session (transpose_ab, 3 rounds, H100; commit "transpose_strip", reverted):
+# the rows above a 128 x 32 tile carried in shared memory instead of read again, each block
+# walking down a strip of A over a segment of tile rows (the next tile's loads in flight
+# during the stores; 4 blocks an SM), against 128x8-skew32: 4097^2 82.0 / 98.9, 8193^2
+# 77.9 / 94.7, 12289^2 74.0 / 93.3, 14337^2 72.2 / 92.7, 16385^2 72.8 / 92.6, 6001 x 10003
+# 69.4 / 93.6, 16384^2 85.0 / 94.2; shorter segments (8 blocks an SM) 83.6 / 74.6 at 8193^2
+# / 16385^2: the blocks of one tile row running together (all of A's rows in a band read,
+# B's windows written, at once) matter more than the rows read twice from L2.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
