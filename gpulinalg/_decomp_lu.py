@@ -191,11 +191,13 @@ def _check_memory(cp, m, n, nb, copy_matrix):
 # ------------------------------------------------------------------------ factorization
 
 def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold,
-            timeline, ops, precision, devices=None):
+            timeline, ops, precision, devices=None, to_host=False):
     """Validate, move to the working layout, run the driver.
 
     Returns (kind, xp, LU, piv, info): LU row-major float32 in xp (cupy, or numpy for the
-    host test backend), piv 0-based int32 NumPy.  Call inside `_arrays.launch_context`.
+    host test backend, and with to_host for a host input on one GPU, downloaded here into
+    the input itself where overwrite_a allows, else into a new array faulted in while the
+    GPU works), piv 0-based int32 NumPy.  Call inside `_arrays.launch_context`.
     """
     a = _as_input(a)
     kind = _arrays.array_kind(a)
@@ -269,6 +271,11 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         A = _host_io.upload(cp, host)   # not host_view's strides: C-ordered, as LU needs
         if check_finite and not host_check:
             finite = _device_finite_flag(A)
+        # The factors come back into the input itself where allowed, else into a new array
+        # whose pages are faulted in meanwhile (see _host_io.result_array).
+        if to_host:
+            dest, ready = ((host, lambda: None) if host_inplace
+                           else _host_io.result_array((m, n)))
     else:
         src = _arrays.to_device(a, kind, "a")  # a view for float32 input, else a converted copy
         owned = src.data.ptr != _device_ptr(a, kind) or src.dtype != _arrays.dtype_of(a)
@@ -340,7 +347,12 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             if late_check:
                 finite = read_finite
     if finite is not None and not bool(finite):
+        if host is not None and to_host:
+            ready()   # (no pool job left behind on the array)
         raise ValueError(_NONFINITE)
+    if host is not None and to_host:   # one GPU, host input: back to the host here
+        ready()
+        return kind, np, _host_io.download(cp, A, out=dest), piv, info
     return kind, cp, A, piv, info
 
 
@@ -373,10 +385,10 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         float32 and the library never downcasts silently.
     overwrite_a : bool, optional
         Allow the factorization to overwrite `a`.  Honoured for C-contiguous float32 CuPy
-        arrays and CUDA tensors, and with several `devices` for C-contiguous float32 NumPy
-        arrays too, which are then factored in place (the returned `lu` shares their
-        memory); every other input is never modified (copied, or with several `devices` a
-        C-ordered input read where it lies).
+        arrays and CUDA tensors, and for C-contiguous float32 NumPy arrays too, which then
+        receive the factors (the returned `lu` shares their memory); every other input is
+        never modified (copied, or with several `devices` a C-ordered input read where it
+        lies).
     check_finite : bool, optional
         Check that `a` holds only finite numbers (raises ValueError otherwise).
     panel : {"auto", "cpu", "gpu"}, optional
@@ -471,11 +483,12 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     """
     return _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
                               _inv_threshold, _timeline, _ops, _finish_factor, precision,
-                              devices)
+                              devices, to_host=True)
 
 
 def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahead,
-                       inv_threshold, timeline, ops, finish, precision="auto", devices=None):
+                       inv_threshold, timeline, ops, finish, precision="auto", devices=None,
+                       to_host=False):
     """_factor, then finish(kind, xp, A, piv, info), inside the input's device context."""
     a = _as_input(a)
     kind = _arrays.array_kind(a)
@@ -483,7 +496,7 @@ def _factor_in_context(a, overwrite_a, check_finite, panel, block_size, lookahea
     _arrays.check_matrix(a, "a")
     _check_options(panel, block_size, lookahead, precision, devices)
     args = (overwrite_a, check_finite, panel, block_size, lookahead, inv_threshold, timeline,
-            ops, precision, devices)
+            ops, precision, devices, to_host)
     if kind in ("numpy", "torch_cpu"):
         h = _arrays.host_view(a, "a")
         if check_finite and _checked_on_host(ops, devices):

@@ -47,6 +47,26 @@ def test_one_gpu_staging_size(m, n):
         assert b <= min(_host_io.STAGING_BYTES_ONE, 4 * m * n // _host_io.STAGING_PARTS)
 
 
+@pytest.mark.parametrize("shape", [(1000, 1025), (7, 3000), (1, 1)])
+def test_prefault_touches_every_page(monkeypatch, shape):
+    """One write of 0 at every page start (every _PAGE_FLOATS-th float), nothing else; with
+    PREFAULT off, or below STAGED_MIN_BYTES, nothing at all."""
+    monkeypatch.setattr(_host_io, "STAGED_MIN_BYTES", 0)
+    out = np.full(shape, np.nan, np.float32)
+    _host_io.prefault(out)()
+    flat = out.reshape(-1)
+    touched = np.zeros(flat.size, bool)
+    touched[::_host_io._PAGE_FLOATS] = True
+    assert (flat[touched] == 0).all() and np.isnan(flat[~touched]).all()
+    monkeypatch.setattr(_host_io, "PREFAULT", False)
+    out = np.full(shape, np.nan, np.float32)
+    _host_io.prefault(out)()
+    assert np.isnan(out).all()
+    new, ready = _host_io.result_array(shape)
+    ready()
+    assert new.shape == shape and new.dtype == np.float32 and new.flags.c_contiguous
+
+
 def _force_staging(monkeypatch, staging_bytes):
     monkeypatch.setattr(_host_io, "STAGED_MIN_BYTES", 0)
     monkeypatch.setattr(_host_io, "STAGING_BYTES_ONE", staging_bytes)
@@ -132,6 +152,30 @@ def test_lu_factor_numpy_staged(cp, rng, monkeypatch, layout):
     a = h.astype(np.float64)
     err = np.linalg.norm(p @ low @ up - a) / (np.linalg.norm(a) * 300 * np.finfo(np.float32).eps)
     assert err < 1.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("prefault", [True, False])
+def test_lu_factor_numpy_result_memory(cp, rng, monkeypatch, prefault):
+    """The factors of a NumPy input come back into a new array (its pages faulted in
+    beforehand, or not), or with overwrite_a into a C-ordered float32 input itself; an
+    F-ordered one is never modified.  The same values every way."""
+    _force_staging(monkeypatch, 4 * 300 * 7)
+    monkeypatch.setattr(_host_io, "PREFAULT", prefault)
+    a = rng.standard_normal((300, 300)).astype(np.float32)
+    want = cp.asnumpy(gpulinalg.lu_factor(cp.asarray(a))[0])
+    keep = a.copy()
+    lu, _ = gpulinalg.lu_factor(a)
+    assert not np.shares_memory(lu, a)
+    np.testing.assert_array_equal(a, keep)
+    np.testing.assert_array_equal(lu, want)
+    f = np.asfortranarray(a)
+    lu_f, _ = gpulinalg.lu_factor(f, overwrite_a=True)
+    np.testing.assert_array_equal(f, keep)
+    np.testing.assert_array_equal(lu_f, want)
+    lu_in, _ = gpulinalg.lu_factor(a, overwrite_a=True)
+    assert np.shares_memory(lu_in, a)
+    np.testing.assert_array_equal(a, want)
 
 
 @pytest.mark.gpu
