@@ -346,12 +346,12 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
             piv, info, read_finite = res
             if late_check:
                 finite = read_finite
+    back = host is not None and to_host   # one GPU, host input: back to the host here
+    if back:
+        ready()   # dest's pages in memory (and no pool job left on it if we raise)
     if finite is not None and not bool(finite):
-        if host is not None and to_host:
-            ready()   # (no pool job left behind on the array)
         raise ValueError(_NONFINITE)
-    if host is not None and to_host:   # one GPU, host input: back to the host here
-        ready()
+    if back:
         return kind, np, _host_io.download(cp, A, out=dest), piv, info
     return kind, cp, A, piv, info
 
