@@ -217,7 +217,8 @@ def download(cp, x, out=None):
         if out.shape != x.shape or out.dtype != np.float32:
             raise ValueError(f"out must be float32 of shape {x.shape}, got {out.dtype} "
                              f"{out.shape}")
-        if x.ndim != 2 or not x.flags.c_contiguous or x.nbytes < STAGED_MIN_BYTES:
+        if x.ndim != 2 or x.dtype != np.float32 or not x.flags.c_contiguous \
+                or x.nbytes < STAGED_MIN_BYTES:   # not the staged path: a copy, then out
             np.copyto(out, download(cp, x))
             return out
     elif x.ndim == 2 and x.flags.f_contiguous and not x.flags.c_contiguous:
