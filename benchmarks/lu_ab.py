@@ -61,6 +61,7 @@ def main():
                     setattr(mod, name, v)
                     _lu_graph.clear()   # a captured graph holds the old value's launches
                     _transpose.pick_variant.cache_clear()   # a memoised tile choice too
+                    _transpose._plan.cache_clear()
                     kw = dict(panel=args.panel, precision=args.precision, block_size=nb or None)
                     times[v, nb].append(time_gpu(lambda: gpulinalg.lu_factor(a, **kw),
                                                  warmup=2, repeat=args.repeat))

@@ -49,6 +49,7 @@ def main():
                     setattr(mod, name, v)
                     _transpose.pick_variant.cache_clear()
                     _transpose._transpose_launch.cache_clear()
+                    _transpose._plan.cache_clear()
                     _transpose.transpose_into(a, out, variant)
                     then()
                 return run

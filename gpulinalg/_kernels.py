@@ -112,24 +112,39 @@ class Launcher:
 
     CuPy's launch converts every scalar argument on every call (a NumPy view and a C box per
     scalar), most of the host time of a small call; here one `struct.pack_into` writes the
-    whole parameter block.  `fmt` lists the kernel's parameters in order ('i' int, 'I'
-    unsigned, 'q' long long, 'f' float, 'P' pointer), native alignment being the kernel's
-    parameter layout; `shared_mem`: the launch's dynamic shared memory bytes (a kernel
-    asking beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does).
-    Called as launcher(grid, block, *args) with 3-tuples grid and block and pointers as
-    integers (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no
-    CUfunction handle, CuPy's own launch is used."""
+    whole parameter block, and cuLaunchKernel gets the addresses of its fields (`kernelParams`,
+    fixed per launcher and thread).  `fmt` lists the kernel's parameters in order ('i' int,
+    'I' unsigned, 'q' long long, 'f' float, 'P' pointer), native alignment being the kernel's
+    parameter layout; `shared_mem`: the launch's dynamic shared memory bytes (a kernel asking
+    beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does).  Called as
+    launcher(grid, block, *args) with 3-tuples grid and block and pointers as integers
+    (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no CUfunction
+    handle, CuPy's own launch is used."""
 
     _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "f": "float32", "P": "uint64"}
 
     def __init__(self, kernel, fmt, shared_mem=0):
         self.kernel, self.pack = kernel, struct.Struct("@" + fmt)
         self.types = [self._SCALAR[c] for c in fmt]
+        # each parameter's offset in the block: the packed size up to it, less its own size
+        self.offsets = [struct.calcsize("@" + fmt[:i + 1]) - struct.calcsize("@" + c)
+                        for i, c in enumerate(fmt)]
         self.smem = shared_mem
         self.func = getattr(getattr(kernel, "kernel", None), "ptr", None)   # CUfunction
+        self._local = threading.local()
         if self.func is not None:
             cp = cupy()
             self.launch, self.stream = cp.cuda.driver.launchKernel, cp.cuda.get_current_stream
+
+    def _blocks(self):
+        """(parameter block, address of the pointers to its fields) of this thread.  The
+        driver copies the parameters during the call, so one block per thread serves every
+        launch."""
+        params = ctypes.create_string_buffer(max(self.pack.size, 1))
+        base = ctypes.addressof(params)
+        fields = (ctypes.c_void_p * max(len(self.offsets), 1))(*(base + o for o in self.offsets))
+        self._local.blocks = (params, ctypes.addressof(fields), fields)
+        return self._local.blocks
 
     def __call__(self, grid, block, *args):
         if self.func is None:
@@ -137,24 +152,9 @@ class Launcher:
             self.kernel(grid, block, tuple(getattr(np, t)(x) for t, x in zip(self.types, args)),
                         shared_mem=self.smem)
             return
-        params, size, extra = _scratch()
+        try:
+            params, fields, _ = self._local.blocks
+        except AttributeError:
+            params, fields, _ = self._blocks()
         self.pack.pack_into(params, 0, *args)
-        size.value = self.pack.size
-        self.launch(self.func, *grid, *block, self.smem, self.stream().ptr, 0, extra)
-
-
-_TLS = threading.local()
-_PARAM_BYTES = 4096   # cuLaunchKernel's classic limit on a kernel's parameter bytes
-
-
-def _scratch():
-    """(parameter block, its size, address of the cuLaunchKernel `extra` list naming them) of
-    this thread (CU_LAUNCH_PARAM_BUFFER_POINTER = 1, _SIZE = 2, _END = 0).  The driver copies
-    the parameters during the call, so one block per thread serves every launch."""
-    s = getattr(_TLS, "scratch", None)
-    if s is None:
-        params, size = ctypes.create_string_buffer(_PARAM_BYTES), ctypes.c_size_t(0)
-        _TLS.extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(params), 2,
-                                           ctypes.addressof(size), 0)
-        s = _TLS.scratch = (params, size, ctypes.addressof(_TLS.extra))
-    return s
+        self.launch(self.func, *grid, *block, self.smem, self.stream().ptr, fields, 0)

@@ -198,7 +198,7 @@ def _copy_launch(device_id, rows, cols):
     return Launcher(get_kernel(FAMILY, "copy2d"), _ARGS), grid, (_COPY_THREADS, 1, 1)
 
 
-def _launch_transpose(rows, cols, src, lds, dst, ldd, variant):
+def _launch_transpose(rows, cols, src, lds, dst, ldd, variant=None):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
     _launch_ptr(rows, cols, src.data.ptr, lds, dst.data.ptr, ldd, variant)
 
@@ -208,18 +208,28 @@ def transpose_ptr(rows, cols, sp, lds, dp, ldd):
     device pointers sp, dp on the current device and stream, the variant as transpose_into
     picks it.  No validation and no views (the LU's steps address blocks by pointer);
     rows, cols >= 1."""
-    _launch_ptr(rows, cols, sp, lds, dp, ldd,
-                pick_variant(rows, cols, lds, ldd, (sp | dp) % 256 == 0, dp % 32 == 0))
+    _launch_ptr(rows, cols, sp, lds, dp, ldd)
 
 
-def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant):
-    # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
-    pairs_ok = (lds | ldd) % 2 == 0 and (sp | dp) % 8 == 0
-    kernel, grid, block, skew = _transpose_launch(_device_id(), rows, cols, variant, pairs_ok)
+def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant=None):
+    either = sp | dp
+    kernel, grid, block, skew = _plan(_device_id(), rows, cols, lds, ldd, either % 256 == 0,
+                                      dp % 32 == 0, either % 8 == 0, variant)
     if skew:   # dst's offset in floats from a 128-byte line
         kernel(grid, block, rows, cols, sp, lds, dp, ldd, dp // 4 % 32)
     else:
         kernel(grid, block, rows, cols, sp, lds, dp, ldd)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(device_id, rows, cols, lds, ldd, aligned, dst_sector, ptr8, variant):
+    """_transpose_launch's tuple for one problem, given the pointers' alignment (both on
+    256 bytes, dst on 32, both on 8) and the variant (None: pick_variant's): one memoised
+    lookup on the launch path."""
+    if variant is None:
+        variant = pick_variant(rows, cols, lds, ldd, aligned, dst_sector)
+    # 8-byte accesses need even leading dimensions and 8-byte aligned pointers
+    return _transpose_launch(device_id, rows, cols, variant, (lds | ldd) % 2 == 0 and ptr8)
 
 
 def _launch_copy(rows, cols, src, lds, dst, ldd):
@@ -240,7 +250,6 @@ def transpose_into(src, dst, variant=None):
     is copied once, dst with no unit stride is written through one temporary.
     """
     m, n = src.shape
-    auto = variant is None
     if dst.shape != (n, m):
         raise ValueError(f"dst has shape {dst.shape}, expected {(n, m)}")
     if not (_arrays.is_float32(src.dtype) and _arrays.is_float32(dst.dtype)):
@@ -249,13 +258,10 @@ def transpose_into(src, dst, variant=None):
         raise ValueError("dimensions must be below 2**31")
     if m == 0 or n == 0:
         return dst
-    if not auto and variant not in VARIANTS:
+    if variant is not None and variant not in VARIANTS:
         raise ValueError(f"unknown transpose variant {variant!r}; choose from {list(VARIANTS)}")
     if src.strides == (4 * n, 4) and dst.strides == (4 * m, 4):   # both C-contiguous: the
-        if auto:                                                    # common case, fewest steps
-            sp, dp = src.data.ptr, dst.data.ptr
-            variant = pick_variant(m, n, n, m, (sp | dp) % 256 == 0, dp % 32 == 0)  # memoised
-        _launch_transpose(m, n, src, n, dst, m, variant)
+        _launch_ptr(m, n, src.data.ptr, n, dst.data.ptr, m, variant)  # common case, fewest steps
         return dst
     d_layout = _arrays.matrix_layout(dst)
     if d_layout is None:  # odd dst strides: transpose into a temporary, then one copy
@@ -275,10 +281,7 @@ def transpose_into(src, dst, variant=None):
     else:                          # column-major dst: dst.T is row-major m x n, like src: copy
         _launch_copy(m, n, src, lds, dst, ldd)
         return dst
-    if auto:   # for the row-major problem (rows x cols, lds, ldd) the kernel sees
-        variant = pick_variant(rows, cols, lds, ldd, (src.data.ptr | dst.data.ptr) % 256 == 0,
-                               dst.data.ptr % 32 == 0)
-    _launch_transpose(rows, cols, src, lds, dst, ldd, variant)
+    _launch_transpose(rows, cols, src, lds, dst, ldd, variant)   # (None: pick_variant's)
     return dst
 
 

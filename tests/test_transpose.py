@@ -140,6 +140,11 @@ def test_launcher_packs_the_kernel_parameter_layout():
     launcher = Launcher(lambda grid, block, args, shared_mem: calls.append(
         (grid, block, args, shared_mem)), _transpose._ARGS + "I")
     assert launcher.pack.size == Params.p6.offset + ctypes.sizeof(c.c_uint) == 44
+    # cuLaunchKernel's kernelParams: this thread's pointers name each field of the block
+    assert launcher.offsets == [getattr(Params, f"p{i}").offset for i in range(len(types))]
+    block, fields, _ = launcher._blocks()
+    pointers = (ctypes.c_void_p * len(types)).from_address(fields)
+    assert [p - ctypes.addressof(block) for p in pointers] == launcher.offsets
     raw = launcher.pack.pack(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)
     assert ctypes.string_at(ctypes.addressof(Params(5, 6, 1 << 40, -7, 3 << 40, 8, 2**32 - 1)),
                             len(raw)) == raw
