@@ -118,6 +118,13 @@ BASELINE = "32x8"
 # 69.4 / 93.6, 16384^2 85.0 / 94.2; shorter segments (8 blocks an SM) 83.6 / 74.6 at 8193^2
 # / 16385^2: the blocks of one tile row running together (all of A's rows in a band read,
 # B's windows written, at once) matter more than the rows read twice from L2.
+# Thirty-sixth session (transpose_ab, 3 rounds, H100; not committed): the 128 x 32 skewed
+# tile with A's rows brought into shared memory by the SM's bulk-copy engine (cp.async.bulk,
+# each row as the 16-byte chunks covering it, 128 or 144 bytes, one mbarrier per block, slots
+# placed so the shifted column reads hit 32 banks) instead of 4-byte loads, with 8 / 6
+# blocks an SM, against 128x8-skew32: 14337^2 82.9 / 78.9 / 92.2, 16385^2 83.2 / 78.0 /
+# 92.4, 6001 x 10003 81.3 / 75.4 / 93.1, 16384^2 88.0 / 80.8 / 94.2 (correct: the GPU
+# tests passed): ~160 small copies per block do not keep enough bytes in flight.
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"

@@ -226,16 +226,17 @@ def test_unknown_variant_is_rejected(cp):
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
 @pytest.mark.parametrize("s_off,d_off", [(0, 0), (1, 0), (0, 3), (2, 1)])
 def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off):
-    # offsets and leading dimensions that are not multiples of 4 floats (16-byte paths off)
-    a = _rand(rng, (200, 300))
+    # offsets and leading dimensions that are not multiples of 4 floats (16-byte paths off);
+    # 530 rows: the 128-row tiles have interior blocks too (rows above and below theirs)
+    a = _rand(rng, (600, 301))
     big = cp.asarray(a)
-    out = cp.full((300, 520), cp.nan, dtype=cp.float32)
-    src = big[:, s_off:s_off + 257][:130]
-    dst = out[:257, d_off:d_off + 130]
+    out = cp.full((300, 1037), cp.nan, dtype=cp.float32)
+    src = big[:, s_off:s_off + 257][:530]
+    dst = out[:257, d_off:d_off + 530]
     _transpose.transpose_into(src, dst, variant=variant)
     res = out.get()
-    np.testing.assert_array_equal(res[:257, d_off:d_off + 130], a[:130, s_off:s_off + 257].T)
-    res[:257, d_off:d_off + 130] = np.nan
+    np.testing.assert_array_equal(res[:257, d_off:d_off + 530], a[:530, s_off:s_off + 257].T)
+    res[:257, d_off:d_off + 530] = np.nan
     assert np.isnan(res).all()
 
 
