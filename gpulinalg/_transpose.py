@@ -124,7 +124,13 @@ BASELINE = "32x8"
 # placed so the shifted column reads hit 32 banks) instead of 4-byte loads, with 8 / 6
 # blocks an SM, against 128x8-skew32: 14337^2 82.9 / 78.9 / 92.2, 16385^2 83.2 / 78.0 /
 # 92.4, 6001 x 10003 81.3 / 75.4 / 93.1, 16384^2 88.0 / 80.8 / 94.2 (correct: the GPU
-# tests passed): ~160 small copies per block do not keep enough bytes in flight.
+# tests passed): ~160 small copies per block do not keep enough bytes in flight.  Then four
+# 2-D tensor copies (TMA) per block instead: A's rows of one residue class mod 4 have a
+# pitch of 4 lds floats, a multiple of 16 bytes, so each class is a tensor map (base aligned
+# down to 16 bytes); a box whose first element is not on a 16-byte chunk faults (illegal
+# instruction, though the map encodes), so each box is 36 wide from the chunk below: 8193^2
+# 90.6 / 92.3 (6 blocks an SM / 128x8-skew32), 12289^2 90.3 / 91.9, 16385^2 89.8 / 92.0,
+# 6001 x 10003 88.0 / 91.5, 16384^2 89.6 / 93.9, 4097^2 75.8 / 93.0 (8 blocks an SM: 68-78).
 # Below 4 tiles of 64 x 64 per SM the 32-wide tile keeps the SMs busy.
 DEFAULT = "64x4-pair"
 OFF_GRID = "32x8-pf256"
