@@ -211,11 +211,6 @@ def _copy_launch(device_id, rows, cols):
     return Launcher(get_kernel(FAMILY, "copy2d"), _ARGS), grid, (_COPY_THREADS, 1, 1)
 
 
-def _launch_transpose(rows, cols, src, lds, dst, ldd, variant=None):
-    """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T."""
-    _launch_ptr(rows, cols, src.data.ptr, lds, dst.data.ptr, ldd, variant)
-
-
 def transpose_ptr(rows, cols, sp, lds, dp, ldd):
     """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T for float32
     device pointers sp, dp on the current device and stream, the variant as transpose_into
@@ -225,6 +220,8 @@ def transpose_ptr(rows, cols, sp, lds, dp, ldd):
 
 
 def _launch_ptr(rows, cols, sp, lds, dp, ldd, variant=None):
+    """dst (cols x rows, row-major, ldd) = src (rows x cols, row-major, lds)^T at device
+    pointers sp, dp; variant None: pick_variant's."""
     either = sp | dp
     kernel, grid, block, skew = _plan(_device_id(), rows, cols, lds, ldd, either % 256 == 0,
                                       dp % 32 == 0, either % 8 == 0, variant)
@@ -294,7 +291,7 @@ def transpose_into(src, dst, variant=None):
     else:                          # column-major dst: dst.T is row-major m x n, like src: copy
         _launch_copy(m, n, src, lds, dst, ldd)
         return dst
-    _launch_transpose(rows, cols, src, lds, dst, ldd, variant)   # (None: pick_variant's)
+    _launch_ptr(rows, cols, src.data.ptr, lds, dst.data.ptr, ldd, variant)
     return dst
 
 
