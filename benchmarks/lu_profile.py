@@ -33,6 +33,7 @@ def main(argv=None):
     p.add_argument("sizes", help="comma-separated n or MxN")
     p.add_argument("--panel", default="gpu")
     p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--precision", default="auto", help="lu_factor's precision=")
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--calls", type=int, default=5, help="profiled calls (0: timings only)")
     p.add_argument("--top", type=int, default=30)
@@ -44,7 +45,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     env = environment()
     print(f"{env['device']}, CUDA {env['cuda_runtime']}, CuPy {env['cupy']}")
-    kw = dict(panel=args.panel, devices=None if args.devices == 1 else args.devices)
+    kw = dict(panel=args.panel, devices=None if args.devices == 1 else args.devices,
+              precision=args.precision)
     for m, n in parse_shapes(args.sizes):
         a = random_matrix((m, n), n, cp)
         ms_cus = time_gpu(lambda: cusolver_lu_factor(a), warmup=1, repeat=args.repeat)
@@ -113,7 +115,8 @@ def enqueue_times(call, calls):
           "  ".join(f"{e:.1f}/{r:.1f}" for e, r in rows))
 
 
-METHODS = ("record", "wait", "host_sync", "panel_to_host", "panel_to_device", "swap", "update")
+METHODS = ("record", "wait", "host_sync", "panel_to_host", "panel_to_device", "swap", "update",
+           "receive", "take", "end_step", "panel_view")
 
 
 def method_times(call, calls, n):
@@ -124,12 +127,15 @@ def method_times(call, calls, n):
 
     import cupy as cp
 
-    from gpulinalg import _blas, _laswp, _lu_ops, _transpose, _trsm
+    from gpulinalg import _blas, _laswp, _lu_multi, _lu_ops, _panel_gpu, _transpose, _trsm
     # The methods, and inside them the launchers by pointer and the copies (bound when
     # CupyOps is built, so patched before the calls).
     owners = dict.fromkeys(METHODS, _lu_ops.CupyOps)
     owners.update({"_copy": _lu_ops.CupyOps, "gemm_ptr": _blas, "laswp_ptr": _laswp,
-                   "transpose_ptr": _transpose, "trsm_ptr": _trsm})
+                   "transpose_ptr": _transpose, "trsm_ptr": _trsm,
+                   # the GPU panel (enqueue of its recursion) and the multi-GPU driver's home
+                   "factor": _panel_gpu.GpuPanel, "send": _panel_gpu.GpuPanel,
+                   "_collect": _lu_multi})
     totals = {name: [0.0, 0] for name in owners}
     saved = {name: getattr(owner, name) for name, owner in owners.items()}
 
@@ -154,7 +160,8 @@ def method_times(call, calls, n):
     finally:
         for name, fn in saved.items():
             setattr(owners[name], name, fn)
-    steps = max(1, totals["host_sync"][1] // calls)   # one wait per panel (CPU panel)
+    # one wait per panel (CPU panel), else one factor per panel (GPU panel)
+    steps = max(1, (totals["host_sync"][1] or totals["factor"][1]) // calls)
     print(f"-- host time per call in CupyOps methods (n = {n}, {calls} calls, wall "
           f"{wall * 1e3:.2f} ms, {steps} waits per call)")
     print(f"{'method':>16} {'calls/call':>10} {'ms/call':>9} {'us/step':>9} {'us each':>9}")
@@ -162,7 +169,8 @@ def method_times(call, calls, n):
     for name, (sec, cnt) in totals.items():
         if cnt:
             per_call = sec / calls
-            enqueue += per_call if name in METHODS and name != "host_sync" else 0.0
+            enqueue += (per_call if name in METHODS + ("factor", "send")
+                        and name not in ("host_sync", "panel_view") else 0.0)
             print(f"{name:>16} {cnt / calls:10.1f} {per_call * 1e3:9.3f} "
                   f"{per_call / steps * 1e6:9.1f} {sec / cnt * 1e6:9.2f}")
     print(f"{'enqueue (the methods but host_sync)':>38}: {enqueue * 1e3:.3f} ms/call, "

@@ -28,6 +28,10 @@ class ColumnCyclic:
         if nb < 1 or ndev < 1 or n < 0:
             raise ValueError(f"need n >= 0, nb >= 1, ndev >= 1; got {n}, {nb}, {ndev}")
         self.n, self.nb, self.ndev = int(n), int(nb), int(ndev)
+        # local_range's answers: the driver asks the same few ranges ~50 times a step, and
+        # working one out (~3 us of Python) was a fifth of the host's enqueue per step on 4
+        # GPUs (cProfile of lu_factor, 16384^2, H200 x4)
+        self._ranges = {}
 
     def owner(self, c):
         """Device holding global column c."""
@@ -46,11 +50,13 @@ class ColumnCyclic:
 
     def local_range(self, d, c0, c1):
         """Device d's local columns [l0, l1) holding its columns of the global range [c0, c1)."""
-        c0, c1 = max(0, min(c0, self.n)), max(0, min(c1, self.n))
-        if c1 <= c0:
+        key = (d, c0, c1)
+        got = self._ranges.get(key)
+        if got is None:
+            c0, c1 = max(0, min(c0, self.n)), max(0, min(c1, self.n))
             l0 = self.count_before(d, c0)
-            return l0, l0
-        return self.count_before(d, c0), self.count_before(d, c1)
+            got = self._ranges[key] = (l0, self.count_before(d, c1) if c1 > c0 else l0)
+        return got
 
     def global_columns(self, d):
         """Global indices of device d's columns, in local order (int64 vector)."""

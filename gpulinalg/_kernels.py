@@ -116,14 +116,16 @@ class Launcher:
     fixed per launcher and thread).  `fmt` lists the kernel's parameters in order ('i' int,
     'I' unsigned, 'q' long long, 'f' float, 'P' pointer), native alignment being the kernel's
     parameter layout; `shared_mem`: the launch's dynamic shared memory bytes (a kernel asking
-    beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does).  Called as
+    beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does); `cooperative`:
+    launch with cuLaunchCooperativeKernel (a kernel of get_kernel(..., cooperative=True),
+    whose blocks must all be co-resident).  Called as
     launcher(grid, block, *args) with 3-tuples grid and block and pointers as integers
     (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no CUfunction
     handle, CuPy's own launch is used."""
 
     _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "f": "float32", "P": "uint64"}
 
-    def __init__(self, kernel, fmt, shared_mem=0):
+    def __init__(self, kernel, fmt, shared_mem=0, cooperative=False):
         self.kernel, self.pack = kernel, struct.Struct("@" + fmt)
         self.types = [self._SCALAR[c] for c in fmt]
         # each parameter's offset in the block: the packed size up to it, less its own size
@@ -135,6 +137,10 @@ class Launcher:
         if self.func is not None:
             cp = cupy()
             self.launch, self.stream = cp.cuda.driver.launchKernel, cp.cuda.get_current_stream
+            if cooperative:   # the same arguments but the `extra` list, which it has not
+                coop = cp.cuda.driver.launchCooperativeKernel
+                self.launch = lambda f, gx, gy, gz, bx, by, bz, smem, st, params, _: coop(
+                    f, gx, gy, gz, bx, by, bz, smem, st, params)
 
     def _blocks(self):
         """(parameter block, address of the pointers to its fields) of this thread.  The

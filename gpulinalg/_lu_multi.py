@@ -43,7 +43,7 @@ import numpy as np
 
 from ._distribution import ColumnCyclic, gather, panel_schedule
 from ._host_io import host_transfers
-from ._lu import INV_THRESHOLD, absolute_pivots, panel_blocks
+from ._lu import INV_THRESHOLD, absolute_pivots, mark, panel_blocks
 
 F32 = np.float32
 _DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
@@ -138,7 +138,9 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
         devs[0].finish()
         return np.zeros(0, np.int32), 0
     t_start = time.perf_counter()
-    origin = [dev.record("update") for dev in devs]
+    for dev in devs + ([home] if home is not None else []):
+        dev.timed = timeline is not None   # events the host can time: only for the timeline
+    origin = [mark(dev, "update") for dev in devs]
     o = dist.owner(0)
     for c0, c1, waits in pending.pieces(o, 0, blocks[0][1]):   # panel 0's columns in place
         for ev in waits:

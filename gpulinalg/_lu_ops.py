@@ -434,8 +434,11 @@ class CupyOps(_Columns):
         last user of the buffers of this parity).  Returns the copy's event."""
         mp, jb = self.shape[0] - j0, j1 - j0
         rt = self._cp.cuda.runtime
-        panel, piv = src.panel_view(j0, j1)
-        dst = _panel_buffer(self.R[step % 2], self.shape[0], j0, j1)
+        # By address, not through views (a CuPy view costs the host ~5 us, and this runs
+        # P - 1 times a step): rows j0: of src's panel columns (panel_view), and this
+        # device's buffer R[step % 2] (_panel_buffer's layout: (m - j0) x jb row-major).
+        panel = src._ptr(j0, src._local(j0, j1).start)
+        dst = self.R.data.ptr + 4 * self.R.shape[1] * (step % 2)
         comm = self.streams["comm"]
         with self.device:
             comm.wait_event(after)
@@ -443,12 +446,14 @@ class CupyOps(_Columns):
                 comm.wait_event(self._step_end[step % 2])
             # Peer copy (cudaMemcpyDefault: unified addressing finds both devices): the
             # panel's rows are strided in src's matrix, contiguous here.
-            rt.memcpy2DAsync(dst.data.ptr, 4 * jb, panel.data.ptr, 4 * src.shape[1], 4 * jb,
-                             mp, _DEFAULT, comm.ptr)
-            self._copy(self.piv.data.ptr + 4 * j0, piv.data.ptr, 4 * jb, _DEFAULT, "comm")
+            rt.memcpy2DAsync(dst, 4 * jb, panel, 4 * src.shape[1], 4 * jb, mp, _DEFAULT,
+                             comm.ptr)
+            self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0, 4 * jb,
+                       _DEFAULT, "comm")
             if use_inverse:
-                self._copy(self.linv[step % 2].data.ptr, src.linv[step % 2].data.ptr,
-                           self.linv[step % 2].nbytes, _DEFAULT, "comm")
+                nbytes = self.linv.nbytes // 2   # linv[step % 2]
+                self._copy(self.linv.data.ptr + nbytes * (step % 2),
+                           src.linv.data.ptr + nbytes * (step % 2), nbytes, _DEFAULT, "comm")
         return self.record("comm")
 
     def take(self, c0, c1, src, after, piv=None):
@@ -461,7 +466,7 @@ class CupyOps(_Columns):
         comm = self.streams["comm"]
         with self.device:
             comm.wait_event(after)
-            rt.memcpy2DAsync(self.a[:, lc].data.ptr, 4 * self.shape[1], src.a[:, sc].data.ptr,
+            rt.memcpy2DAsync(self._ptr(0, lc.start), 4 * self.shape[1], src._ptr(0, sc.start),
                              4 * src.shape[1], 4 * (c1 - c0), m, _DEFAULT, comm.ptr)
             if piv is not None:
                 j0, j1 = piv

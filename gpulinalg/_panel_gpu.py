@@ -45,8 +45,8 @@ import time
 import numpy as np
 
 from ._backend import cupy
-from ._kernels import get_kernel
-from ._lu import PanelResult
+from ._kernels import Launcher, get_kernel
+from ._lu import PanelResult, mark
 
 FAMILY = "getrf_panel"
 THREADS = 256           # GETRF_THREADS: threads per block (__launch_bounds__(256, 1))
@@ -222,10 +222,17 @@ GPU_NB_SWITCH = 8192
 # above 40960 (the step lies between the two sizes measured): at 49152, FP32 542.3 / 541.5
 # against 529.7 / 525.9 ms, again 527.7 / 527.7 in the next call; 3xTF32 352.1 against
 # 319.7 (benchmarks/lu_multi_ab.py 49152 --devices 4 --nb 256,512 --precision P).
+# Below 32768 the host's enqueue (~1 ms of Python and launches a step on four GPUs) bounds the
+# factorization, so fewer, wider panels win there (thirty-seventh session, H200 x4,
+# `lu_multi_ab.py N --devices 2,4 --nb A,B --precision P`, FP32 unless said, 4 GPUs): 8192
+# nb 128 / 256 36.4 / 26.2 ms (host enqueue 34.9 / 22.9), 16384 nb 256 / 512 64.8 / 54.5
+# (65.4 / 51.1), 3xTF32 76.1 / 67.3, 24576 130.5 / 103.9 (123.2 / 73.0); two GPUs: 8192
+# 23.6 / 23.6, 16384 62.0 / 61.8, 3xTF32 53.4 / 54.4 (no change there).
 NB_STEPS = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))          # FP32 updates, one GPU
 NB_STEPS_TC = ((GPU_NB_SWITCH, 512), (24576, 1024))             # TF32 / 3xTF32, one GPU
 NB_STEPS_2GPU = ((GPU_NB_SWITCH, 2 * ROW_LW), (16384, 512))     # two GPUs
-NB_STEPS_MULTI = ((GPU_NB_SWITCH, 2 * ROW_LW), (40960, 512))    # more GPUs
+NB_STEPS_MULTI = ((COLS_MAX_ROWS_MULTI, 2 * ROW_LW), (GPU_NB_SWITCH, 512),   # more GPUs
+                  (28672, 2 * ROW_LW), (40960, 512))
 # nb where every panel fits the column-slab leaf.  Again with the graph replay (no host
 # bound), H100, lu_ab.py --vary _panel_gpu.COLS_NB=256,128, 4 rounds: 2048 4.68 / 4.82 ms,
 # 4096 10.52 / 10.63.
@@ -464,21 +471,29 @@ class _DeviceSteps:
     """factor_panel's steps with our kernels, on the current stream."""
 
     def __init__(self, ws, leaf):
-        from ._blas import gemm_into
-        from ._laswp import laswp_inplace
-        from ._trsm import trsm_lower_unit
+        from ._blas import gemm_ptr
+        from ._laswp import laswp_ptr
+        from ._trsm import trsm_ptr
         self.ws = ws
-        self._trsm, self._gemm, self._laswp = trsm_lower_unit, gemm_into, laswp_inplace
+        # The recursion's steps by device pointer (its blocks are row-major views of the
+        # panel, unit column stride, leading dimension strides[0] / 4): no validation, no
+        # conversion of the arguments -- a panel is several launches on the look-ahead chain,
+        # and with several GPUs the host's enqueue is what bounds mid-size factorizations.
+        self._trsm, self._gemm, self._laswp = trsm_ptr, gemm_ptr, laswp_ptr
         if leaf[0] == "row":
             self.lw, self.rpt = leaf[1], leaf[2]
             self.kernel = get_kernel(FAMILY, row_kernel_name(self.lw, self.rpt),
                                      cooperative=True)
+            # (mp, ncols, A, lda, piv, info, col_base, keys, rows, epoch)
+            self.launch = Launcher(self.kernel, "iiPqPPiPPI", cooperative=True)
             self.leaf = self._leaf_row
         elif leaf[0] == "cols":
             self.lw, self.rpt, self.cw, self.threads = leaf[1:5]
             self.smem = cols_smem(self.cw, self.rpt, self.threads)
             self.kernel = get_kernel(FAMILY, cols_kernel_name(self.cw, self.rpt, self.threads),
                                      cooperative=True, dynamic_smem=self.smem)
+            # (mp, w, A, lda, piv, info, col_base, lbuf, masks, flag, tag0)
+            self.launch = Launcher(self.kernel, "iiPqPPiPPPI", self.smem, cooperative=True)
             self.leaf = self._leaf_cols
         elif leaf[0] == "cluster":
             self.lw, self.rpt, self.cs = leaf[1:4]
@@ -495,10 +510,9 @@ class _DeviceSteps:
         ws = self.ws
         g = -(-mp // (THREADS * self.rpt))
         # The rows' positions are 0-based relative to a's first row: the pivots' base.
-        self.kernel((g,), (row_threads(self.rpt),),
-                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv, ws.info,
-                     np.int32(col_base), ws.keys, ws.rows,
-                     np.uint32(ws.next_tags(min(mp, w)))))
+        self.launch((g, 1, 1), (row_threads(self.rpt), 1, 1), mp, w, a.data.ptr,
+                    a.strides[0] // 4, piv.data.ptr, ws.info.data.ptr, col_base,
+                    ws.keys.data.ptr, ws.rows.data.ptr, ws.next_tags(min(mp, w)))
 
     def _leaf_cols(self, a, piv, col_base):
         mp, w = a.shape
@@ -508,10 +522,9 @@ class _DeviceSteps:
         kk = min(mp, w)
         lbuf, masks, flag, tag0 = self.ws.cols_state(2 * kk)   # two flag tags per group
         # One block per CW columns (all rows), co-resident (cooperative launch).
-        self.kernel((-(-w // self.cw),), (self.threads,),
-                    (np.int32(mp), np.int32(w), a, np.int64(a.strides[0] // 4), piv,
-                     self.ws.info, np.int32(col_base), lbuf, masks, flag, np.uint32(tag0)),
-                    shared_mem=self.smem)
+        self.launch((-(-w // self.cw), 1, 1), (self.threads, 1, 1), mp, w, a.data.ptr,
+                    a.strides[0] // 4, piv.data.ptr, self.ws.info.data.ptr, col_base,
+                    lbuf.data.ptr, masks.data.ptr, flag.data.ptr, tag0)
 
     def _leaf_cluster(self, a, piv, col_base):
         mp, w = a.shape
@@ -534,15 +547,21 @@ class _DeviceSteps:
         ws.arrivals = (ws.arrivals + g * kk) % 2**32
 
     def laswp(self, a, piv):
-        if a.shape[1]:
-            self._laswp(a, piv, workspace=self.ws.laswp_ws)
+        (m, n), k = a.shape, piv.shape[0]
+        if n and k:   # piv: a contiguous int32 slice of the panel's pivots
+            self._laswp(n, a.data.ptr, a.strides[0] // 4, k, piv.data.ptr,
+                        wp=self.ws.laswp_ws.data.ptr)
 
     def trsm(self, l11, b):
         if b.shape[1]:
-            self._trsm(l11, b)
+            self._trsm(b.shape[0], b.shape[1], l11.data.ptr, l11.strides[0] // 4, b.data.ptr,
+                       b.strides[0] // 4)
 
     def gemm_sub(self, a, b, c):
-        self._gemm(-1.0, a, b, 1.0, c)
+        """c -= a b, all three row-major (as gemm_into picks: split K where it would)."""
+        (m, k), n = a.shape, b.shape[1]
+        self._gemm(m, n, k, -1.0, a.data.ptr, a.strides[0] // 4, True, b.data.ptr,
+                   b.strides[0] // 4, True, 1.0, c.data.ptr, c.strides[0] // 4)
 
     def add(self, piv, off):
         piv += np.int32(off)
@@ -843,14 +862,15 @@ class GpuPanel:
         return not hasattr(ops, "streams")     # NumpyOps emulates streams with queues
 
     def send(self, ops, step, j0, j1, after):
-        """Nothing to ship: the panel stream waits until the panel's columns are updated."""
+        """Nothing to ship: the panel stream waits until the panel's columns are updated.
+        Returns the timeline's pair of events (None unless ops.timed: `mark`)."""
         ops.wait("panel", after)
-        start = ops.record("panel")
-        return start, ops.record("panel")
+        start = mark(ops, "panel")
+        return start, mark(ops, "panel")
 
     def factor(self, ops, step, j0, j1, sent, inv_threshold):
         t = time.perf_counter()
-        start = ops.record("panel")
+        start = mark(ops, "panel")
         panel, piv = ops.panel_view(j0, j1)
         if self._is_host(ops):
             if self._host is None:

@@ -95,7 +95,9 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(8193, 20000) == 256
     assert _panel_gpu.default_block_size(16384, 16384) == 256
     assert _panel_gpu.default_block_size(16385, 40000) == 512
-    # tensor-core updates on one GPU take wider panels; three or more GPUs keep 256 up to 40960
+    # tensor-core updates on one GPU take wider panels; three or more GPUs take 256 from 4097
+    # rows, 512 from 8193 (the host's enqueue bounds them there), 256 again from 28673 to
+    # 40960 (the panels' chain), 512 above
     assert _panel_gpu.default_block_size(8193, 20000, "3xtf32") == 512
     assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
@@ -103,6 +105,11 @@ def test_leaf_plan_and_block_size():
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 512
     assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=2) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=3) == 256
+    assert _panel_gpu.default_block_size(8192, 8192, "fp32", devices=4) == 256
+    assert _panel_gpu.default_block_size(8193, 8193, "fp32", devices=4) == 512
+    assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=4) == 512
+    assert _panel_gpu.default_block_size(28672, 28672, "fp32", devices=4) == 512
+    assert _panel_gpu.default_block_size(28673, 28673, "fp32", devices=4) == 256
     assert _panel_gpu.default_block_size(32768, 32768, "fp32", devices=4) == 256
     assert _panel_gpu.default_block_size(40960, 40960, "fp32", devices=4) == 256
     assert _panel_gpu.default_block_size(40961, 40961, "3xtf32", devices=4) == 512
