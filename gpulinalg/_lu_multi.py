@@ -36,7 +36,9 @@ NumpyOps ("virtual devices", emulated streams and events) and compare with LAPAC
 """
 
 import collections
+import contextlib
 import functools
+import gc
 import time
 
 import numpy as np
@@ -109,8 +111,34 @@ def multi_panel_blocks(k, nb):
     return panel_blocks(k, nb, tails=((nb // 2, TAIL_COLUMNS),) if nb >= TAIL_MIN_NB else ())
 
 
-def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
-                panel_first=None, timeline=None, arrivals=None, home=None, received=None):
+# The cyclic garbage collector paused while getrf_multi enqueues (PAUSE_GC = 1): below 32768
+# the host's enqueue bounds the factorization on several GPUs, and it creates ~1000 objects a
+# step (events, tuples, views), enough to trigger collections of every generation mid-loop.
+PAUSE_GC = 1
+
+
+@contextlib.contextmanager
+def _gc_paused(on):
+    """gc.disable() for the block when `on` and the collector was enabled; restored after."""
+    paused = bool(on) and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def getrf_multi(*args, **kwargs):
+    """Factor the distributed matrix in place; return (piv, info) as `_lu.getrf`
+    (`_getrf_multi`, with the collector paused: PAUSE_GC)."""
+    with _gc_paused(PAUSE_GC):
+        return _getrf_multi(*args, **kwargs)
+
+
+def _getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
+                 panel_first=None, timeline=None, arrivals=None, home=None, received=None):
     """Factor the distributed matrix in place; return (piv, info) as `_lu.getrf`.
 
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with

@@ -1,6 +1,7 @@
 """Multi-GPU LU: the column-cyclic distribution and the driver on virtual devices (CPU); the
 real thing on several GPUs (multi_gpu)."""
 
+import gc
 
 import numpy as np
 import pytest
@@ -39,6 +40,11 @@ def test_local_ranges(rng, n, nb, p):
             l0, l1 = dist.local_range(d, c0, c1)
             assert cols[l0:l1].tolist() == [c for c in cols if c0 <= c < c1]
             assert dist.bound(d).local_range(c0, c1) == (l0, l1)
+    # asked again (the map caches its answers): the same as a fresh map's, in another order
+    fresh = ColumnCyclic(n, nb, p)
+    for d in reversed(range(p)):
+        for c0, c1 in reversed(ranges):
+            assert dist.local_range(d, c0, c1) == fresh.local_range(d, c0, c1)
 
 
 def test_scatter_gather_roundtrip(rng):
@@ -564,3 +570,31 @@ def test_multi_gpu_memory_error_message(cp):
     n = int((2 * total / 4) ** 0.5) + 4096       # each of 2 shares larger than one GPU
     with pytest.raises(MemoryError, match="on 2 GPUs needs .* GiB on GPU 0"):
         check_memory(cp, n, n, 256, ColumnCyclic(n, 256, 2), (0, 1))
+
+
+def test_getrf_multi_pauses_the_collector_and_restores_it(monkeypatch):
+    """The enqueue runs with the cyclic collector off (PAUSE_GC); it is back on afterwards,
+    also when the driver raises, and left off when the caller had turned it off."""
+    from gpulinalg import _lu_multi
+    seen = []
+
+    def driver(*args, **kwargs):
+        seen.append(gc.isenabled())
+        raise RuntimeError("driver failed")
+
+    monkeypatch.setattr(_lu_multi, "_getrf_multi", driver)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="driver failed"):
+        _lu_multi.getrf_multi()
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(RuntimeError):
+            _lu_multi.getrf_multi()
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+    monkeypatch.setattr(_lu_multi, "PAUSE_GC", 0)
+    with pytest.raises(RuntimeError):
+        _lu_multi.getrf_multi()
+    assert seen == [False, False, True]
