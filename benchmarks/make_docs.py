@@ -412,6 +412,19 @@ def summary(docs):
     return "\n".join(["| what | gpulinalg | vendor | ratio |", "|---|---:|---:|---:|"] + lines)
 
 
+def same_run(a, b, within_s=3600):
+    """Whether two benchmark files come from one run: the same environment, written within
+    `within_s` of each other (the LU's rows and its timelines are written minutes apart; a
+    timeline left from an earlier run must not be shown beside another run's rows)."""
+    import datetime
+    env = [dict(d.get("environment", {})) for d in (a, b)]
+    dates = [e.pop("date", None) for e in env]
+    if env[0] != env[1] or None in dates:
+        return False
+    t = [datetime.datetime.fromisoformat(d) for d in dates]
+    return abs((t[0] - t[1]).total_seconds()) <= within_s
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     src = pathlib.Path(argv[0]) if argv else ROOT / "docs" / "data"
@@ -423,9 +436,7 @@ def main(argv=None):
     timelines = src / "lu_timeline.json"   # the LU run's per-step timelines, when the same run
     if "lu" in docs and timelines.exists():
         tl = json.loads(timelines.read_text())
-        env = [{k: v for k, v in d.get("environment", {}).items() if k != "date"}
-               for d in (tl, docs["lu"])]   # the two files are written minutes apart
-        if env[0] == env[1]:
+        if same_run(tl, docs["lu"]):
             docs["lu"]["timelines"] = tl["timelines"]
     if not docs:
         print(f"no benchmark JSON in {src}")
