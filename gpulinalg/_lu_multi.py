@@ -115,6 +115,9 @@ def multi_panel_blocks(k, nb):
 # the host's enqueue bounds the factorization on several GPUs, and it creates ~1000 objects a
 # step (events, tuples, views), enough to trigger collections of every generation mid-loop.
 PAUSE_GC = 1
+# Events without timing unless a timeline reads them (1.26 against 2.22 us a record on the
+# H100, benchmarks/panel_launch_host.py); 0: every event timed, as before (A/B switch).
+UNTIMED_EVENTS = 1
 
 
 @contextlib.contextmanager
@@ -167,7 +170,8 @@ def _getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOL
         return np.zeros(0, np.int32), 0
     t_start = time.perf_counter()
     for dev in devs + ([home] if home is not None else []):
-        dev.timed = timeline is not None   # events the host can time: only for the timeline
+        # events the host can time only for the timeline (UNTIMED_EVENTS: A/B switch)
+        dev.timed = timeline is not None or not UNTIMED_EVENTS
     origin = [mark(dev, "update") for dev in devs]
     o = dist.owner(0)
     for c0, c1, waits in pending.pieces(o, 0, blocks[0][1]):   # panel 0's columns in place
