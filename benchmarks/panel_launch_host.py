@@ -13,26 +13,8 @@ is timed, not the factorization).
 """
 
 import argparse
-import random
-import statistics
-import time
 
-
-def per_call_us(cases, calls, rounds, sync, seed=0):
-    for fn in cases.values():
-        fn()
-    sync()
-    out = {name: [] for name in cases}
-    names, rng = list(cases), random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(names)
-        for name in names:
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                cases[name]()
-            out[name].append((time.perf_counter() - t0) / calls * 1e6)
-            sync()
-    return {name: statistics.median(v) for name, v in out.items()}
+from launch_overhead import per_call_us   # the same interleaved, shuffled rounds
 
 
 def main():

@@ -547,7 +547,7 @@ class _DeviceSteps:
         ws.arrivals = (ws.arrivals + g * kk) % 2**32
 
     def laswp(self, a, piv):
-        (m, n), k = a.shape, piv.shape[0]
+        n, k = a.shape[1], piv.shape[0]
         if n and k:   # piv: a contiguous int32 slice of the panel's pivots
             self._laswp(n, a.data.ptr, a.strides[0] // 4, k, piv.data.ptr,
                         wp=self.ws.laswp_ws.data.ptr)
