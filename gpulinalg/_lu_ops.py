@@ -311,6 +311,15 @@ class CupyOps(_Columns):
         """Device address of a[r, c] (c a local column)."""
         return self.a.data.ptr + 4 * (r * self.shape[1] + c)
 
+    # Buffers by step parity, by address (indexing a CuPy array builds a view: ~5 us of host)
+    def _linv_ptr(self, step):
+        """Device address of linv[step % 2]: L11^{-1}, then L11 (row-major, nb*nb each)."""
+        return self.linv.data.ptr + (self.linv.nbytes // 2) * (step % 2)
+
+    def _received_ptr(self, step):
+        """Device address of R[step % 2]: a received panel, (m - j0) x jb row-major."""
+        return self.R.data.ptr + 4 * self.R.shape[1] * (step % 2)
+
     def panel_to_host(self, step, j0, j1):
         """Transpose a[j0:, j0:j1] into T (= the panel column-major, ld m-j0), copy it to host."""
         mp, jb = self.shape[0] - j0, j1 - j0
@@ -344,8 +353,8 @@ class CupyOps(_Columns):
     def linv_to_device(self, step, stream="update"):
         """linv[step % 2] <- host_linv[step % 2] (L11^{-1} and L11, 2 x nb*nb each)."""
         nbytes = self.host_linv.nbytes // 2
-        off = (step % 2) * nbytes
-        self._copy(self.linv.data.ptr + off, self._host_addr[1] + off, nbytes, _H2D, stream)
+        self._copy(self._linv_ptr(step), self._host_addr[1] + (step % 2) * nbytes, nbytes,
+                   _H2D, stream)
 
     # -- swaps and updates (update_stream)
     def swap(self, step, j0, j1, c0, c1, label="swap"):
@@ -363,7 +372,7 @@ class CupyOps(_Columns):
         lc, jb = self._local(j0, j1), j1 - j0
         if lc.stop > lc.start:
             return self._ptr(j0, lc.start), self._ptr(j1, lc.start), self.shape[1]
-        p = self.R[step % 2].data.ptr   # the received panel, (m - j0) x jb row-major
+        p = self._received_ptr(step)
         return p, p + 4 * jb * jb, jb
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
@@ -382,7 +391,7 @@ class CupyOps(_Columns):
                 self._cp.cuda.runtime.memcpy2DAsync(w, 4 * ldw, u12, 4 * lda, 4 * width, jb,
                                                     _D2D, self.streams["update"].ptr)
                 # L11^{-1} and L11, row-major jb x jb (panel_to_device, receive).
-                linv = self.linv.data.ptr + 4 * self.linv.shape[2] * 2 * (step % 2)
+                linv = self._linv_ptr(step)
                 l11r = linv + 4 * self.linv.shape[2]
                 gemm(jb, width, jb, 1.0, linv, jb, True, w, ldw, True, 0.0, u12, lda)
                 # X = L11^{-1} A12, R = A12 - L11 X, U12 = X + L11^{-1} R
@@ -434,11 +443,10 @@ class CupyOps(_Columns):
         last user of the buffers of this parity).  Returns the copy's event."""
         mp, jb = self.shape[0] - j0, j1 - j0
         rt = self._cp.cuda.runtime
-        # By address, not through views (a CuPy view costs the host ~5 us, and this runs
-        # P - 1 times a step): rows j0: of src's panel columns (panel_view), and this
-        # device's buffer R[step % 2] (_panel_buffer's layout: (m - j0) x jb row-major).
+        # By address, not through views (this runs P - 1 times a step): rows j0: of src's
+        # panel columns (what panel_view would give) into this device's R[step % 2].
         panel = src._ptr(j0, src._local(j0, j1).start)
-        dst = self.R.data.ptr + 4 * self.R.shape[1] * (step % 2)
+        dst = self._received_ptr(step)
         comm = self.streams["comm"]
         with self.device:
             comm.wait_event(after)
@@ -451,9 +459,8 @@ class CupyOps(_Columns):
             self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0, 4 * jb,
                        _DEFAULT, "comm")
             if use_inverse:
-                nbytes = self.linv.nbytes // 2   # linv[step % 2]
-                self._copy(self.linv.data.ptr + nbytes * (step % 2),
-                           src.linv.data.ptr + nbytes * (step % 2), nbytes, _DEFAULT, "comm")
+                self._copy(self._linv_ptr(step), src._linv_ptr(step), self.linv.nbytes // 2,
+                           _DEFAULT, "comm")
         return self.record("comm")
 
     def take(self, c0, c1, src, after, piv=None):
