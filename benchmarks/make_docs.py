@@ -366,12 +366,17 @@ def summary(docs):
                              f"{r.get('duel_3xtf32_tflops', r['3xtf32_tflops']):.1f} TF/s | "
                              f"cuBLAS SGEMM {r.get('duel_cublas_tflops', r['cublas_tflops']):.1f}"
                              f" | {r['3xtf32_ratio']:.2f}× |")
-    if "transpose" in docs:
-        r = max(docs["transpose"]["rows"], key=lambda r: r["m"] * r["n"])
-        gbs, copy, pct = ((r["burst_gbs"], r["copy_burst_gbs"], r["burst_pct_copy"])
-                          if "burst_gbs" in r else (r["gbs"], r["copy_gbs"], r["pct_copy"]))
-        lines.append(f"| transpose {r['m']}² | {gbs:.0f} GB/s | copy {copy:.0f} GB/s"
-                     f" | {pct:.0f}% of copy |")
+    if "transpose" in docs:   # the largest square size, and the largest odd one if timed
+        rows = [r for r in docs["transpose"]["rows"] if r["m"] == r["n"]]
+        for odd in (False, True):
+            kind = [r for r in rows if r["m"] % 2 == odd]
+            if not kind:
+                continue
+            r = max(kind, key=lambda r: r["m"])
+            gbs, copy, pct = ((r["burst_gbs"], r["copy_burst_gbs"], r["burst_pct_copy"])
+                              if "burst_gbs" in r else (r["gbs"], r["copy_gbs"], r["pct_copy"]))
+            lines.append(f"| transpose {r['m']}²{' (odd size)' if odd else ''} | {gbs:.0f} GB/s"
+                         f" | copy {copy:.0f} GB/s | {pct:.0f}% of copy |")
     if "laswp" in docs:
         r = docs["laswp"]["rows"][0]
         lines.append(f"| laswp {r['npiv']} pivots on {r['m']}² | {r['ms']:.3f} ms | CuPy "
