@@ -9,7 +9,7 @@ synchronised between rounds so the launch queue never fills):
 - copyto: cupy.copyto(buf, a), the copy the transpose is measured against;
 - transpose_into / transpose: gpulinalg's internal and public paths;
 - CuPy launch: the same kernel through CuPy's RawKernel call, arguments prebuilt or converted
-  per call (how gpulinalg launched it before gpulinalg._kernels.Launcher);
+  per call (how gpulinalg launched it before gpulinalg.core.kernels.Launcher);
 - Launcher: gpulinalg's struct-packed cuLaunchKernel (what transpose_into now uses);
 - driver launch: cuLaunchKernel through cupy.cuda.driver with prebuilt parameters, as
   pointers to each value (kernelParams) or one packed block (extra): the floor of any launch
@@ -56,7 +56,9 @@ def main():
     import cupy as cp
     import numpy as np
 
-    from gpulinalg import _arrays, _transpose, transpose
+    from gpulinalg import transpose
+    from gpulinalg.core import arrays as _arrays
+    from gpulinalg.layout import transpose as _transpose
     from gpulinalg.bench.common import environment, parse_sizes, print_table, random_matrix
 
     env = environment()

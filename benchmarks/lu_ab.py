@@ -41,7 +41,9 @@ def main():
     from cupyx.scipy import linalg as cpx_linalg
 
     import gpulinalg
-    from gpulinalg import _lu, _lu_graph, _transpose
+    from gpulinalg.lu import driver as _lu
+    from gpulinalg.lu import graph as _lu_graph
+    from gpulinalg.layout import transpose as _transpose
     from gpulinalg.bench.common import (parse_shapes, random_matrix, set_constants, time_gpu,
                                         varied_constant)
     from gpulinalg.bench.lu import lu_flops

@@ -45,7 +45,7 @@ def main():
     import scipy.linalg
 
     import gpulinalg
-    from gpulinalg import _host_io
+    from gpulinalg.core import host_io as _host_io
     from gpulinalg.bench.common import varied_constant, write_json
 
     rows = []

@@ -89,7 +89,8 @@ def enqueue_times(call, calls):
 
     import cupy as cp
 
-    from gpulinalg import _lu, _lu_graph
+    from gpulinalg.lu import driver as _lu
+    from gpulinalg.lu import graph as _lu_graph
     enqueue_steps, stamps = _lu.enqueue_steps, []
 
     def stamped(*args, **kwargs):
@@ -127,7 +128,13 @@ def method_times(call, calls, n):
 
     import cupy as cp
 
-    from gpulinalg import _blas, _laswp, _lu_multi, _lu_ops, _panel_gpu, _transpose, _trsm
+    from gpulinalg.gemm import simt as _blas
+    from gpulinalg.layout import laswp as _laswp
+    from gpulinalg.lu import multi as _lu_multi
+    from gpulinalg.lu import steps as _lu_ops
+    from gpulinalg.lu import panel_gpu as _panel_gpu
+    from gpulinalg.layout import transpose as _transpose
+    from gpulinalg.lu import trsm as _trsm
     # The methods, and inside them the launchers by pointer and the copies (bound when
     # CupyOps is built, so patched before the calls).
     owners = dict.fromkeys(METHODS, _lu_ops.CupyOps)

@@ -158,7 +158,7 @@ def main():
     import torch
 
     import gpulinalg
-    from gpulinalg import _lu_graph
+    from gpulinalg.lu import graph as _lu_graph
     from gpulinalg.bench.common import (parse_shapes, random_matrix, set_constants, time_gpu,
                                         varied_constant)
 

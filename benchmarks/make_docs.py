@@ -46,7 +46,7 @@ def env_line(doc):
 def sgemm_section(doc, img):
     from math import isqrt
 
-    from gpulinalg._blas import AUTO_TC_MIN_K, AUTO_TC_MIN_MN, AUTO_TC_MIN_MNK
+    from gpulinalg.gemm.simt import AUTO_TC_MIN_K, AUTO_TC_MIN_MN, AUTO_TC_MIN_MNK
     rows = doc["rows"]
     variants = doc.get("variants", [])
     main = table(rows, [("op", "op", ""), ("m", "m", ""), ("n", "n", ""), ("k", "k", ""),
@@ -63,7 +63,7 @@ def sgemm_section(doc, img):
             "same with A column-major (the layout of the LU's transposed panel).  \"ours\" is "
             "what `gpulinalg.sgemm` runs by default (`precision=\"auto\"`: 3xTF32 through "
             f"`wgmma` on Hopper for k ≥ {AUTO_TC_MIN_K} and m·n ≥ {isqrt(AUTO_TC_MIN_MN)}² "
-            f"or m·n·k ≥ {AUTO_TC_MIN_MNK / 10**9:g}·10⁹ (`gpulinalg._blas.AUTO_TC_MIN_*`), its split "
+            f"or m·n·k ≥ {AUTO_TC_MIN_MNK / 10**9:g}·10⁹ (`gpulinalg.gemm.simt.AUTO_TC_MIN_*`), its split "
             "pre-pass included; "
             "else the SIMT FP32 kernel); \"SIMT FP32\" is the Volkov-style SIMT kernel alone "
             "(`precision=\"fp32\"`).  Ours, SIMT and cuBLAS take turns in bursts "
@@ -350,7 +350,7 @@ def make_plots(docs, img_dir):
 
 def summary(docs):
     """README lines: the headline ratios against the vendor libraries."""
-    from gpulinalg._decomp_lu import AUTO_TC_MIN_MN as LU_AUTO_TC_MIN_MN
+    from gpulinalg.linalg import AUTO_TC_MIN_MN as LU_AUTO_TC_MIN_MN
     lines = []
     if "sgemm" in docs:
         for r in docs["sgemm"]["rows"]:
@@ -386,7 +386,7 @@ def summary(docs):
         for r in docs["lu"]["rows"]:
             if r["panel"] in ("gpu", "auto") and r.get("m", r["n"]) == r["n"]:
                 prec = r.get("precision", "fp32")
-                # the arithmetic precision="auto" picks there on Hopper (gpulinalg._decomp_lu),
+                # the arithmetic precision="auto" picks there on Hopper (gpulinalg.linalg),
                 # where the run has no "auto" row of its own
                 default = ("auto" if r["n"] in timed_auto else
                            "3xtf32" if r["n"] * r["n"] >= LU_AUTO_TC_MIN_MN else "fp32")

@@ -9,8 +9,8 @@ import sys
 
 import cupy as cp
 
-from gpulinalg import _gemm_tc
-from gpulinalg import _gemm_wgmma as wg
+from gpulinalg.gemm import mma as _gemm_tc
+from gpulinalg.gemm import wgmma as wg
 
 args = [x for x in sys.argv[1:] if not x.startswith("--")]
 n = int(args[0]) if args else 4096

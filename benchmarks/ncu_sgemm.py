@@ -7,7 +7,7 @@ import sys
 
 import cupy as cp
 
-from gpulinalg import _blas
+from gpulinalg.gemm import simt as _blas
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
 variant = sys.argv[2] if len(sys.argv) > 2 else None

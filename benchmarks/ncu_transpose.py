@@ -24,7 +24,7 @@ UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "B": 1, "KB": 1e3,
 def profile(shapes, variants):
     import cupy as cp
 
-    from gpulinalg import _transpose
+    from gpulinalg.layout import transpose as _transpose
     from gpulinalg.bench.common import random_matrix
     from gpulinalg.bench.common import parse_shapes
     for m, n in parse_shapes(shapes):

@@ -18,7 +18,8 @@ import sys
 import cupy as cp
 import numpy as np
 
-from gpulinalg import _kernels, _panel_gpu
+from gpulinalg.core import kernels as _kernels
+from gpulinalg.lu import panel_gpu as _panel_gpu
 
 W = 128
 

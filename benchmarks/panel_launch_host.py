@@ -5,7 +5,7 @@
 Per case the median over --rounds rounds (order shuffled each round, stream synchronised
 between rounds) of the host microseconds one call takes:
 - the leaf of a 256-wide panel (column-slab leaf up to 4096 rows, else the 128-wide row
-  leaf) launched through gpulinalg._kernels.Launcher (what _DeviceSteps does) and through
+  leaf) launched through gpulinalg.core.kernels.Launcher (what _DeviceSteps does) and through
   CuPy's RawKernel call with NumPy scalars (what it did before the thirty-seventh session);
 - an event created and recorded, with timing and without (CupyOps.record, `timed`).
 The leaf works on the same panel again and again (its content goes stale: only the launch
@@ -26,7 +26,7 @@ def main():
     import cupy as cp
     import numpy as np
 
-    from gpulinalg import _panel_gpu
+    from gpulinalg.lu import panel_gpu as _panel_gpu
     from gpulinalg.bench.common import environment, print_table, random_matrix
 
     env = environment()

@@ -15,7 +15,7 @@ import sys
 
 import cupy as cp
 
-from gpulinalg import _panel_gpu
+from gpulinalg.lu import panel_gpu as _panel_gpu
 
 LEAVES = [None, ("cols", 16, 4, 512), ("cols", 8, 8, 512), ("cols", 4, 16, 512),
           ("row", 128), ("row", 64), ("row", 32), ("cluster", 128), ("cluster", 64),

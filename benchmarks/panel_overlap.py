@@ -17,18 +17,18 @@ import statistics
 
 import numpy as np
 
-from gpulinalg._blas import PRECISIONS
+from gpulinalg.gemm.simt import PRECISIONS
 
 
 def main(sizes, shape, precision, kinds):
     import cupy as cp
 
-    from gpulinalg import _panel_gpu
-    from gpulinalg._blas import product_into
-    from gpulinalg._kernels import get_kernel
+    from gpulinalg.lu import panel_gpu as _panel_gpu
+    from gpulinalg.gemm.simt import product_into
+    from gpulinalg.core.kernels import get_kernel
     from gpulinalg.bench.common import random_matrix
 
-    from gpulinalg._lu_ops import _priority_stream
+    from gpulinalg.lu.steps import _priority_stream
     low = cp.cuda.Stream(non_blocking=True)
     high = _priority_stream(cp)     # the LU's panel stream
     m, n, k = shape

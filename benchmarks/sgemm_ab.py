@@ -28,7 +28,8 @@ def baseline_gemm(path, variant, a, b, beta, c, alpha):
     parameters as kernels/sgemm.cu) on c = alpha a @ b + beta c, all row-major CuPy arrays."""
     import cupy as cp
 
-    from gpulinalg import _blas, _kernels
+    from gpulinalg.gemm import simt as _blas
+    from gpulinalg.core import kernels as _kernels
 
     t = _blas.VARIANTS[variant]
     (m, k), n = a.shape, b.shape[1]
@@ -65,7 +66,7 @@ def main():
     args = p.parse_args()
     import cupy as cp
 
-    from gpulinalg import _blas
+    from gpulinalg.gemm import simt as _blas
     from gpulinalg.bench.common import parse_sizes, random_matrix, time_burst, varied_constant
     from gpulinalg.bench.sgemm import cublas_gemm
 

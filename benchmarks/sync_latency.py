@@ -17,7 +17,7 @@ import statistics
 
 import cupy as cp
 
-from gpulinalg import _kernels
+from gpulinalg.core import kernels as _kernels
 
 SMEM = 120 * 1024    # one block per SM, as the row leaf's 288 x 168-register blocks
 

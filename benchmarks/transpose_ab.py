@@ -34,7 +34,7 @@ def main():
     args = p.parse_args()
     import cupy as cp
 
-    from gpulinalg import _transpose
+    from gpulinalg.layout import transpose as _transpose
     from gpulinalg.bench.common import random_matrix, time_burst, varied_constant
     from gpulinalg.bench.common import parse_shapes
 

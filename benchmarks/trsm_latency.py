@@ -31,7 +31,7 @@ def main():
     import cupy as cp
     import scipy.linalg as sl
 
-    from gpulinalg import _trsm
+    from gpulinalg.lu import trsm as _trsm
     from gpulinalg.bench.common import environment, parse_sizes, time_gpu, time_graph
 
     env = environment()

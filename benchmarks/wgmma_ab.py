@@ -15,9 +15,10 @@ import sys
 
 import cupy as cp
 
-from gpulinalg import _blas, _kernels
-from gpulinalg import _gemm_wgmma as wg
-from gpulinalg._blas import row_major_problem
+from gpulinalg.gemm import simt as _blas
+from gpulinalg.core import kernels as _kernels
+from gpulinalg.gemm import wgmma as wg
+from gpulinalg.gemm.simt import row_major_problem
 from gpulinalg.bench import common
 from gpulinalg.bench.sgemm import cublas_gemm
 

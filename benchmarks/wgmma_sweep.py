@@ -11,9 +11,9 @@ import sys
 
 import cupy as cp
 
-from gpulinalg import _blas
-from gpulinalg import _gemm_wgmma as wg
-from gpulinalg._blas import row_major_problem
+from gpulinalg.gemm import simt as _blas
+from gpulinalg.gemm import wgmma as wg
+from gpulinalg.gemm.simt import row_major_problem
 from gpulinalg.bench.common import time_gpu
 
 

@@ -9,11 +9,11 @@ lu, lu_factor, lu_solve -- blocked LU with partial pivoting (gpulinalg/_decomp_l
 Importing works without CUDA; GPU routines then raise CudaUnavailableError.
 """
 
-from ._backend import CudaUnavailableError, gpu_available
-from ._blas import matmul, sgemm
-from ._decomp_lu import lu, lu_factor, lu_solve
-from ._laswp import laswp
-from ._transpose import transpose
+from .core.backend import CudaUnavailableError, gpu_available
+from .gemm.simt import matmul, sgemm
+from .linalg import lu, lu_factor, lu_solve
+from .layout.laswp import laswp
+from .layout.transpose import transpose
 
 __version__ = "0.1.0"
 

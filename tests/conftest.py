@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import pytest
 
-from gpulinalg._backend import device_count, gpu_available
+from gpulinalg.core.backend import device_count, gpu_available
 
 
 def _shard():

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import scipy.linalg as sl
 
-from gpulinalg._laswp import laswp_reference
+from gpulinalg.layout.laswp import laswp_reference
 
 
 def assert_same_pivots(piv, ref_lu, ref_piv, rtol=None):

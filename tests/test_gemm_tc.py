@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
-from gpulinalg import _gemm_tc
+from gpulinalg.gemm import mma as _gemm_tc
 
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
-from gpulinalg import _gemm_wgmma as wg
+from gpulinalg.gemm import wgmma as wg
 
 
 
@@ -43,7 +43,7 @@ def _param_formats(kernel):
     """Launcher format of `kernel`'s parameter list in kernels/sgemm_wgmma.cu."""
     import re
 
-    from gpulinalg._kernels import source
+    from gpulinalg.core.kernels import source
     params = re.search(kernel + r"\(([^)]*)\)\s*\{", source("sgemm_wgmma")).group(1)
     fmt = ""
     for p in params.split(","):
@@ -385,7 +385,7 @@ def test_tiny_and_huge_rows_keep_accuracy(hopper, rng):
     """Rows of A scaled by 2^-120 (their TF32 tails are subnormal) and by 2^+100, columns of
     B by 2^-20: every row's relative error stays within 2x the SIMT SGEMM's worst row."""
     cp = hopper
-    from gpulinalg import _blas
+    from gpulinalg.gemm import simt as _blas
     m, n, k = 256, 384, 512
     a = rng.standard_normal((m, k), dtype=np.float32)
     a[::3] *= np.float32(2.0 ** -120)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg import _host_io
-from gpulinalg._distribution import ColumnCyclic
+from gpulinalg.core import host_io as _host_io
+from gpulinalg.lu.distribution import ColumnCyclic
 
 
 def _layouts(rng, m, n):

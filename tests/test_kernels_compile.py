@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gpulinalg import _kernels
+from gpulinalg.core import kernels as _kernels
 
 # kernel family (kernels/<family>.cu) -> the module that launches it
-FAMILIES = {"sgemm": "gpulinalg._blas", "transpose": "gpulinalg._transpose",
-            "laswp": "gpulinalg._laswp", "getrf_panel": "gpulinalg._panel_gpu",
-            "sgemm_tc": "gpulinalg._gemm_tc", "trsm": "gpulinalg._trsm",
-            "sgemm_wgmma": "gpulinalg._gemm_wgmma", "graph_io": "gpulinalg._lu_graph"}
+FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.transpose",
+            "laswp": "gpulinalg.layout.laswp", "getrf_panel": "gpulinalg.lu.panel_gpu",
+            "sgemm_tc": "gpulinalg.gemm.mma", "trsm": "gpulinalg.lu.trsm",
+            "sgemm_wgmma": "gpulinalg.gemm.wgmma", "graph_io": "gpulinalg.lu.graph"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg import _laswp
+from gpulinalg.layout import laswp as _laswp
 
 
 def lu_like(rng, m, k):

@@ -10,9 +10,9 @@ import scipy.linalg as sl
 from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward_error,
                         wilkinson, with_cond)
 import gpulinalg
-from gpulinalg import _decomp_lu
-from gpulinalg._lu import CpuPanel, HostClock, getrf, unit_lower_inverse
-from gpulinalg._lu_ops import NumpyOps
+from gpulinalg import linalg as _decomp_lu
+from gpulinalg.lu.driver import CpuPanel, HostClock, getrf, unit_lower_inverse
+from gpulinalg.lu.steps import NumpyOps
 
 # ---------------------------------------------------------------- helpers
 
@@ -136,7 +136,7 @@ def test_staging_buffers_made_once_under_two_threads():
     worker ask at the same time: each thread holds the same object after."""
     import threading
     import time
-    from gpulinalg._lu_ops import _once
+    from gpulinalg.lu.steps import _once
     made = []
 
     class Staging:
@@ -170,7 +170,7 @@ def test_panel_worker_settings(monkeypatch):
     """OpenBLAS short of spare_cores() and a short switch interval inside the block,
     both restored after (also nested); the LU's threaded CPU panel runs inside one."""
     import sys
-    from gpulinalg import _host_threads as ht
+    from gpulinalg.lu import host_threads as ht
     monkeypatch.setattr(ht, "SWITCH_US", 100)
     api = ht.openblas_threads()
     get = api[0] if api is not None else (lambda: None)
@@ -390,7 +390,7 @@ def test_auto_precision_rule(monkeypatch, wgmma):
     """lu_factor's precision="auto": 3xTF32 updates for M*N >= AUTO_TC_MIN_MN where wgmma
     exists (one GPU or several), FP32 below, elsewhere and on the host backend; explicit
     precisions pass."""
-    from gpulinalg import _gemm_wgmma
+    from gpulinalg.gemm import wgmma as _gemm_wgmma
     monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
     big = _decomp_lu.AUTO_TC_MIN_MN
     tc = "3xtf32" if wgmma else "fp32"
@@ -509,7 +509,8 @@ def test_gpu_l21_column_major(monkeypatch, rng, panel, shape):
     """The trailing update reading L21 through its column-major copy (forced on every update,
     look-ahead ones included) gives the factors of the row-major path: the same pivots,
     entries equal to rounding, LAPACK's backward error class."""
-    from gpulinalg import _lu_graph, _lu_ops
+    from gpulinalg.lu import graph as _lu_graph
+    from gpulinalg.lu import steps as _lu_ops
     a = rng.standard_normal(shape).astype(np.float32)
     out = {}
     for cols in (0, 1):
@@ -562,7 +563,7 @@ def test_gpu_auto_precision_fp32_tail(rng, monkeypatch):
     AUTO_TC_MIN_TRAILING rows and columns: rows factored before the switch equal the
     pure-3xTF32 run's bit for bit, the rest differ from it, and the error stays LAPACK's
     class."""
-    from gpulinalg import _gemm_wgmma
+    from gpulinalg.gemm import wgmma as _gemm_wgmma
     if not _gemm_wgmma.available():
         pytest.skip("precision='auto' takes 3xTF32 only where wgmma exists (Hopper)")
     n, nb = 1031, 128
@@ -703,7 +704,8 @@ def test_gpu_gated_chain_with_slow_staging(monkeypatch, rng, n):
     at times: the worker raises the flag word the GPU waits on (before the flag was made once,
     each thread made its own, and such a call hung), and the factors match LAPACK's."""
     import time
-    from gpulinalg import _lu, _lu_ops
+    from gpulinalg.lu import driver as _lu
+    from gpulinalg.lu import steps as _lu_ops
     pinned, calls = _lu_ops.CupyOps._pinned, []
 
     def slow_pinned(self, shape, dtype):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg import _lu_graph
+from gpulinalg.lu import graph as _lu_graph
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ import scipy.linalg as sl
 
 from lu_helpers import assert_matches_lapack, backward_error, wilkinson, with_cond
 import gpulinalg
-from gpulinalg._distribution import ColumnCyclic, gather, panel_schedule, scatter
+from gpulinalg.lu.distribution import ColumnCyclic, gather, panel_schedule, scatter
 
 # ---------------------------------------------------------------- CPU: the distribution
 
@@ -72,7 +72,7 @@ def test_schedule(m, n, nb, p, lookahead, tail):
     """One factor by the owner, one receive on each other device, each device's trailing
     columns updated exactly once per step, the next panel's columns first (look-ahead) --
     also with the narrower tail, where consecutive panels may share an owner."""
-    from gpulinalg._lu import panel_blocks
+    from gpulinalg.lu.driver import panel_blocks
     k = min(m, n)
     dist = ColumnCyclic(n, nb, p)
     blocks = panel_blocks(k, nb, tails=((nb // 2, 24),) if tail else ())
@@ -109,7 +109,7 @@ def test_schedule(m, n, nb, p, lookahead, tail):
     (20, 6, ((4, 24),), [6] * 3 + [2]),             # 4 does not divide 6: no tail
     (0, 8, ((4, 24),), [])])
 def test_panel_blocks_tails(k, nb, tails, widths):
-    from gpulinalg._lu import panel_blocks
+    from gpulinalg.lu.driver import panel_blocks
     blocks = panel_blocks(k, nb, tails=tails)
     assert [j1 - j0 for j0, j1 in blocks] == widths
     assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))
@@ -119,7 +119,7 @@ def test_panel_blocks_tails(k, nb, tails, widths):
 def test_multi_panel_blocks():
     """The distributed LU's panels: nb / 2 wide over the last TAIL_COLUMNS columns, for
     nb >= TAIL_MIN_NB only (two GPUs take nb = 512 above 16384)."""
-    from gpulinalg._lu_multi import TAIL_COLUMNS, multi_panel_blocks
+    from gpulinalg.lu.multi import TAIL_COLUMNS, multi_panel_blocks
     widths = [j1 - j0 for j0, j1 in multi_panel_blocks(32768, 512)]
     assert widths == [512] * ((32768 - TAIL_COLUMNS) // 512) + [256] * (TAIL_COLUMNS // 256)
     assert {j1 - j0 for j0, j1 in multi_panel_blocks(32768, 256)} == {256}
@@ -160,8 +160,8 @@ def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
     """Narrower panels at the end (nb / 2, then nb / 4: up to four consecutive panels of one
     owner), whose receivers must have copied a panel's L11^{-1} before its owner stages the
     next one of the same parity (without that wait the CPU panel gave wrong factors)."""
-    from gpulinalg import _lu_multi
-    from gpulinalg._lu import panel_blocks
+    from gpulinalg.lu import multi as _lu_multi
+    from gpulinalg.lu.driver import panel_blocks
     monkeypatch.setattr(_lu_multi, "multi_panel_blocks",
                         lambda k, nb: panel_blocks(k, nb, tails=((nb // 2, 48), (nb // 4, 24))))
     for shape in [(70, 70), (90, 45), (45, 90)]:
@@ -197,10 +197,10 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
     its columns reads NaN; one that waits on a chunk enqueued only later, after step 0's panel
     copies, fails), and the result collected on a home that also applies the left swaps
     (collect) or gathered from the devices at the end."""
-    from gpulinalg import _lu_multi
-    from gpulinalg._decomp_lu import _panel_object
-    from gpulinalg._lu import INV_THRESHOLD
-    from gpulinalg._lu_multi import factor_host
+    from gpulinalg.lu import multi as _lu_multi
+    from gpulinalg.linalg import _panel_object
+    from gpulinalg.lu.driver import INV_THRESHOLD
+    from gpulinalg.lu.multi import factor_host
     monkeypatch.setattr(_lu_multi, "SCATTER_FIRST", scatter_first)
     a = rng.standard_normal(shape).astype(np.float32)
     work = a.copy()
@@ -216,9 +216,9 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
 def test_virtual_devices_home_apart(rng, shape, p, panel):
     """The factors collected into a separate home (`out`, NaN at the start: every element
     must be written) while the input is only read: the same bits as factoring in place."""
-    from gpulinalg._decomp_lu import _panel_object
-    from gpulinalg._lu import INV_THRESHOLD
-    from gpulinalg._lu_multi import factor_host
+    from gpulinalg.linalg import _panel_object
+    from gpulinalg.lu.driver import INV_THRESHOLD
+    from gpulinalg.lu.multi import factor_host
     a = rng.standard_normal(shape).astype(np.float32)
     keep, work = a.copy(), a.copy()
     out = np.full_like(a, np.nan)
@@ -234,9 +234,9 @@ def test_virtual_devices_home_apart(rng, shape, p, panel):
 def test_home_collects_after_the_receives(rng, monkeypatch, p):
     """The home takes each panel's columns only behind every receiver's copy of that panel
     (their copies are on the chain to the next panel; a take queued beside them slowed it)."""
-    from gpulinalg import _lu_multi
-    from gpulinalg._decomp_lu import _panel_object
-    from gpulinalg._lu import INV_THRESHOLD
+    from gpulinalg.lu import multi as _lu_multi
+    from gpulinalg.linalg import _panel_object
+    from gpulinalg.lu.driver import INV_THRESHOLD
     seen = []
 
     def collect(home, s, j0, j1, owner, done, receives):
@@ -260,7 +260,7 @@ def test_host_column_views(rng, n, nb, p):
     through into the host matrix (views, not copies), for whole and partial block groups."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gpulinalg._host_io import _pack
+    from gpulinalg.core.host_io import _pack
     dist = ColumnCyclic(n, nb, p)
     a = rng.standard_normal((9, n)).astype(np.float32)
     out = np.full_like(a, np.nan)
@@ -310,7 +310,7 @@ def test_virtual_devices_overwrite_a(rng):
 
 @pytest.mark.parametrize("bad_row", [0, 7, 9])
 def test_host_finite_check_in_blocks(rng, bad_row):
-    from gpulinalg._decomp_lu import _host_all_finite
+    from gpulinalg.linalg import _host_all_finite
     a = rng.standard_normal((10, 6)).astype(np.float32)
     assert _host_all_finite(a, rows=3)
     a[bad_row, 5] = np.inf
@@ -354,7 +354,8 @@ def _one_gpu_same_plan(cp, a, panel, ndev, block_size=None):
     plans differ (up to 4096 rows: the column-slab leaf and nb = 256 on several GPUs, the row
     leaf and nb = 128 on one), and a near-tie may then pick the other row (it did at 2500 on
     four GPUs: rows 2498 / 2499 of the last 2 x 2 block); both are LAPACK-accurate."""
-    from gpulinalg import _lu_graph, _panel_gpu
+    from gpulinalg.lu import graph as _lu_graph
+    from gpulinalg.lu import panel_gpu as _panel_gpu
     m, n = a.shape
     if panel == "cpu":
         return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=block_size)
@@ -497,7 +498,7 @@ def test_multi_gpu_torch(rng):
 @pytest.mark.parametrize("first_columns", [0, 1500])
 def test_four_gpus(cp, rng, monkeypatch, panel, first_columns):
     """Four GPUs, with the panels first from the middle on (PANEL_FIRST_COLUMNS) or not."""
-    from gpulinalg import _lu_multi
+    from gpulinalg.lu import multi as _lu_multi
     monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
     a = rng.standard_normal((2500, 2500)).astype(np.float32)
     lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
@@ -511,7 +512,7 @@ def test_update_stream_priority(cp):
     """A device of a multi-GPU factorization (receive=True) runs its updates one priority
     above the default, where the device allows it below the panel's; the one-GPU driver's
     and the home's update streams keep the default."""
-    from gpulinalg._lu_ops import CupyOps
+    from gpulinalg.lu.steps import CupyOps
     a = cp.ones((8, 8), dtype=np.float32)
     multi, single = CupyOps(a, 4, receive=True, npiv=8), CupyOps(a, 4, npiv=8)
     top = multi.streams["panel"].priority
@@ -521,7 +522,7 @@ def test_update_stream_priority(cp):
 
 
 def test_update_priority_rule():
-    from gpulinalg._lu_ops import _update_priority
+    from gpulinalg.lu.steps import _update_priority
     stream = type("Stream", (), {})
     for top, want in [(-5, -1), (-2, -1), (-1, 0), (0, 0)]:
         s = stream()
@@ -541,11 +542,11 @@ def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_co
     """Both orders of the next owner's work (panel first, or beside the rest of the update),
     and panel first only where at most first_columns columns are left; the timeline has one
     record per device."""
-    from gpulinalg import _lu_multi
-    from gpulinalg._decomp_lu import _panel_object
+    from gpulinalg.lu import multi as _lu_multi
+    from gpulinalg.linalg import _panel_object
     monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
-    from gpulinalg._lu_multi import getrf_multi
-    from gpulinalg._lu_ops import NumpyOps
+    from gpulinalg.lu.multi import getrf_multi
+    from gpulinalg.lu.steps import NumpyOps
     a = rng.standard_normal((45, 45)).astype(np.float32)
     dist = ColumnCyclic(45, 4, 3)
     shares = scatter(a, dist)
@@ -565,7 +566,7 @@ def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_co
 @pytest.mark.multi_gpu(2)
 def test_multi_gpu_memory_error_message(cp):
     """Each GPU's share is checked against its free memory, with the numbers in the message."""
-    from gpulinalg._lu_multi import check_memory
+    from gpulinalg.lu.multi import check_memory
     total = cp.cuda.Device(0).mem_info[1]
     n = int((2 * total / 4) ** 0.5) + 4096       # each of 2 shares larger than one GPU
     with pytest.raises(MemoryError, match="on 2 GPUs needs .* GiB on GPU 0"):
@@ -575,7 +576,7 @@ def test_multi_gpu_memory_error_message(cp):
 def test_getrf_multi_pauses_the_collector_and_restores_it(monkeypatch):
     """The enqueue runs with the cyclic collector off (PAUSE_GC); it is back on afterwards,
     also when the driver raises, and left off when the caller had turned it off."""
-    from gpulinalg import _lu_multi
+    from gpulinalg.lu import multi as _lu_multi
     seen = []
 
     def driver(*args, **kwargs):

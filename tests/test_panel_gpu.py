@@ -8,11 +8,11 @@ import scipy.linalg as sl
 from lu_helpers import (assert_matches_lapack, assert_same_pivots, backward_error, wilkinson,
                         with_cond)
 import gpulinalg
-from gpulinalg import _decomp_lu
-from gpulinalg._lu import getrf
-from gpulinalg._lu_ops import NumpyOps
-from gpulinalg import _panel_gpu
-from gpulinalg._panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
+from gpulinalg import linalg as _decomp_lu
+from gpulinalg.lu.driver import getrf
+from gpulinalg.lu.steps import NumpyOps
+from gpulinalg.lu import panel_gpu as _panel_gpu
+from gpulinalg.lu.panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
                                   COLS_SHAPES, COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES,
                                   LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
                                   cluster_shape, cols_kernel_name, cols_shape, factor_panel,
@@ -188,7 +188,7 @@ def test_driver_gpu_panel_model_default_plan(rng):
 def test_kernel_constants_match():
     """The #defines of kernels/getrf_panel.cu are the Python constants (one source of truth)."""
     import re
-    from gpulinalg import _kernels
+    from gpulinalg.core import kernels as _kernels
     src = _kernels.source("getrf_panel")
     defs = dict(re.findall(r"#define (GETRF_\w+) (\d+)", src))
     assert int(defs["GETRF_THREADS"]) == THREADS and int(defs["GETRF_GCAP"]) == GCAP
@@ -358,7 +358,7 @@ def test_panel_stream_asks_for_the_greatest_priority(monkeypatch):
     """The panel stream's blocks must go first: without CuPy's range query (CuPy 14) the
     stream asks for a priority beyond any range (CUDA clamps it); PANEL_PRIORITY = 0: none."""
     from types import SimpleNamespace
-    from gpulinalg import _lu_ops
+    from gpulinalg.lu import steps as _lu_ops
     made = []
     runtime = SimpleNamespace()
     fake = SimpleNamespace(cuda=SimpleNamespace(runtime=runtime,
@@ -420,7 +420,7 @@ def test_factor_panel_step_order():
 # ---------------------------------------------------------------- GPU: the panel alone
 
 def _device_panel(cp, a, **kw):
-    from gpulinalg._panel_gpu import getrf_panel_device
+    from gpulinalg.lu.panel_gpu import getrf_panel_device
     d = cp.asarray(a)
     piv = cp.full(min(a.shape), -1, dtype=np.int32)      # poisoned: every slot must be written
     piv, ws = getrf_panel_device(d, piv, **kw)
@@ -463,7 +463,7 @@ def test_panel_row_leaf(cp, rng, lw, m, w):
 @pytest.mark.gpu
 def test_panel_stream_has_a_greater_priority(cp):
     """The LU's panel stream really outranks the default (its leaf starts beside an SGEMM)."""
-    from gpulinalg._lu_ops import _priority_stream
+    from gpulinalg.lu.steps import _priority_stream
     assert _priority_stream(cp).priority < cp.cuda.Stream(non_blocking=True).priority
 
 
@@ -472,8 +472,8 @@ def test_panel_plan_on_several_gpus(cp):
     """Three or more GPUs take the fastest row leaf (ROW_BLOCK_CAP_MULTI), two cap its blocks
     at ROW_BLOCK_CAP_2GPU, one alone at ROW_BLOCK_CAP; lu_factor(devices=...) builds its
     panels that way."""
-    from gpulinalg._decomp_lu import _panel_object
-    from gpulinalg._panel_gpu import PanelWorkspace, row_block_cap
+    from gpulinalg.linalg import _panel_object
+    from gpulinalg.lu.panel_gpu import PanelWorkspace, row_block_cap
     m = THREADS * min(GMAX_ROW, PanelWorkspace().sms)
     assert PanelWorkspace(devices=4).plan(m) == ("row", ROW_LW, 1, m // THREADS)
     for devices in (1, 2):
@@ -486,7 +486,7 @@ def test_panel_plan_on_several_gpus(cp):
 @pytest.mark.gpu
 def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
     """As many blocks as the device holds at once (132 on an H100): the widest flag barrier."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
     ws = PanelWorkspace()
     m = THREADS * min(GMAX_ROW, ws.sms)
@@ -502,7 +502,7 @@ def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
 def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
     """The plan under a block cap takes more rows per thread (interleaved over the blocks);
     ties across blocks and rows of one thread still go to the first row."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", cap)
     ws = PanelWorkspace()
     assert ws.plan(m)[1:3] == shape
@@ -518,7 +518,7 @@ def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
 @pytest.mark.gpu
 def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng, monkeypatch):
     """Above 256 rows per co-resident block two rows per thread (without the block cap)."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
     ws = PanelWorkspace()
     m = THREADS * min(GMAX_ROW, ws.sms) + 1
@@ -532,7 +532,7 @@ def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng, monkeypatch):
 def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
     """Ties across blocks take the first row; one workspace across launches of different
     grids (stale records of earlier launches must never pass as current)."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     ws = PanelWorkspace()
     for m, w in [(5000, 3), (700, 128), (9000, 128), (257, 64), (9000, 256), (300, 1)]:
         a = rng.standard_normal((m, w)).astype(np.float32)
@@ -560,7 +560,7 @@ def test_row_leaf_zero_and_nan_columns(cp, rng, lw, m, w):
     with a zero column (skipped update, info) and an all-NaN column (no candidate: piv[j] = j)
     against the lazy-swap host model: the same pivots, info and NaN pattern.  33000 rows: more
     than 32 blocks (several record slots polled per lane)."""
-    from gpulinalg._panel_gpu import getf2_rows_host
+    from gpulinalg.lu.panel_gpu import getf2_rows_host
     a = rng.standard_normal((m, w)).astype(np.float32)
     a[:, w // 3] = 0
     a[:, w // 2] = np.nan
@@ -597,7 +597,7 @@ def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, lw, m, w):
     """getrf_leaf_row publishing the block's candidate row before the rank-1 update (EARLY:
     the communication warp applies pivot j-1's fmaf) and after it: equal bit for bit, ties, a
     zero column and an all-NaN column included; 33000 rows: more than 32 blocks."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     a = rng.standard_normal((m, w)).astype(np.float32)
     a[:, 0] = np.clip(a[:, 0], -1, 1)
     a[[m // 3, m // 2, m - 1], 0] = [2.0, -2.0, 2.0]
@@ -621,7 +621,7 @@ def test_panel_row_leaf_alignment(cp, rng, col0):
     nothing outside the view written."""
     big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
     d = cp.asarray(big)
-    from gpulinalg._panel_gpu import getrf_panel_device
+    from gpulinalg.lu.panel_gpu import getrf_panel_device
     piv, ws = getrf_panel_device(d[40:, col0:col0 + 128], leaf=("row", 128))
     out = cp.asnumpy(d)
     np.testing.assert_array_equal(out[:40], big[:40])
@@ -645,7 +645,7 @@ def test_panel_strided_view(cp, rng):
     """A column strip of a wider row-major matrix (lda > w), as the driver passes it."""
     big = rng.standard_normal((3000, 300)).astype(np.float32)
     d = cp.asarray(big)
-    from gpulinalg._panel_gpu import getrf_panel_device
+    from gpulinalg.lu.panel_gpu import getrf_panel_device
     piv, ws = getrf_panel_device(d[100:, 37:165])
     out = cp.asnumpy(d)
     np.testing.assert_array_equal(out[:, :37], big[:, :37])        # outside: untouched
@@ -700,7 +700,7 @@ def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
 def test_panel_plan_takes_the_cols_leaf(cp, rng, monkeypatch):
     """With COLS_MAX_ROWS set (0 by default: off), panels up to that many rows take the
     column-slab leaf; taller panels take another leaf (one workspace for all)."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     COLS_MAX_ROWS = 4096
     monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", COLS_MAX_ROWS)
     ws = PanelWorkspace()
@@ -769,7 +769,7 @@ def test_panel_cols_ties_zero_and_nan_columns(cp, rng, m, w):
 def test_panel_cols_strided_view(cp, rng, col0):
     """A column strip at an offset row and column (aligned: float4 path; col0 = 1: scalar
     path; the last block partial): same results as row<128>, nothing outside written."""
-    from gpulinalg._panel_gpu import getrf_panel_device
+    from gpulinalg.lu.panel_gpu import getrf_panel_device
     big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
     for width in (128, 126):
         d = cp.asarray(big)
@@ -788,7 +788,7 @@ def test_panel_cols_strided_view(cp, rng, col0):
 def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
     """One workspace over many launches of every shape (the flag's tags only grow), then
     across the reset before the tags wrap."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     ws = PanelWorkspace()
     for m, w in [(2048, 128), (5000, 128), (300, 64), (8192, 128), (2048, 128)]:
         ws.info.fill(0)
@@ -895,7 +895,7 @@ def test_panel_cluster_leaf_zero_matrix(cp):
 def test_panel_cluster_leaf_strided_view(cp, rng, col0):
     """A column strip of a wider matrix at an offset row and column (aligned: float4 path;
     col0 = 1: scalar path): same results as the reference leaf, nothing outside written."""
-    from gpulinalg._panel_gpu import getrf_panel_device
+    from gpulinalg.lu.panel_gpu import getrf_panel_device
     for cs in _cluster_sizes():
         big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
         sub = big[40:, col0:col0 + 128]
@@ -919,7 +919,7 @@ def test_panel_plan_takes_the_cluster_leaf(cp, rng, monkeypatch):
     CS*256 rows take the 128-wide cluster leaf when the column-slab leaf is off (one
     workspace, several shapes, interleaved with the row leaf: no state shared between
     them)."""
-    from gpulinalg._panel_gpu import PanelWorkspace
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
     monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", 0)
     monkeypatch.setattr(_panel_gpu, "CLUSTER_MIN_LW", 128)
     cs = max(_cluster_sizes())

@@ -5,7 +5,8 @@ import pytest
 
 import gpulinalg
 from gemm_helpers import orders_problem
-from gpulinalg import _arrays, _blas
+from gpulinalg.core import arrays as _arrays
+from gpulinalg.gemm import simt as _blas
 
 
 def rel_err(c, ref):
@@ -416,7 +417,7 @@ def test_auto_precision_rule(monkeypatch, wgmma):
     """"auto": 3xTF32 for k >= AUTO_TC_MIN_K and m*n >= AUTO_TC_MIN_MN or m*n*k >=
     AUTO_TC_MIN_MNK where wgmma exists, else the SIMT kernel; explicit precisions pass
     through."""
-    from gpulinalg import _gemm_wgmma
+    from gpulinalg.gemm import wgmma as _gemm_wgmma
     monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
     big, k, mnk = _blas.AUTO_TC_MIN_MN, _blas.AUTO_TC_MIN_K, _blas.AUTO_TC_MIN_MNK
     tc = "3xtf32" if wgmma else "fp32"

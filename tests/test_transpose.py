@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import gpulinalg
-from gpulinalg import _transpose
+from gpulinalg.layout import transpose as _transpose
 
 SIZES = [(0, 0), (0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (31, 31), (32, 32), (33, 33),
          (63, 64), (64, 65), (65, 63), (97, 1031), (1031, 97), (127, 129), (2, 300), (300, 3)]
@@ -128,7 +128,7 @@ def test_launcher_packs_the_kernel_parameter_layout():
     of the kernel's types."""
     import ctypes
 
-    from gpulinalg._kernels import Launcher
+    from gpulinalg.core.kernels import Launcher
 
     c = ctypes   # transpose_skew's parameters: rows, cols, src, lds, dst, ldd, doff
     types = (c.c_int, c.c_int, c.c_void_p, c.c_longlong, c.c_void_p, c.c_longlong, c.c_uint)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from gpulinalg import _trsm
-from gpulinalg._trsm import COLS, NB_SHAPES, NBMAX, THREADS, blocks, nb_shape, shared_bytes
+from gpulinalg.lu import trsm as _trsm
+from gpulinalg.lu.trsm import COLS, NB_SHAPES, NBMAX, THREADS, blocks, nb_shape, shared_bytes
 
 NB_SIZES = (1, 7, 32, 127, 128, 256)
 NCOLS = (1, 33, 1000, 4097)
@@ -28,10 +28,10 @@ def test_shapes_and_blocks():
 
 def test_kernel_constants_match():
     import re
-    from gpulinalg import _kernels
+    from gpulinalg.core import kernels as _kernels
     assert re.search(r"#define TRSM_THREADS (\d+)", _kernels.source("trsm")).group(1) == \
         str(THREADS)
-    from gpulinalg._trsm import CHUNK
+    from gpulinalg.lu.trsm import CHUNK
     assert re.search(r"#define TRSM_CHUNK (\d+)", _kernels.source("trsm")).group(1) == \
         str(CHUNK)
     assert re.search(r"#define TRSM_COLS (\d+)", _kernels.source("trsm")).group(1) == \

@@ -23,8 +23,8 @@ import argparse
 
 import numpy as np
 
-from . import common
-from .._laswp import laswp_reference
+from .. import common
+from ..layout.laswp import laswp_reference
 
 
 def lu_like_pivots(m, k, seed, offset=0):
@@ -34,7 +34,7 @@ def lu_like_pivots(m, k, seed, offset=0):
 
 def measure(m, n, k, repeat, seed=0, variants=(), rotate=8, calls=10):
     import cupy as cp
-    from .. import _laswp
+    from ..layout import laswp as _laswp
     piv = lu_like_pivots(m, k, seed)
     piv_dev = cp.asarray(piv)
     sets = [(0, piv)] + [(j * k, lu_like_pivots(m, k, seed + j, j * k))
@@ -133,7 +133,7 @@ def main(argv=None):
                    help="pivot sets (offsets 0, npiv, ...) the timed calls rotate among")
     p.add_argument("--json", help="write rows + environment here")
     args = p.parse_args(argv)
-    from .. import _laswp
+    from ..layout import laswp as _laswp
     from .common import parse_shapes
     variants = (list(_laswp.VARIANTS) if args.variants == "all"
                 else [v for v in args.variants.split(",") if v])

@@ -21,7 +21,7 @@ import pathlib
 
 import numpy as np
 
-from .._blas import PRECISIONS
+from ..gemm.simt import PRECISIONS
 from .common import (environment, parse_shapes, parse_sizes, print_table, random_matrix,
                      time_gpu, write_json)
 
@@ -102,8 +102,9 @@ def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), d
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
 
-    from .. import _lu_graph, lu_factor
-    from .._lu import HostClock
+    from .. import lu_factor
+    from ..lu import graph as _lu_graph
+    from ..lu.driver import HostClock
 
     rows, timelines = [], []
     for m, n in shapes:

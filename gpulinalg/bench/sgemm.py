@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from . import common
+from .. import common
 
 SQUARE = (1024, 2048, 4096, 8192, 16384)
 RANK_K = (64, 128, 256, 512)
@@ -58,7 +58,7 @@ def _torch_tf32_gemm():
 
 def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=False, tc=False):
     import cupy as cp
-    from .. import _blas
+    from ..gemm import simt as _blas
     # a_colmajor: A given as the transpose of a row-major k x m buffer (the LU's panel layout)
     a = common.random_matrix((k, m), seed).T if a_colmajor else common.random_matrix((m, k), seed)
     b = common.random_matrix((k, n), seed + 1)
@@ -79,7 +79,7 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
     if prec == "fp32":
         row["variant"] = "fp32 " + _blas.chosen_variant(a, b, beta, c, stage_a=True)
     else:
-        from .. import _gemm_wgmma
+        from ..gemm import wgmma as _gemm_wgmma
         row["variant"] = f"{prec} {_gemm_wgmma.pick_variant(m, n, k, prec)}"
     duel = common.time_burst(
         {"cublas": lambda: cublas_gemm(cp, a, b, c, alpha, beta),
@@ -99,7 +99,7 @@ def measure(m, n, k, update, variants, repeat, seed=0, check=True, a_colmajor=Fa
         row[f"{v}_ms"], row[f"{v}_tflops"] = ms, tf
     tc_fns = {}
     if tc:
-        from .. import _gemm_tc
+        from ..gemm import mma as _gemm_tc
         for mode in _gemm_tc.MODES:
             # The public path (wgmma on sm_90, pre-pass included) and the mma.sync kernel.
             tc_fns[mode] = (lambda o, mode=mode:
@@ -192,7 +192,7 @@ def main(argv=None):
     p.add_argument("--json", help="write rows + environment here")
     p.add_argument("--plot", help="save a PNG plot here")
     args = p.parse_args(argv)
-    from .. import _blas
+    from ..gemm import simt as _blas
     if os.environ.get("CUPY_TF32"):
         print("warning: CUPY_TF32 is set: cuBLAS runs in TF32, not FP32")
     variants = (list(_blas.VARIANTS) + [_blas.BASELINE] if args.variants == "all"

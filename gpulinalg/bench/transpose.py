@@ -20,7 +20,7 @@ result is checked against a.T on the device.
 
 import argparse
 
-from . import common
+from .. import common
 
 DEFAULT_SIZES = "1000,2000,4000,4096,6000x10000,8000,8192,12288,16384"
 
@@ -35,7 +35,8 @@ def sweep_shapes():
 
 def measure(m, n, variants, repeat, seed=0, calls=10):
     import cupy as cp
-    from .. import _transpose, transpose
+    from .. import transpose
+    from ..layout import transpose as _transpose
     a = common.random_matrix((m, n), seed)
     out = cp.empty((n, m), dtype=cp.float32)
     buf = cp.empty_like(a)
@@ -102,7 +103,7 @@ def measure_layouts(m, n, variants, repeat, seed=0, calls=10):
     bytes); interior: the 64-aligned mi x ni interior, the original pitches (no partial 64
     tiles); interior64: a contiguous mi x ni (neither).  The copy moves as many bytes."""
     import cupy as cp
-    from .. import _transpose
+    from ..layout import transpose as _transpose
     up, down = (lambda x: -(-x // 64) * 64), (lambda x: x // 64 * 64)
     mi, ni = down(m), down(n)
     a = common.random_matrix((m, n), seed)
@@ -147,7 +148,7 @@ def main(argv=None):
                    help="calls captured per CUDA graph for the kernel-only timing")
     p.add_argument("--json", help="write rows + environment here")
     args = p.parse_args(argv)
-    from .. import _transpose
+    from ..layout import transpose as _transpose
     variants = (list(_transpose.VARIANTS) if args.variants == "all"
                 else [v for v in args.variants.split(",") if v])
     unknown = [v for v in variants if v not in _transpose.VARIANTS]

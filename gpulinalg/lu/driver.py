@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import _host_threads
+from . import host_threads as _host_threads
 
 # Volkov & Demmel: U12 = inv(L11) @ A12 is "provably stable if ||L^{-1}|| < fixed_threshold".
 # Norm: the infinity norm (maximum absolute row sum) of L11^{-1}, computed on the host.  The

@@ -52,9 +52,9 @@ import threading
 
 import numpy as np
 
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
-from ._lu import absolute_pivots, enqueue_steps, panel_blocks
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
+from .driver import absolute_pivots, enqueue_steps, panel_blocks
 
 FAMILY = "graph_io"
 KERNEL_NAMES = ("graph_io_set", "graph_copy<true>", "graph_copy<false>")
@@ -159,8 +159,8 @@ class _Entry:
     """One captured factorization: its buffers, workspaces, private pool and graph."""
 
     def __init__(self, shape, nb, precision, lookahead, inv_threshold, tc_min=0):
-        from ._lu_ops import CupyOps
-        from ._panel_gpu import GpuPanel
+        from .steps import CupyOps
+        from .panel_gpu import GpuPanel
         cp = cupy()
         m, n = shape
         self.k = min(m, n)

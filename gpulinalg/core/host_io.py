@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._distribution import ColumnCyclic
+from ..lu.distribution import ColumnCyclic
 
 _H2D, _D2H = 1, 2   # cudaMemcpyKind
 

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from ._backend import cupy
+from .backend import cupy
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -165,7 +165,7 @@ def to_device(x, kind, name):
         return y if y.dtype == FLOAT32 else y.astype(FLOAT32)
     h = host_view(x, name)
     if h.ndim == 2:   # a large one through pinned staging (gpulinalg/_host_io.py)
-        from ._host_io import upload
+        from .host_io import upload
         return upload(cp, h, layout=True)
     return cp.asarray(h, dtype=FLOAT32)
 
@@ -177,7 +177,7 @@ def from_device(y, kind):
     if kind == "torch":
         import torch
         return torch.from_dlpack(y)
-    from ._host_io import download   # a large matrix through pinned staging
+    from .host_io import download   # a large matrix through pinned staging
     h = download(cupy(), y)
     if kind == "torch_cpu":
         import torch

@@ -43,9 +43,9 @@ import time
 
 import numpy as np
 
-from ._distribution import ColumnCyclic, gather, panel_schedule
-from ._host_io import host_transfers
-from ._lu import INV_THRESHOLD, absolute_pivots, mark, panel_blocks
+from .distribution import ColumnCyclic, gather, panel_schedule
+from ..core.host_io import host_transfers
+from .driver import INV_THRESHOLD, absolute_pivots, mark, panel_blocks
 
 F32 = np.float32
 _DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
@@ -327,7 +327,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
     arrive chunk by chunk on emulated streams (a missing wait reads NaN), and with `collect`
     (as for a GPU-resident matrix) `out` (default `a`) is the home that takes the finished
     blocks and the left swaps; without, the devices swap and are gathered into it."""
-    from ._lu_ops import NumpyOps
+    from .steps import NumpyOps
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
     devs, arrivals, rests = [], [], []
@@ -362,7 +362,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
 
 def share_bytes(m, n, nb, dist, d):
     """Device bytes device d needs: its columns and its workspace (with the receive buffers)."""
-    from ._lu_ops import workspace_bytes
+    from .steps import workspace_bytes
     nd = dist.local_width(d)
     return 4 * m * nd + workspace_bytes(m, nd, nb, receive=True)
 
@@ -370,7 +370,7 @@ def share_bytes(m, n, nb, dist, d):
 def check_memory(cp, m, n, nb, dist, device_ids, home=None):
     """MemoryError with the numbers unless every device has room for its share (and the
     home device, when it is one of them, for the home's workspace too)."""
-    from ._lu_ops import workspace_bytes
+    from .steps import workspace_bytes
     gib = 2.0 ** 30
     for d, dev_id in enumerate(device_ids):
         need = share_bytes(m, n, nb, dist, d)
@@ -411,8 +411,8 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     start until every device is done) and gather_ms (what is left after that: the home's last
     blocks and swaps, or the host transfer).
     """
-    from ._backend import cupy
-    from ._lu_ops import CupyOps
+    from ..core.backend import cupy
+    from .steps import CupyOps
     cp = cupy()
     m, n = src.shape
     dist = ColumnCyclic(n, nb, len(device_ids))

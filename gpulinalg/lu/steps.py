@@ -38,9 +38,9 @@ import time
 
 import numpy as np
 
-from ._backend import cupy
-from ._distribution import Identity
-from ._laswp import laswp_reference
+from ..core.backend import cupy
+from .distribution import Identity
+from ..layout.laswp import laswp_reference
 
 F32 = np.float32
 I32 = np.int32
@@ -160,10 +160,10 @@ class CupyOps(_Columns):
         tensor-core `precision` updates on the tensor cores only while the trailing matrix
         has at least tc_min rows or columns, the FP32 kernels after (0: always).
         """
-        from ._blas import gemm_ptr, pick_variant, product_into
-        from ._laswp import WORKSPACE_INTS, laswp_ptr
-        from ._transpose import transpose_ptr
-        from ._trsm import trsm_ptr
+        from ..gemm.simt import gemm_ptr, pick_variant, product_into
+        from ..layout.laswp import WORKSPACE_INTS, laswp_ptr
+        from ..layout.transpose import transpose_ptr
+        from .trsm import trsm_ptr
 
         cp = cupy()
         # The steps address their blocks by device pointer (the *_ptr launchers: no views, no

@@ -5,9 +5,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _arrays
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
+from ..core import arrays as _arrays
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "transpose"
 # One source of truth for the tile shapes; the kernels static_assert their consistency.

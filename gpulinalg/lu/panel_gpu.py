@@ -44,9 +44,9 @@ import time
 
 import numpy as np
 
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
-from ._lu import PanelResult, mark
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
+from .driver import PanelResult, mark
 
 FAMILY = "getrf_panel"
 THREADS = 256           # GETRF_THREADS: threads per block (__launch_bounds__(256, 1))
@@ -368,7 +368,7 @@ class PanelWorkspace:
 
     def __init__(self, devices=1):
         cp = cupy()
-        from ._laswp import WORKSPACE_INTS, _sm_count
+        from ..layout.laswp import WORKSPACE_INTS, _sm_count
         self.devices = devices
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
@@ -471,9 +471,9 @@ class _DeviceSteps:
     """factor_panel's steps with our kernels, on the current stream."""
 
     def __init__(self, ws, leaf):
-        from ._blas import gemm_ptr
-        from ._laswp import laswp_ptr
-        from ._trsm import trsm_ptr
+        from ..gemm.simt import gemm_ptr
+        from ..layout.laswp import laswp_ptr
+        from .trsm import trsm_ptr
         self.ws = ws
         # The recursion's steps by device pointer (its blocks are row-major views of the
         # panel, unit column stride, leading dimension strides[0] / 4): no validation, no
@@ -813,7 +813,7 @@ class _HostSteps:
         self.info = self.info or info
 
     def laswp(self, a, piv):
-        from ._laswp import laswp_reference
+        from ..layout.laswp import laswp_reference
         laswp_reference(a, piv)
 
     def trsm(self, l11, b):

@@ -6,10 +6,10 @@ import functools
 
 import numpy as np
 
-from ._arrays import array_kind
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
-from ._laswp import row_leading_dim
+from ..core.arrays import array_kind
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
+from ..layout.laswp import row_leading_dim
 
 FAMILY = "trsm"
 THREADS = 256               # TRSM_THREADS: threads per block (8 warps)
@@ -93,7 +93,7 @@ def trsm_ptr(nb, ncols, lp, ldl, bp, ldb):
     if nb <= NBMAX:
         _launch(lp, ldl, bp, ldb, nb, ncols)
         return
-    from ._blas import gemm_ptr
+    from ..gemm.simt import gemm_ptr
     for r0, r1 in blocks(nb):
         _launch(lp + 4 * r0 * (ldl + 1), ldl, bp + 4 * r0 * ldb, ldb, r1 - r0, ncols)
         if r1 < nb:                             # rows below the block: pure L (i > k)

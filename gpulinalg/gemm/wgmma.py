@@ -12,9 +12,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._blas import row_major_problem
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
+from .simt import row_major_problem
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
 
 MODES = ("3xtf32", "tf32")
 _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the workspace

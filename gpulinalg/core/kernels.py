@@ -14,7 +14,7 @@ import re
 import struct
 import threading
 
-from ._backend import cupy
+from .backend import cupy
 
 _INCLUDE = re.compile(r'^\s*#include\s+"([^"]+)"\s*$', re.MULTILINE)
 
@@ -27,7 +27,7 @@ def kernel_dir():
             return pathlib.Path(str(installed))
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
         pass
-    repo = pathlib.Path(__file__).resolve().parent.parent / "kernels"
+    repo = pathlib.Path(__file__).resolve().parents[2] / "kernels"
     if repo.is_dir():
         return repo
     raise FileNotFoundError("gpulinalg's CUDA sources (kernels/*.cu) were not found")

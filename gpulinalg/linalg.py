@@ -5,11 +5,13 @@ from functools import partial
 
 import numpy as np
 
-from . import _arrays, _host_io, _lu_graph
-from ._backend import cupy, gpu_available
-from ._lu import INV_THRESHOLD, CpuPanel, default_block_size, getrf
-from ._laswp import laswp_reference
-from ._lu_ops import CupyOps, NumpyOps, workspace_bytes
+from .core import arrays as _arrays
+from .core import host_io as _host_io
+from .lu import graph as _lu_graph
+from .core.backend import cupy, gpu_available
+from .lu.driver import INV_THRESHOLD, CpuPanel, default_block_size, getrf
+from .layout.laswp import laswp_reference
+from .lu.steps import CupyOps, NumpyOps, workspace_bytes
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
 
@@ -95,13 +97,13 @@ def _resolve_precision(precision, m, n, fp32_only=False):
         return precision
     if fp32_only or m * n < AUTO_TC_MIN_MN:
         return "fp32"
-    from . import _gemm_wgmma
+    from .gemm import wgmma as _gemm_wgmma
     return "3xtf32" if _gemm_wgmma.available() else "fp32"
 
 
 def _check_options(panel, block_size, lookahead, precision="auto", devices=None):
     """Validate the LU keywords (no GPU needed); return the panel kind to use."""
-    from ._blas import _check_precision
+    from .gemm.simt import _check_precision
     _check_precision(precision)
     _check_devices(devices)
     if not isinstance(panel, str) or panel not in _PANELS:
@@ -123,7 +125,7 @@ def _check_options(panel, block_size, lookahead, precision="auto", devices=None)
 
 def _panel_object(name, devices=1):
     if name == "gpu":
-        from ._panel_gpu import GpuPanel
+        from .lu.panel_gpu import GpuPanel
         return GpuPanel(devices=devices)
     # Several GPUs: the host work on the driver's thread (the gated chain is the one-GPU
     # driver's, gpulinalg/_lu.py; a worker alone does not shorten the multi-GPU steps).
@@ -219,7 +221,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if block_size is not None:
         nb = int(block_size)
     elif panel_name == "gpu":   # the GPU panel's own rule (its leaf is 128 columns wide)
-        from ._panel_gpu import default_block_size as gpu_block_size
+        from .lu.panel_gpu import default_block_size as gpu_block_size
         nb = gpu_block_size(m, n, precision, ndev)
     else:
         nb = default_block_size(m, n)
@@ -234,7 +236,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ops == "numpy":  # host test/debug backend: same driver, NumPy steps, never GPU speed
         A = host if host_inplace else np.array(host, dtype=np.float32, order="C")
         if ndev > 1:   # the multi-GPU driver on `ndev` virtual devices
-            from ._lu_multi import factor_host
+            from .lu.multi import factor_host
             piv, info = factor_host(A, nb, ndev, partial(_panel_object, panel_name, devices=ndev),
                                     lookahead, inv_threshold)
         else:
@@ -253,7 +255,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         # the input itself (overwrite_a), else a new one; a C-ordered input is read where it
         # lies (other exact types converted chunk by chunk in the pinned staging), no host
         # copy first (4.3 GB at n = 32768).
-        from ._lu_multi import factor_devices
+        from .lu.multi import factor_devices
         if host_inplace:
             A = src = host
         elif host.flags.c_contiguous:
@@ -307,7 +309,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
         elif src.flags.f_contiguous and src.size > 0:
             # Layout: an F-ordered m x n array is the C-ordered n x m array src.T; transpose
             # it into a fresh row-major buffer with our kernel.
-            from ._transpose import transpose_into
+            from .layout.transpose import transpose_into
             A = cp.empty((m, n), dtype=np.float32)
             transpose_into(src.T, A)
         else:
@@ -319,7 +321,7 @@ def _factor(a, overwrite_a, check_finite, panel, block_size, lookahead, inv_thre
     if ids is not None:
         # Several GPUs, device input: the columns go to the devices (from src where `spread`,
         # else from A) and come back into A.
-        from ._lu_multi import factor_devices
+        from .lu.multi import factor_devices
 
         def beside():   # the finite check of an input read in place, beside the upload
             nonlocal finite
@@ -688,7 +690,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, _o
             return _out(cp.empty(bshape, np.float32), kind, cp)
         LU = _arrays.to_device(lu_, kind, "lu")
         from cupyx.scipy.linalg import solve_triangular
-        from ._laswp import laswp_inplace
+        from .layout.laswp import laswp_inplace
         # Layout: right-hand sides row-major (n x nrhs, C-order), so laswp moves whole rows.
         X = cp.array(B.reshape(n, -1), dtype=np.float32, order="C")
         P = cp.asarray(piv_h)  # 0-based absolute = relative to row 0 of X

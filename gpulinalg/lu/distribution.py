@@ -18,7 +18,7 @@ tests' virtual devices.
 
 import numpy as np
 
-from ._lu import panel_blocks
+from .driver import panel_blocks
 
 
 class ColumnCyclic:

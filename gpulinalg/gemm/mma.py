@@ -9,9 +9,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from ._blas import aligned16, row_major_problem
-from ._backend import cupy
-from ._kernels import get_kernel
+from .simt import aligned16, row_major_problem
+from ..core.backend import cupy
+from ..core.kernels import get_kernel
 
 # mode name -> MODE template argument (mma products per multiply-add)
 MODES = ("3xtf32", "tf32")

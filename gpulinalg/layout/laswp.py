@@ -6,9 +6,10 @@ import functools
 
 import numpy as np
 
-from . import _arrays, _host_io
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
+from ..core import arrays as _arrays
+from ..core import host_io as _host_io
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "laswp"
 KMAX = 512                  # pivots per launch (LASWP_KMAX in the kernel)

@@ -5,9 +5,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _arrays
-from ._backend import cupy
-from ._kernels import Launcher, get_kernel
+from ..core import arrays as _arrays
+from ..core.backend import cupy
+from ..core.kernels import Launcher, get_kernel
 
 # One source of truth for the tile shapes; the kernels static_assert their consistency.
 # KIND: "tiled" = sgemm_tiled (register-staged, the first tuning step), "dbuf" = sgemm_tiled
@@ -279,7 +279,7 @@ def gemm_into(alpha, a, b, beta, c, variant=None, stage_a=False, split=None):
     if variant is None:
         variant, stage, split = _plan(args, beta, c, stage_a)
         if stage:
-            from ._transpose import transpose_into
+            from ..layout.transpose import transpose_into
             m, k = args[0], args[2]
             pitch = -(-m // 64) * 64   # 16-byte aligned rows (and the transpose's 64 grid)
             at = cupy().empty((k, pitch), dtype=np.float32)[:, :m]
@@ -321,7 +321,7 @@ def resolve_precision(precision, m, n, k):
     if precision != "auto":
         return precision
     if k >= AUTO_TC_MIN_K and (m * n >= AUTO_TC_MIN_MN or m * n * k >= AUTO_TC_MIN_MNK):
-        from . import _gemm_wgmma
+        from . import wgmma as _gemm_wgmma
         if _gemm_wgmma.available():
             return "3xtf32"
     return "fp32"
@@ -334,11 +334,11 @@ def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False, persiste
     precision = resolve_precision(precision, a.shape[0], b.shape[1], a.shape[1])
     if precision == "fp32":
         return gemm_into(alpha, a, b, beta, c, stage_a=stage_a)
-    from . import _gemm_wgmma
+    from . import wgmma as _gemm_wgmma
     if _gemm_wgmma.available():
         return _gemm_wgmma.gemm_wgmma_into(alpha, a, b, beta, c, mode=precision,
                                            persistent=persistent)
-    from ._gemm_tc import gemm_tc_into
+    from .mma import gemm_tc_into
     return gemm_tc_into(alpha, a, b, beta, c, mode=precision)
 
 
