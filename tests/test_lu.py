@@ -12,7 +12,7 @@ from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward
 import gpulinalg
 from gpulinalg import linalg as _decomp_lu
 from gpulinalg.lu.driver import CpuPanel, HostClock, getrf, unit_lower_inverse
-from gpulinalg.lu.steps import NumpyOps
+from gpulinalg.testing.emulation import NumpyOps
 
 
 # ---------------------------------------------------------------- CPU: public API

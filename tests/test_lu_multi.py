@@ -546,7 +546,7 @@ def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_co
     from gpulinalg.linalg import _panel_object
     monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
     from gpulinalg.lu.multi import getrf_multi
-    from gpulinalg.lu.steps import NumpyOps
+    from gpulinalg.testing.emulation import NumpyOps
     a = rng.standard_normal((45, 45)).astype(np.float32)
     dist = ColumnCyclic(45, 4, 3)
     shares = scatter(a, dist)

@@ -10,7 +10,7 @@ from lu_helpers import (assert_matches_lapack, assert_same_pivots, backward_erro
 import gpulinalg
 from gpulinalg import linalg as _decomp_lu
 from gpulinalg.lu.driver import getrf
-from gpulinalg.lu.steps import NumpyOps
+from gpulinalg.testing.emulation import NumpyOps
 from gpulinalg.lu import panel_gpu as _panel_gpu
 from gpulinalg.lu.panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
                                   COLS_SHAPES, COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES,

@@ -327,7 +327,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
     arrive chunk by chunk on emulated streams (a missing wait reads NaN), and with `collect`
     (as for a GPU-resident matrix) `out` (default `a`) is the home that takes the finished
     blocks and the left swaps; without, the devices swap and are gathered into it."""
-    from .steps import NumpyOps
+    from ..testing.emulation import NumpyOps
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
     devs, arrivals, rests = [], [], []
