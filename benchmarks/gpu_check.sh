@@ -9,6 +9,18 @@
 #   STAGES="ncu_lu" NCU_LU_ARGS="4096 gpu fp32" bash benchmarks/gpu_check.sh
 #   STAGES="tests lu_multi" TESTS=tests/test_lu_multi.py bash benchmarks/gpu_check.sh   # 2+ GPUs
 #   STAGES="lu_large" LARGE_DEVICES=4 bash benchmarks/gpu_check.sh     # more than one GPU holds
+#   STAGES=compare bash benchmarks/gpu_check.sh          # this checkout against OLD_TREE
+#
+# Stage `compare` (tools/compare_trees.py: the default LU and SGEMM of this checkout and of an
+# older commit, alternating in one call, and whether their results are bit-identical) needs
+# the old tree on the GPU machine, which gets a copy of the working tree but no .git.  Extract
+# it here first, into a folder .git/info/exclude ignores, and carry that folder along:
+#   grep -qxF /.ab_old/ .git/info/exclude || echo /.ab_old/ >> .git/info/exclude
+#   rm -rf .ab_old && mkdir .ab_old && git archive da719eb gpulinalg kernels | tar -x -C .ab_old
+#   then, on the GPU machine (carry: .ab_old):  STAGES=compare bash benchmarks/gpu_check.sh
+# (OLD_TREE=DIR names another folder; COMPARE_ARGS passes options, e.g. "--rounds 5".)  The
+# compare takes ~4-6 minutes with its defaults on a fresh machine (kernel compilation
+# included): on its own, or beside a few other stages, not after the whole test suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -59,7 +71,7 @@ if has tests; then
 fi
 # Defaults: every SGEMM kernel kind beside cuBLAS (FP32 and TF32), both LU panels with FP32,
 # 3xTF32 and the default ("auto") updates, the LU's per-step timelines in lu_timeline.json.
-SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants volkov2008,tiled256x128,dbuf256x128,dbuf128,pipe128"}
+SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants dbuf256x128,dbuf128,pipe128"}
 LU_ARGS=${LU_ARGS:-"--precision fp32,3xtf32,auto --timeline $OUT/lu_timeline.json"}
 for routine in sgemm transpose laswp lu; do
     has "$routine" || continue
@@ -100,9 +112,23 @@ fi
 if has ncu_lu; then
     echo "== ncu lu ${NCU_LU_ARGS:-4096}" | tee -a "$LOG"
     ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \
-        --log-file /tmp/ncu_lu.csv python3 benchmarks/ncu_lu.py ${NCU_LU_ARGS:-4096} \
+        --log-file /tmp/ncu_lu.csv python3 tools/ncu_lu.py ${NCU_LU_ARGS:-4096} \
         > /tmp/ncu_lu.out 2>&1 || { tail -n 20 /tmp/ncu_lu.out; status=1; }
-    python3 benchmarks/ncu_lu.py --summarize /tmp/ncu_lu.csv 2>&1 | tee -a "$LOG" | head -n 25
+    python3 tools/ncu_lu.py --summarize /tmp/ncu_lu.csv 2>&1 | tee -a "$LOG" | head -n 25
+fi
+# Optional (STAGES="... compare", OLD_TREE extracted beforehand: see the header): the old and
+# new trees' default LU and SGEMM alternating, into compare.json; its table comes last.
+if has compare; then
+    old=${OLD_TREE:-.ab_old}
+    echo "== compare_trees --old $old --new . ${COMPARE_ARGS:-}" | tee -a "$LOG"
+    if [[ -f "$old/gpulinalg/__init__.py" ]]; then
+        python3 tools/compare_trees.py --old "$old" --new . --out "$OUT" ${COMPARE_ARGS:-} \
+            2>&1 | tee -a "$LOG"
+        [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    else
+        echo "no old tree at $old (see the header of benchmarks/gpu_check.sh)" | tee -a "$LOG"
+        status=1
+    fi
 fi
 echo "== done (exit $status); logs in $OUT"
 exit $status

@@ -3,9 +3,12 @@
     python3 benchmarks/make_docs.py [RESULTS_DIR]      # default docs/data
 
 RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
-transpose.json, laswp.json, lu.json, lu_host.json, lu_multi.json, lu_large.json (any subset;
-the last two come from `STAGES="lu_multi lu_large"` on a machine of several GPUs).  Plots go to
-docs/img/ when matplotlib is installed (`pip install .[plot]`).
+transpose.json, laswp.json, lu.json (with lu_timeline.json), lu_host.json, lu_multi.json,
+lu_large.json (any subset; the last two come from `STAGES="lu_multi lu_large"` on a machine of
+several GPUs), and the files of earlier runs listed in EXTRA.  performance.md holds the tables
+and how they were measured, nothing else: what was tried and when goes to docs/journal/.
+Plots go to docs/img/ when matplotlib is installed (`pip install .[plot]`); without it the
+images already there are linked.
 """
 
 import json
@@ -15,8 +18,20 @@ import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # the plotting helpers live in the package
-COMMAND = "bash benchmarks/gpu_check.sh   # on the GPU machine; JSON in $OUT, copied to docs/data/"
+sys.path.insert(0, str(ROOT))  # the plotting helpers and the tuning table live in the package
+GPU_CHECK = "bash benchmarks/gpu_check.sh"
+MAX_LINES = 400     # docs/performance.md stays a page of tables, not a journal
+
+# Files of earlier runs kept in docs/data beside the current ones: what each holds.
+EXTRA = {
+    "lu_multi_h100x2": "LU on 1 and 2 GPUs of an H100 pair (FP32 updates)",
+    "lu_multi_h200x2": "LU on 1 and 2 H200s, an earlier design",
+    "lu_multi_3xtf32_h200x2": "LU on 1 and 2 H200s, FP32 and 3xTF32 updates",
+    "lu_multi_x2_rerun": "LU at 32768 on 1 and 2 H200s, a rerun",
+    "lu_small_rerun": "LU at 2048 and 4096, a rerun of an outlier",
+    "sgemm_sweep_h100": "the first SIMT SGEMM tile sweep",
+    "transpose_sweep": "transpose at every multiple of 512 and n + 1 (`--sweep`)",
+}
 
 
 def fmt(v, spec):
@@ -43,10 +58,22 @@ def env_line(doc):
             f"{e['numpy']}, SciPy {e['scipy']}, CUPY_TF32={e['CUPY_TF32']}, {e['date']}")
 
 
+def reproduce(stage, command, extra=""):
+    """The line that says how a table is remade: the gpu_check.sh stage and what it runs."""
+    env = f"{extra} " if extra else ""
+    return f"Reproduce: `{env}STAGES={stage} {GPU_CHECK}` (runs `{command}`).\n"
+
+
+def sizes_arg(rows):
+    """The --sizes argument that gives these rows' shapes, in their order."""
+    seen = dict.fromkeys(str(r["m"]) if r["m"] == r["n"] else f"{r['m']}x{r['n']}" for r in rows)
+    return ",".join(seen)
+
+
 def sgemm_section(doc, img):
     from math import isqrt
 
-    from gpulinalg.gemm.simt import AUTO_TC_MIN_K, AUTO_TC_MIN_MN, AUTO_TC_MIN_MNK
+    from gpulinalg.tuning import SM90
     rows = doc["rows"]
     variants = doc.get("variants", [])
     main = table(rows, [("op", "op", ""), ("m", "m", ""), ("n", "n", ""), ("k", "k", ""),
@@ -57,18 +84,21 @@ def sgemm_section(doc, img):
                         ("volkov2008_tflops", "Volkov 2008 TF/s", ".1f"),
                         ("err", "rel. error ours", ".1e"), ("simt_err", "SIMT", ".1e"),
                         ("cublas_err", "cuBLAS", ".1e")])
+    flags = " ".join(f for f, on in (("--tc", doc.get("tc")), ("--a-colmajor", any(
+        r["op"] == "C-=AB'" for r in rows))) if on)
+    cmd = f"gpulinalg-bench sgemm {flags} --variants {','.join(variants)}".replace("  ", " ")
     text = [f"## SGEMM\n\n{env_line(doc)}\n",
             "`C=AB`: square products; `C-=AB`: the LU's rank-k update 16384 × k · k × 16384 "
             "(α = −1, β = 1), one fused call on both sides (`cupy.cublas.gemm`); `C-=AB'`: the "
             "same with A column-major (the layout of the LU's transposed panel).  \"ours\" is "
             "what `gpulinalg.sgemm` runs by default (`precision=\"auto\"`: 3xTF32 through "
-            f"`wgmma` on Hopper for k ≥ {AUTO_TC_MIN_K} and m·n ≥ {isqrt(AUTO_TC_MIN_MN)}² "
-            f"or m·n·k ≥ {AUTO_TC_MIN_MNK / 10**9:g}·10⁹ (`gpulinalg.gemm.simt.AUTO_TC_MIN_*`), its split "
-            "pre-pass included; "
-            "else the SIMT FP32 kernel); \"SIMT FP32\" is the Volkov-style SIMT kernel alone "
-            "(`precision=\"fp32\"`).  Ours, SIMT and cuBLAS take turns in bursts "
-            "(`time_burst`).  TF/s = 2mnk/time; error ‖C − C₆₄‖_F/‖C₆₄‖_F against float64.\n",
-            main]
+            f"`wgmma` on Hopper for k ≥ {SM90.gemm_tc_min_k} and m·n ≥ "
+            f"{isqrt(SM90.gemm_tc_min_mn)}² or m·n·k ≥ {SM90.gemm_tc_min_mnk / 10**9:g}·10⁹ "
+            "(the tuning fields `gemm_tc_min_*`, docs/tuning.md), its split pre-pass "
+            "included; else the SIMT FP32 kernel); \"SIMT FP32\" is the Volkov-style SIMT kernel "
+            "alone (`precision=\"fp32\"`).  Ours, SIMT and cuBLAS take turns in bursts.  TF/s "
+            "= 2mnk/time; error ‖C − C₆₄‖_F/‖C₆₄‖_F against float64.  "
+            + reproduce("sgemm", cmd), main]
     others = [v for v in variants if v != "volkov2008"]
     if others:
         text += ["\nEvery kernel variant, same run (TF/s):\n",
@@ -79,7 +109,7 @@ def sgemm_section(doc, img):
         text += ["\nTensor cores (`precision=`), same run: 3xTF32 splits each operand into a "
                  "TF32 head and tail and sums three products in FP32 (on the H100 through "
                  "`wgmma`, the split pre-pass included in the time); plain TF32 is one "
-                 "product; \"mma.sync\" is the earlier Ampere-style kernel; cuBLAS TF32 is "
+                 "product; \"mma.sync\" is the Ampere-style kernel; cuBLAS TF32 is "
                  "`torch.matmul` with `allow_tf32`.  The duel columns time cuBLAS SGEMM and "
                  "3xTF32 in alternating bursts (the H100 runs at its 700 W limit here, and its "
                  "clocks depend on what ran just before); the ratio is theirs.\n",
@@ -114,23 +144,25 @@ def transpose_section(doc, img):
                  ("graph_pct_copy", "% of copy, graph", ".1f")]
         how = ("Main columns: bursts of back-to-back calls between CUDA events, ours, the "
                "device-to-device copy (`cudaMemcpyAsync`) and `cupy.ascontiguousarray(a.T)` "
-               "taking turns round by round in a shuffled order (steady-state bandwidth); "
-               "\"public API\": the same burst through `gpulinalg.transpose(a, out=out)`, "
-               "argument checks included.  \"Device time\": the same bursts enqueued behind "
-               "a kernel that holds the stream until every launch is queued, so the host's "
-               "time per call drops out (below ~2048² each call's host path outlasts its "
-               "kernel, ours and CuPy's alike).  Also shown: one "
-               "isolated call (launch latency included) and CUDA-graph replay (kernel-only), "
-               "each against the copy timed the same way.")
+               "taking turns round by round in a shuffled order; \"public API\": the same "
+               "burst through `gpulinalg.transpose(a, out=out)`, argument checks included.  "
+               "\"Device time\": the same bursts enqueued behind a kernel that holds the stream "
+               "until every launch is queued, so the host's time per call drops out (below "
+               "~2048² each call's host path outlasts its kernel, ours and CuPy's alike).  Also "
+               "shown: one isolated call (launch latency included) and CUDA-graph replay "
+               "(kernel-only), each against the copy timed the same way.")
     else:
         cols = [("m", "m", ""), ("n", "n", ""), ("gbs", "ours GB/s", ".0f"),
                 ("variant", "tile", ""), ("copy_gbs", "copy GB/s", ".0f"),
                 ("pct_copy", "% of copy", ".1f"), ("cupy_gbs", "cupy a.T copy GB/s", ".0f"),
                 ("speedup", "vs cupy", ".2f")]
         how = "The baseline is `cupy.ascontiguousarray(a.T)`."
+    args = f"--sizes {sizes_arg(rows)}"
     return "\n".join([f"## Transpose\n\n{env_line(doc)}\n",
                       "Bytes read + written over time; the device-to-device copy of the same "
-                      f"bytes is measured in the same run.  {how}\n", table(rows, cols)])
+                      f"bytes is measured in the same run.  {how}  "
+                      + reproduce("transpose", f"gpulinalg-bench transpose {args}",
+                                  f'TRANSPOSE_ARGS="{args}"'), table(rows, cols)])
 
 
 def laswp_section(doc, img):
@@ -138,11 +170,14 @@ def laswp_section(doc, img):
     cols = [("m", "m", ""), ("n", "n", ""), ("npiv", "pivots", ""),
             ("touched_rows", "rows moved", ""), ("ms", "ours ms", ".3f"),
             ("gbs", "GB/s (moved rows)", ".0f"), ("pct_copy", "% of copy", ".1f"),
+            ("graph_pct_copy", "% of copy, kernel only", ".1f"),
             ("cupy_ms", "CuPy one swap at a time, ms", ".2f"), ("speedup", "speed-up", ".0f"),
             ("gather_scatter_ms", "CuPy gather+scatter ms", ".3f")]
     return "\n".join([f"## Row swaps (laswp)\n\n{env_line(doc)}\n",
                       "LU-like pivots (piv[i] ≥ i), one launch; bandwidth counted over the rows "
-                      "actually moved (read + write).\n", table(rows, cols)])
+                      "actually moved (read + write); one call between events, and CUDA-graph "
+                      "replay for the kernel alone.  "
+                      + reproduce("laswp", "gpulinalg-bench laswp"), table(rows, cols)])
 
 
 def lu_section(doc, img):
@@ -158,21 +193,23 @@ def lu_section(doc, img):
     host_clock = any("wall_over_max_timeline" in r for r in rows)   # uninstrumented walls
     if host_clock:
         cols.append(("wall_over_max_timeline", "same, instrumented call", ".2f"))
+    precisions = doc.get("precisions") or ["fp32"]
+    cmd = f"gpulinalg-bench lu --precision {','.join(precisions)} --timeline lu_timeline.json"
     text = [f"## LU factorization\n\n{env_line(doc)}\n",
-            "TF/s = (mn² − n³/3)/time (m ≥ n; 2/3 n³ square), median of repeats after a "
-            "warm-up of two calls (where the GPU-panel LU is replayed from a CUDA graph, "
-            "a shape's second call captures it and the timed calls are replays; \"no "
-            "graph\": the same calls through the ordinary driver, what a shape's first call "
-            "costs); cuSOLVER is "
-            "`cupyx.scipy.linalg.lu_factor` in the same run.  Errors: ‖PAx − L(Ux)‖ / "
-            "(‖A‖_F ‖x‖ n ε) for a random x, in float64.  The last columns check the "
-            "look-ahead: the sums of host panel time and GPU time (updates + transfers; for "
-            "the GPU panel the panel's own time is counted as transfer) against the wall "
-            "time" + ("; the wall and host times are those of uninstrumented calls (the "
-                      "driver's perf_counter reads), the GPU time that of calls timed with "
-                      "events, whose own wall / max is the last column"
-                      if host_clock else
-                      ", all from calls timed with events") + ".\n", table(rows, cols)]
+            "TF/s = (mn² − n³/3)/time (m ≥ n; 2/3 n³ square).  cuSOLVER "
+            "(`cupyx.scipy.linalg.lu_factor`) is timed first, then ours, per shape in the same "
+            "run.  Ours: median of repeats after a warm-up of two calls (where the GPU-panel "
+            "LU is replayed from a CUDA graph, a shape's second call captures it and the timed "
+            "calls are replays; \"no graph\": the same calls through the ordinary driver, what a "
+            "shape's first call costs).  Errors: ‖PAx − L(Ux)‖ / (‖A‖_F ‖x‖ n ε) for a random "
+            "x, in float64.  The last columns check the look-ahead: the sums of host panel time "
+            "and GPU time (updates + transfers; for the GPU panel the panel's own time is "
+            "counted as transfer) against the wall time"
+            + ("; the wall and host times are those of uninstrumented calls (the driver's "
+               "perf_counter reads), the GPU time that of calls timed with events, whose own "
+               "wall / max is the last column" if host_clock else
+               ", all from calls timed with events") + ".  " + reproduce("lu", cmd),
+            table(rows, cols)]
     steps = cpu_panel_steps(doc)
     if steps:
         text += ["\nThe CPU panel's look-ahead per step, from the instrumented calls' timelines "
@@ -216,27 +253,47 @@ def cpu_panel_steps(doc):
     return out
 
 
-def lu_multi_section(doc, img):
+def lu_multi_args(doc):
+    """The gpulinalg-bench lu arguments that give a multi-GPU file's rows."""
     rows = doc["rows"]
-    cols = [("m", "m", ""), ("n", "n", ""), ("devices", "GPUs", ""), ("nb", "nb", ""),
-            ("ms", "ms", ".1f"), ("tflops", "TF/s", ".1f"), ("scaling", "1-GPU time / time", ".2f"),
+    devices = doc.get("devices") or sorted({r["devices"] for r in rows})
+    precisions = doc.get("precisions") or ["fp32"]
+    return (f"--devices {','.join(map(str, devices))} --sizes {sizes_arg(rows)} --rect '' "
+            f"--panel gpu --precision {','.join(precisions)}")
+
+
+# How the multi-GPU table is measured (said once, before the first such table).
+LU_MULTI_HOW = (
+    "`lu_factor(a, devices=P)` with `a` a CuPy array on GPU 0 and the result back on GPU 0 (in a "
+    "new array: `a` is kept, the upload reads it where it lies): the column scatter to the P "
+    "GPUs and the gather are inside the time.  The one-GPU rows are the same call without "
+    "`devices`, with the same `precision`, in the same run; `1-GPU time / time` is the scaling "
+    "against that call (not against the one-GPU default, which takes 3xTF32 updates from "
+    "8192²: the LU table above).  GPU panel.  The phase columns come from one more call: "
+    "`scatter` is the upload of the columns (first to last chunk, slowest GPU; the "
+    "factorization starts with the first chunk), `factor` the time until every GPU is done "
+    "(from the start, so it includes the scatter), `gather` what is left after that (the last "
+    "blocks copied home); `host enqueue` is the host time spent issuing the factorization's "
+    "work.  ")
+
+
+def lu_multi_section(doc, img, title="LU on several GPUs", again=False):
+    """The multi-GPU table; `again`: a second such table, whose method the first one gave."""
+    rows = doc["rows"]
+    cols = [("m", "m", ""), ("n", "n", ""), ("devices", "GPUs", ""), ("precision", "updates", ""),
+            ("nb", "nb", ""), ("ms", "ms", ".1f"), ("tflops", "TF/s", ".1f"),
+            ("scaling", "1-GPU time / time", ".2f"),
             ("cusolver_tflops", "cuSOLVER (1 GPU) TF/s", ".1f"), ("ratio", "× cuSOLVER", ".2f"),
             ("err", "err", ".1e"), ("err_cusolver", "err cuSOLVER", ".1e"),
             ("scatter_ms", "scatter ms", ".1f"), ("factor_ms", "factor ms", ".1f"),
             ("gather_ms", "gather ms", ".1f"), ("enqueue_ms", "host enqueue ms", ".0f")]
     e = doc["environment"]
-    text = [f"## LU on several GPUs\n\n{env_line(doc)}, {e.get('device_count', '?')} GPUs on "
-            "the machine\n",
-            "`lu_factor(a, devices=P)` with `a` a CuPy array on GPU 0 and the result back on "
-            "GPU 0 (in a new array: `a` is kept, the upload reads it where it lies): the column "
-            "scatter to the P GPUs and the gather are inside the time.  The "
-            "one-GPU rows are the same call without `devices` in the same run; `1-GPU time / "
-            "time` is the scaling.  GPU panel, FP32 updates.  The phase columns come from one "
-            "more call: `scatter` is the upload of the columns (first to last chunk, slowest "
-            "GPU; the factorization starts with the first chunk), `factor` the time until every "
-            "GPU is done (from the start, so it includes the scatter), `gather` what is left "
-            "after that (the last blocks copied home); `host enqueue` is the host time spent "
-            "issuing the factorization's work.\n",
+    args = lu_multi_args(doc)
+    how = ("The same call and columns as the table of several GPUs above.  "
+           if again else LU_MULTI_HOW)
+    text = [f"## {title}\n\n{env_line(doc)}, {e.get('device_count', '?')} GPUs on "
+            "the machine\n", how
+            + reproduce("lu_multi", f"gpulinalg-bench lu {args}", f'LU_MULTI_ARGS="{args}"'),
             table(rows, cols)]
     if img:
         text.append(f"\n![LU on several GPUs]({img})")
@@ -249,15 +306,17 @@ def lu_large_section(doc, img):
             ("tflops", "TF/s", ".1f"), ("scatter_ms", "scatter ms", ".0f"),
             ("gather_ms", "gather ms", ".0f"), ("hpl_residual", "HPL residual", ".1e"),
             ("passed", "< 16", "")]
+    devices = doc["rows"][0]["devices"] if doc["rows"] else 4
     return "\n".join([
         f"## A matrix larger than one GPU\n\n{env_line(doc)}\n",
-        "`python3 benchmarks/lu_large.py --devices P`: a NumPy matrix whose size alone exceeds "
-        "one GPU's memory, `lu_factor(a, overwrite_a=True, check_finite=False, devices=P)` "
-        "(each GPU receives only its columns from the host; the factors come back into `a`), "
-        "checked as HPL does: x solved on the host with the factors, "
-        "‖Ax − b‖∞ / (ε (‖A‖∞ ‖x‖∞ + ‖b‖∞) n) with A regenerated on the GPU; HPL accepts "
-        "< 16.  Time from the NumPy input to the NumPy factors (upload and download "
-        "included).\n", table(doc["rows"], cols)])
+        "A NumPy matrix whose size alone exceeds one GPU's memory, "
+        "`lu_factor(a, overwrite_a=True, check_finite=False, devices=P)` (each GPU receives "
+        "only its columns from the host; the factors come back into `a`), checked as HPL "
+        "does: x solved on the host with the factors, ‖Ax − b‖∞ / (ε (‖A‖∞ ‖x‖∞ + ‖b‖∞) n) "
+        "with A regenerated on the GPU; HPL accepts < 16.  Time from the NumPy input to the "
+        "NumPy factors (upload and download included), one call.  "
+        + reproduce("lu_large", f"python3 benchmarks/lu_large.py --devices {devices}",
+                    f"LARGE_DEVICES={devices}"), table(doc["rows"], cols)])
 
 
 def lu_host_section(doc, img):
@@ -272,13 +331,50 @@ def lu_host_section(doc, img):
             ("scipy_ms", "SciPy ms", ".0f"), ("vs_scipy", "× SciPy", ".1f")]
     return "\n".join([
         f"## LU of NumPy matrices\n\n{env_line(doc)}, {doc.get('cpu_count', '?')} host CPUs\n",
-        "`python3 benchmarks/lu_host.py 2048,4096,8192,16384 --scipy 8192` (the `lu_host` "
-        "stage of gpu_check.sh): median wall time (host clock) of `lu_factor(a)` for a "
-        "CuPy `a` and for the same NumPy `a` (upload, the finite check on the GPU, the "
-        "factorization, the download of the factors), and of the transfers alone: "
-        "`cupy.asarray` / `cupy.asnumpy` (pageable) against gpulinalg/_host_io.py's pinned "
-        "staging, which the NumPy calls use.  SciPy: `scipy.linalg.lu_factor` on the host "
-        "(its OpenBLAS, every core), once.\n", table(rows, cols)])
+        "Median wall time (host clock, the GPU synchronised) of `lu_factor(a)` for a CuPy `a` "
+        "and for the same NumPy `a` (upload, the finite check on the GPU, the factorization, "
+        "the download of the factors), and of the transfers alone: `cupy.asarray` / "
+        "`cupy.asnumpy` (pageable) against the pinned staging of gpulinalg/core/host_io.py, "
+        "which the NumPy calls use.  SciPy: `scipy.linalg.lu_factor` on the host (its "
+        "OpenBLAS, every core), once.  "
+        + reproduce("lu_host", "python3 benchmarks/lu_host.py 2048,4096,8192,16384 --scipy 8192"),
+        table(rows, cols)])
+
+
+def extra_section(extra):
+    """One line per kept file of an earlier run: name, what it holds, device and date."""
+    lines = ["## Earlier runs kept in docs/data\n",
+             "Files the tables above do not show; their history is in docs/journal/.\n"]
+    for name, (what, doc) in extra.items():
+        e = doc.get("environment", {})
+        count = e.get("device_count")
+        gpus = f" × {count}" if count and count > 1 else ""
+        lines.append(f"- `{name}.json`: {what}; {e.get('device', '?')}{gpus}, "
+                     f"{str(e.get('date', '?'))[:10]}, {len(doc.get('rows', []))} rows.")
+    return "\n".join(lines)
+
+
+def method_section():
+    return "\n".join([
+        "## How these figures are taken\n",
+        "- Each table comes from one device call of `benchmarks/gpu_check.sh` (the GPU test "
+        "suite, then the benchmarks); the device, driver, CUDA, CuPy, NumPy and SciPy "
+        "versions and the date head each table, from its JSON in `docs/data/`.",
+        "- Ours and the vendor library (cuBLAS, cuSOLVER, a device-to-device copy, CuPy, "
+        "SciPy) run in the same process on the same GPU.  SGEMM and transpose candidates take "
+        "turns in bursts of back-to-back calls, round by round in a shuffled order, so clock "
+        "drift and what one burst leaves in L2 hit every candidate alike; the LU times "
+        "cuSOLVER, then ours, per shape.",
+        "- GPU time is measured with CUDA events after warm-up calls, and the median of the "
+        "repeats is reported; calls from NumPy input are timed by the host clock with the GPU "
+        "synchronised.  TF/s use LAPACK's flop counts: 2mnk for GEMM, mn² − n³/3 for the LU.",
+        "- Several GPUs are compared with our own one-GPU call in the same run, with the same "
+        "`precision`.",
+        "- Every table says which stage of `gpu_check.sh` remakes it; copy the JSON from $OUT "
+        "to `docs/data/` and run `python3 benchmarks/make_docs.py`.  The tuning values and "
+        "their evidence are in [tuning.md](tuning.md), the history in "
+        "[journal/](journal/README.md).",
+    ])
 
 
 def _axes():
@@ -306,7 +402,7 @@ def plot_lu_multi(doc, path):
         ax.plot([r["devices"] for r in sel], [r["scaling"] for r in sel], "o-", label=f"n={n}")
     top = max((r["devices"] for r in rows), default=1)
     ax.plot([1, top], [1, top], "k:", label="linear")
-    _save(fig, ax, path, "GPUs", "speed-up over 1 GPU (same run)")
+    _save(fig, ax, path, "GPUs", "speed-up over 1 GPU (same run, same precision)")
 
 
 def plot_lu(doc, path):
@@ -326,35 +422,42 @@ def plot_lu(doc, path):
 SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
             "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section,
             "lu_host": lu_host_section, "lu_large": lu_large_section}
+PLOTS = {"sgemm": "img/sgemm.png", "lu": "img/lu.png", "lu_multi": "img/lu_multi.png"}
+
+
+def _plot_sgemm(doc, path):
+    from gpulinalg.bench.sgemm import plot
+    plot(doc["rows"], path)
 
 
 def make_plots(docs, img_dir):
+    """{section: image path relative to docs/}: plots made from `docs` with matplotlib, else
+    the images already in img_dir (made from an earlier run of the same pipeline)."""
+    makers = {"sgemm": _plot_sgemm, "lu": plot_lu, "lu_multi": plot_lu_multi}
     made = {}
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return made
-    img_dir.mkdir(parents=True, exist_ok=True)
-    if "sgemm" in docs:
-        from gpulinalg.bench.sgemm import plot
-        plot(docs["sgemm"]["rows"], img_dir / "sgemm.png")
-        made["sgemm"] = "img/sgemm.png"
-    if "lu" in docs:
-        plot_lu(docs["lu"], img_dir / "lu.png")
-        made["lu"] = "img/lu.png"
-    if "lu_multi" in docs:
-        plot_lu_multi(docs["lu_multi"], img_dir / "lu_multi.png")
-        made["lu_multi"] = "img/lu_multi.png"
+    for name, rel in PLOTS.items():
+        if name not in docs:
+            continue
+        path = img_dir.parent / rel
+        try:
+            import matplotlib  # noqa: F401
+            img_dir.mkdir(parents=True, exist_ok=True)
+            makers[name](docs[name], path)
+        except ImportError:
+            pass            # no matplotlib (or no plotting helper): keep the existing image
+        if path.exists():
+            made[name] = rel
     return made
 
 
 def summary(docs):
     """README lines: the headline ratios against the vendor libraries."""
-    from gpulinalg.linalg import AUTO_TC_MIN_MN as LU_AUTO_TC_MIN_MN
+    from gpulinalg.tuning import SM90
     lines = []
     if "sgemm" in docs:
         for r in docs["sgemm"]["rows"]:
-            if r["op"] == "C=AB" and r["n"] in (4096, 16384) or r["op"] == "C-=AB" and r["k"] in (64, 128):
+            if (r["op"] == "C=AB" and r["n"] in (4096, 16384)
+                    or r["op"] == "C-=AB" and r["k"] in (64, 128)):
                 lines.append(f"| SGEMM {r['op']} {r['m']}×{r['n']}×{r['k']} "
                              f"({r['variant'].split()[0]}) | "
                              f"{r['tflops']:.1f} TF/s | cuBLAS {r['cublas_tflops']:.1f} | "
@@ -386,20 +489,23 @@ def summary(docs):
         for r in docs["lu"]["rows"]:
             if r["panel"] in ("gpu", "auto") and r.get("m", r["n"]) == r["n"]:
                 prec = r.get("precision", "fp32")
-                # the arithmetic precision="auto" picks there on Hopper (gpulinalg.linalg),
+                # the arithmetic precision="auto" picks there on Hopper (the tuning table),
                 # where the run has no "auto" row of its own
                 default = ("auto" if r["n"] in timed_auto else
-                           "3xtf32" if r["n"] * r["n"] >= LU_AUTO_TC_MIN_MN else "fp32")
+                           "3xtf32" if r["n"] * r["n"] >= SM90.lu_tc_min_mn else "fp32")
                 what = (f"LU n={r['n']}, {prec} updates"
                         + (" (the default)" if prec == default else ""))
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "
                              f"cuSOLVER {r['cusolver_tflops']:.1f} | {r['ratio']:.2f}× |")
     if "lu_multi" in docs:
+        gpu = docs["lu_multi"]["environment"]["device"].replace("NVIDIA ", "").split()[0]
         for r in docs["lu_multi"]["rows"]:
             if r["devices"] > 1 and r.get("m", r["n"]) == r["n"] and r["n"] >= 32768:
-                lines.append(f"| LU n={r['n']} on {r['devices']} GPUs | {r['tflops']:.1f} TF/s | "
-                             f"1 GPU (ours) {r['tflops'] / r['scaling']:.1f} | "
-                             f"{r['scaling']:.2f}× |")
+                prec = r.get("precision", "fp32")
+                lines.append(f"| LU n={r['n']} on {r['devices']} {gpu}s, {prec} updates | "
+                             f"{r['tflops']:.1f} TF/s | our one-GPU call with "
+                             f"precision='{prec}' (the multi-GPU rows' arithmetic), same run: "
+                             f"{r['tflops'] / r['scaling']:.1f} | {r['scaling']:.2f}× |")
     if "lu_host" in docs:
         for r in docs["lu_host"]["rows"]:
             if r.get("scipy_ms"):
@@ -414,7 +520,8 @@ def summary(docs):
                          f"{'passed' if r['passed'] else 'FAILED'} |")
     if not lines:
         return ""
-    return "\n".join(["| what | gpulinalg | vendor | ratio |", "|---|---:|---:|---:|"] + lines)
+    return "\n".join(["| what | gpulinalg | compared with | ratio |", "|---|---:|---:|---:|"]
+                     + lines)
 
 
 def same_run(a, b, within_s=3600):
@@ -430,9 +537,8 @@ def same_run(a, b, within_s=3600):
     return abs((t[0] - t[1]).total_seconds()) <= within_s
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    src = pathlib.Path(argv[0]) if argv else ROOT / "docs" / "data"
+def load(src):
+    """({section: doc}, {extra name: (what, doc)}) from the JSON files in src."""
     docs = {}
     for name in SECTIONS:
         f = src / f"{name}.json"
@@ -443,28 +549,46 @@ def main(argv=None):
         tl = json.loads(timelines.read_text())
         if same_run(tl, docs["lu"]):
             docs["lu"]["timelines"] = tl["timelines"]
+    extra = {name: (what, json.loads((src / f"{name}.json").read_text()))
+             for name, what in EXTRA.items() if (src / f"{name}.json").exists()}
+    return docs, extra
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    src = pathlib.Path(argv[0]) if argv else ROOT / "docs" / "data"
+    docs, extra = load(src)
     if not docs:
         print(f"no benchmark JSON in {src}")
         return 1
     imgs = make_plots(docs, ROOT / "docs" / "img")
-    parts = ["# Performance\n",
-             "Generated by `benchmarks/make_docs.py` from the JSON in `docs/data/`, which "
-             "`benchmarks/gpu_check.sh` wrote in one device call (ours and the vendor library in "
-             f"the same run).  Reproduce:\n\n    {COMMAND}\n    python3 benchmarks/make_docs.py\n"]
-    notes = ROOT / "docs" / "performance_notes.md"
+    parts = ["# Performance",
+             "Generated by `benchmarks/make_docs.py` from the JSON in `docs/data/` (do not edit "
+             "by hand).  Remake every table of one GPU in one device call with\n\n"
+             f"    {GPU_CHECK}      # on the GPU machine; JSON in $OUT, copied to docs/data/\n"
+             "    python3 benchmarks/make_docs.py\n",
+             method_section()]
     for name, section in SECTIONS.items():
         if name in docs:
             parts.append(section(docs[name], imgs.get(name)))
-    if notes.exists():
-        parts.append(notes.read_text())
-    (ROOT / "docs" / "performance.md").write_text("\n\n".join(parts) + "\n")
+    if "lu_multi_h100x2" in extra:     # the latest two-GPU run on the reference GPU
+        parts.append(lu_multi_section(extra["lu_multi_h100x2"][1], None, "LU on two H100s",
+                                      again="lu_multi" in docs))
+    listed = {k: v for k, v in extra.items() if k != "lu_multi_h100x2"}
+    if listed:
+        parts.append(extra_section(listed))
+    text = "\n\n".join(parts) + "\n"
+    lines = text.count("\n")
+    if lines > MAX_LINES:
+        print(f"docs/performance.md would have {lines} lines (at most {MAX_LINES}): move prose "
+              "to docs/journal/ or drop a table")
+        return 1
+    (ROOT / "docs" / "performance.md").write_text(text)
     readme = ROOT / "README.md"
-    text = readme.read_text()
     block = f"<!-- perf-summary:start -->\n{summary(docs)}\n<!-- perf-summary:end -->"
-    text = re.sub(r"<!-- perf-summary:start -->.*?<!-- perf-summary:end -->", block, text,
-                  flags=re.S)
-    readme.write_text(text)
-    print("wrote docs/performance.md and README.md's summary")
+    readme.write_text(re.sub(r"<!-- perf-summary:start -->.*?<!-- perf-summary:end -->",
+                             lambda _: block, readme.read_text(), flags=re.S))
+    print(f"wrote docs/performance.md ({lines} lines) and README.md's summary")
     return 0
 
 

@@ -2,18 +2,17 @@
 
 Public API
 ----------
-sgemm, matmul          -- SGEMM (kernels/sgemm.cu)
-transpose, laswp       -- row-major support kernels (kernels/transpose.cu, kernels/laswp.cu)
-lu, lu_factor, lu_solve -- blocked LU with partial pivoting (gpulinalg/_decomp_lu.py)
+sgemm, matmul           -- SGEMM (gpulinalg/blas.py; kernels/sgemm.cu and the tensor-core kernels)
+transpose, laswp        -- row-major support kernels (kernels/transpose.cu, kernels/laswp.cu)
+lu, lu_factor, lu_solve -- blocked LU with partial pivoting (gpulinalg/linalg.py)
 
+The tuning table is `gpulinalg.tuning`; the test hooks are in `gpulinalg.testing`.
 Importing works without CUDA; GPU routines then raise CudaUnavailableError.
 """
 
+from .blas import laswp, matmul, sgemm, transpose
 from .core.backend import CudaUnavailableError, gpu_available
-from .gemm.simt import matmul, sgemm
 from .linalg import lu, lu_factor, lu_solve
-from .layout.laswp import laswp
-from .layout.transpose import transpose
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,8 @@ import contextlib
 import contextvars
 from dataclasses import dataclass, replace
 
+from .core import device
+
 __all__ = ["Tuning", "SM90", "DEFAULT", "current", "for_capability", "override"]
 
 
@@ -32,7 +34,7 @@ class Tuning:
     gpu_nb_steps_multi: tuple    # GPU panel on three or more GPUs
     cols_nb: int                 # nb where every panel fits the column-slab leaf (several GPUs)
 
-    # ---- LU: the GPU panel's leaves (kernels/getrf_panel.cu)
+    # ---- LU: the GPU panel's leaves (kernels/getrf_leaf_row.cu, getrf_panel_cols.cu)
     row_block_cap: int           # most blocks of a row leaf on one GPU (more rows per thread above)
     row_block_cap_2gpu: int      # the same on each of two GPUs
     row_block_cap_multi: int     # the same on each of three or more GPUs
@@ -85,6 +87,7 @@ class Tuning:
     wgmma_small_variant: tuple   # (3xtf32, tf32) wgmma tile where the large one leaves SMs idle
     wgmma_shared_variant: tuple  # (3xtf32, tf32) wgmma tile beside other work (non-persistent)
     mma_variant: tuple           # (3xtf32, tf32) mma.sync tile (tensor cores without wgmma)
+    mma_small_variant: str       # mma.sync tile where the 128x128 one leaves most SMs idle
 
     # ---- transpose (layout/transpose.py)
     transpose_variant: str       # tile of aligned matrices
@@ -147,6 +150,7 @@ SM90 = Tuning(
     wgmma_small_variant=("128x128t", "128x256tf"),
     wgmma_shared_variant=("128x256t", "128x256tf"),
     mma_variant=("128x128s", "128x128"),
+    mma_small_variant="64x128s",
     transpose_variant="64x4-pair",
     transpose_off_grid="32x8-pf256",
     transpose_off_grid_el="32x8-pf256-el",
@@ -174,7 +178,6 @@ def current(device_id=None):
     table = _OVERRIDE.get()
     if table is not None:
         return table
-    from .core import device
     cc = device.capability(device_id)
     return DEFAULT if cc is None else for_capability(*cc)
 

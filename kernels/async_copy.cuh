@@ -1,10 +1,14 @@
 // async_copy.cuh -- device helpers shared by the kernel families (pasted into each family's
-// source by gpulinalg/_kernels.py, so it is part of CuPy's cache key).
+// source by gpulinalg/core/kernels.py, so it is part of CuPy's cache key).
 //
 // cp.async (sm_80+): global -> shared copies that bypass registers; a source size of 0 writes
-// zeros (out-of-range elements of edge tiles).  mbarriers and cp.async.bulk (sm_90): one
-// thread moves a contiguous run into shared memory, completion counted in bytes on a barrier.  grouped_tile: the 1-D grid walked in groups of
-// GROUP_M tile rows, so that consecutive blocks share tile rows of A and columns of B in L2.
+// zeros (out-of-range elements of edge tiles).  Named barriers among a subset of a block's
+// warps.  Relaxed GPU-scope 16-byte loads and stores (the GPU panel's handoffs).  mbarriers
+// and cp.async.bulk (sm_90): one thread moves a contiguous run into shared memory, completion
+// counted in bytes on a barrier.  ring_advance: one step of a cp.async ring.  grouped_tile:
+// the 1-D grid walked in groups of GROUP_M tile rows, so that consecutive blocks share tile
+// rows of A and columns of B in L2.  store_c_pair and prefetch_tile_l2: the tensor-core
+// GEMMs' epilogue store and L2 prefetch of a C tile.
 #pragma once
 
 #ifndef GROUP_M
@@ -39,7 +43,7 @@ __device__ __forceinline__ void named_arrive(int id, int threads) {
 
 // 16 bytes as two single-copy-atomic 64-bit words, relaxed at GPU scope (L2; never a stale
 // L1 line): the tagged records and rows through which the GPU panel's row leaf synchronises
-// (kernels/getrf_panel.cu; benchmarks/sync_latency.cu times them alone).
+// (kernels/getrf_*.cu).
 __device__ __forceinline__ ulonglong2 ld_relaxed_gpu_v2(const ulonglong2* p) {
     ulonglong2 v;
     asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"

@@ -1,5 +1,5 @@
 // graph_io.cu -- copies between a captured LU's own matrix buffer and the caller's matrices,
-// the caller's addresses read from device memory, so that one CUDA graph (gpulinalg/_lu_graph.py)
+// the caller's addresses read from device memory, so that one CUDA graph (gpulinalg/lu/graph.py)
 // serves every call: the copy in is the graph's first kernel and the copy out follows the
 // factorization row block by row block (rows j0..j1 are final once step s's left swaps ran).
 //
@@ -11,12 +11,12 @@
 //     IN:  buf[r, :] = src[r, :], src = slot[0]; *flag = 1 when a copied value is not finite
 //          (the caller zeroes the flag first: scipy's check_finite, read after the replay);
 //     OUT: dst[r, :] = buf[r, :], dst = slot[1].
-//   Tiling: a warp copies a segment of SEG = 512 floats of one row, lanes over its float4s, four
-//   16-byte loads in flight per lane before the stores (4-byte accesses when an address or n is
-//   not 16-byte aligned: the caller's array may be any C-contiguous view); warps stride over
-//   (row, segment) items.  Block 256 threads.
-//   Bound: bandwidth; 8 bytes moved per element, judged against a device-to-device cudaMemcpy
-//   (~3.0 TB/s on an H100: 537 MB at n = 8192 in 186-194 us, against cudaMemcpy's ~175).
+//   Tiling: a warp copies a segment of IO_SEG = 512 floats of one row, lanes over its float4s,
+//   four 16-byte loads in flight per lane before the stores (4-byte accesses when an address or
+//   n is not 16-byte aligned: the caller's array may be any C-contiguous view); warps stride
+//   over (row, segment) items.  Block 256 threads (the launcher's grid: at most 8 blocks per
+//   SM).
+//   Bound: bandwidth; 8 bytes moved per element, judged against a device-to-device cudaMemcpy.
 
 constexpr int IO_SEG = 512;   // floats of one row per warp item: 32 lanes x 4 float4
 

@@ -9,65 +9,36 @@
 // a block of columns of a larger row-major matrix.  The caller guarantees
 // 0 <= piv[i] < m and offset + k <= m (the kernel does not see m).
 //
-// laswp_rows<W, THREADS>: the grid is 1-D over strips of W columns; each block owns its strip
-// and applies the net effect of all k interchanges to it (blocks never touch each other's data):
-//   * slots: the touched rows are given slots in shared memory.  Row offset+i has slot i;
-//     a pivot row outside [offset, offset+k) has slot k+j, j the first index with piv[j] equal
-//     to it (found with a small open-addressing hash table in shared memory); a pivot row
-//     inside the range uses the slot of that row.  At most 2k slots;
-//   * gather: thread t copies columns t % W of slot rows t / W, t / W + THREADS/W, ... of the
-//     strip into shared memory with cp.async (a warp covers 32/W rows x W columns, W*4
-//     contiguous bytes per row).  Rows offset+i are requested before the pivots are even read,
-//     the pivot rows right after; the copies run while the permutation is worked out;
-//   * permutation: thread t follows the contents of slots t, t+THREADS, ... (KMAX*2/THREADS
-//     of them, in registers) through the k interchanges (a swap moves an item at slot a to b
-//     and at b to a), reading the interchanges as shared-memory broadcasts.  The final slot
-//     f(s) of each item is exactly what the swaps applied one by one would give, including
-//     rows that move several times;
-//   * scatter: after the copies land and a barrier, row(f(s)) of the strip is overwritten by the
-//     saved contents of slot s, for each slot whose contents moved (f(s) != s), coalesced along
-//     the row.  All reads precede all writes, so dependent interchanges are safe.
-//   Knobs: W = 32, 16 or 8 columns per strip and THREADS = 256 (template parameters;
-//   gpulinalg/_laswp.py picks W so that the dynamic shared memory, 4*(2k*W + 2k + 2H) bytes with
-//   H the hash size, the power of two >= 2k, stays within 48 KiB); KMAX = 512 pivots per launch
-//   (the Python side splits longer pivot vectors into launches applied in order).
-//   Bound: bandwidth-bound; bytes moved = 2 * (number of distinct touched rows) * n * 4, judged
-//   against a device-to-device copy (~3.0 TB/s on an H100).
-//
-// The planned variant splits the same work into two launches on the caller's stream:
-// laswp_plan<THREADS>: one block works out the net permutation once (same slots, hash and
-//   item-following as above, one slot per thread, THREADS = 1024 >= 2*KMAX) and writes the
-//   moves to a small device workspace: ws[0] = number of moves nm, then nm int2 (source row,
-//   destination row) pairs from ws + 2, only for rows whose contents change.  Latency-bound
-//   (k serial steps of a few instructions), no matrix traffic; only the 2k threads owning a
-//   slot run the k steps (the other warps used to run them too, for nothing).
-// laswp_apply<VW, THREADS>: the bandwidth kernel.  A grid of 2 blocks per SM (Python sizes it)
-//   each walks column strips of width wc: wc is the largest multiple of 8 floats for which the
-//   nm x wc strip fits the block's shared memory (cap floats, ~100 KiB), shrunk so that the
-//   strips spread evenly over the grid (every block gets about the same number of columns).
-//   Per strip: every thread issues cp.async copies of the moved rows' strip (16 bytes each for
-//   VW = 4, several per thread in flight, no registers held), waits, one barrier, then writes
-//   each saved row to its destination with 16-byte stores; a second barrier frees the buffer.
-//   All reads of a strip precede all its writes, so cycles of moves are safe.  VW = 4 needs A
-//   16-byte aligned and lda % 4 == 0 (Python checks; the last strip handles n % 4 with 4-byte
-//   copies); VW = 1 is the fallback.  Knobs: THREADS = 512, shared memory and blocks per SM in
-//   gpulinalg/_laswp.py (APPLY_SMEM, APPLY_BLOCKS_PER_SM).  At 16384^2 with 128 LU pivots:
-//   nm = 255, wc = 64 on 264 blocks, 64 KiB per block in flight.
-//   Bound: bandwidth-bound; bytes = 2 * nm * n * 4 (each moved row read and written once).
-//
-// laswp_fused<VW, THREADS>: the planned variant in ONE launch, for the latency of the small
-//   sizes (no second launch, no plan kernel on the critical path, no workspace).  The grid and
-//   strip walk are laswp_apply's (2 blocks of 512 threads per SM), with strips sized for all 2k
-//   slots.  Each block: requests its first strip of rows offset..offset+k-1 with cp.async
-//   before anything else, reads the pivots, requests the pivot rows, then works out the slots
-//   and the net permutation as laswp_rows does (hash, item-following by the 2k slot owners
-//   only) while those copies are in flight, and scatters the moved slots.  Later strips of
-//   the block gather only the moved slots.  The plan is computed once per block (264 blocks
-//   at once on an H100, hidden behind the first strip's reads: ~1-2 us against ~5 us of
-//   reads).  Dynamic shared memory: LASWP_FUSED_META = 6*KMAX*4 bytes of plan, then cap floats
-//   of strips (Python: FUSED_SMEM).  Same alignment rules as laswp_apply.
-//   Bound: bandwidth-bound; bytes = 2 * (touched rows) * n * 4 (unmoved touched rows are read
-//   once in the first strip of each block only).
+// laswp_fused<VW, THREADS>: a grid of a few blocks per SM (Python sizes it: 2 of 512 threads)
+// walks column strips of width wc, block b taking strips b, b + gridDim.x, ...; every block
+// works out the net effect of all k interchanges itself and applies it to its strips (blocks
+// never touch each other's data):
+//   * slots: the touched rows are given slots.  Row offset+i has slot i; a pivot row outside
+//     [offset, offset+k) has slot k+j, j the first index with piv[j] equal to it (found with a
+//     small open-addressing hash table in shared memory); a pivot row inside the range uses
+//     the slot of that row.  At most 2k slots;
+//   * first strip: the block requests the strip of rows offset..offset+k-1 with cp.async before
+//     anything else, reads the pivots, requests the pivot rows, then works out the slots and
+//     the permutation while those copies are in flight: the thread owning slot s follows its
+//     contents through the k interchanges (a swap moves an item at slot a to b and at b to a),
+//     reading the interchanges as shared-memory broadcasts.  The final slot f(s) of each item
+//     is exactly what the swaps applied one by one would give, including rows that move
+//     several times;
+//   * scatter: after the copies land and a barrier, row(f(s)) of the strip is overwritten by
+//     the saved contents of slot s, for each slot whose contents moved (f(s) != s), with
+//     16-byte stores where VW = 4.  All reads of a strip precede all its writes, so dependent
+//     interchanges and cycles are safe.  Later strips gather only the moved slots' rows.
+//   Strip width: the largest multiple of 8 floats for which the 2k x wc strip fits the
+//   block's cap floats of shared memory, shrunk so that the strips spread evenly over the
+//   grid (every block gets about the same number of columns).
+// Knobs: VW = 4 (16-byte copies; needs A 16-byte aligned and lda % 4 == 0, the last strip
+// handles n % 4 with 4-byte copies) or 1; THREADS = 512 (template parameters); KMAX = 512
+// pivots per launch (the Python side splits longer pivot vectors into launches applied in
+// order); dynamic shared memory LASWP_FUSED_META = 6*KMAX*4 bytes of plan, then cap floats of
+// strips (~100 KiB; gpulinalg/layout/laswp.py FUSED_SMEM, FUSED_BLOCKS_PER_SM).
+// Bound: bandwidth-bound; bytes moved = 2 * (touched rows) * n * 4, judged against a
+// device-to-device copy (~3.0 TB/s on an H100); the plan (~k steps of a few instructions per
+// block) hides behind the first strip's reads.
 
 #define LASWP_KMAX 512
 
@@ -176,200 +147,8 @@ __device__ __forceinline__ void assign_slots(const int* s_piv, int* s_key, int* 
 
 }  // namespace
 
-template <int W, int THREADS>
-__global__ void __launch_bounds__(THREADS)
-laswp_rows(int n, float* A, long long lda, int k, const int* __restrict__ piv, int offset,
-           int inverse, int log2h)
-{
-    static_assert(THREADS % 32 == 0 && THREADS % W == 0, "whole warps, whole strip rows");
-    static_assert(32 % W == 0, "a warp covers whole strip rows");
-    static_assert((2 * LASWP_KMAX) % THREADS == 0, "slots split evenly over threads");
-    constexpr int RSTEP = THREADS / W;                   // slot rows per pass
-    constexpr int ITEMS = 2 * LASWP_KMAX / THREADS;      // slots followed per thread
-    const int H = 1 << log2h;                            // hash size, >= 2k
-
-    // Dynamic shared memory: s_val[2k][W] | s_piv[k] | s_slot[k] | s_key[H] | s_first[H];
-    // s_dst[2k] reuses s_key once the hash table is no longer needed.
-    extern __shared__ float smem[];
-    float* s_val = smem;
-    int* s_piv = reinterpret_cast<int*>(s_val + 2 * k * W);
-    int* s_slot = s_piv + k;
-    int* s_key = s_slot + k;
-    int* s_first = s_key + H;
-    int* s_dst = s_key;
-
-    const int tid = threadIdx.x;
-    const int c = tid % W, r = tid / W;
-    const long long col = static_cast<long long>(blockIdx.x) * W + c;
-    const bool col_ok = col < n;
-    float* Acol = A + col;
-
-    // Gather, part 1: rows offset+i into slots i (needs no pivot).
-    if (col_ok)
-        for (int s = r; s < k; s += RSTEP)
-            copy_async4(&s_val[s * W + c], Acol + (offset + s) * lda);
-    for (int i = tid; i < k; i += THREADS)
-        s_piv[i] = piv[i];
-    for (int h = tid; h < H; h += THREADS) {
-        s_key[h] = -1;
-        s_first[h] = 0x7fffffff;
-    }
-    __syncthreads();
-
-    // Gather, part 2: pivot rows outside [offset, offset+k) into slots k+i.  A row named by
-    // several pivots is fetched once per name; only its first slot is used below.
-    if (col_ok)
-        for (int i = r; i < k; i += RSTEP) {
-            const int p = s_piv[i];
-            if (p - offset < 0 || p - offset >= k)
-                copy_async4(&s_val[(k + i) * W + c], Acol + p * lda);
-        }
-
-    // Slots: hash the outside pivot rows, keeping the first index naming each.
-    assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
-    // s_slot complete; the hash table (s_key) is free for s_dst
-
-    // Permutation: follow the contents of slots tid + THREADS*q through the interchanges.
-    int pos[ITEMS];
-#pragma unroll
-    for (int q = 0; q < ITEMS; ++q)
-        pos[q] = tid + THREADS * q;
-    for (int t = 0; t < k; ++t) {
-        const int i = inverse ? k - 1 - t : t;
-        const int b = s_slot[i];   // interchange i swaps slots i and b
-#pragma unroll
-        for (int q = 0; q < ITEMS; ++q)
-            pos[q] = pos[q] == i ? b : (pos[q] == b ? i : pos[q]);
-    }
-#pragma unroll
-    for (int q = 0; q < ITEMS; ++q) {
-        const int s = tid + THREADS * q;
-        if (s < 2 * k) {
-            const int f = pos[q];   // final slot of the contents of slot s
-            s_dst[s] = f == s ? -1 : (f < k ? offset + f : s_piv[f - k]);
-        }
-    }
-    copy_async_wait_all();
-    __syncthreads();   // s_val and s_dst complete
-
-    // Scatter: the saved contents of slot s go to row s_dst[s] (moved slots only).
-    if (col_ok)
-        for (int s = r; s < 2 * k; s += RSTEP) {
-            const int row = s_dst[s];
-            if (row >= 0)
-                Acol[row * lda] = s_val[s * W + c];
-        }
-}
-
-template <int THREADS>
-__global__ void __launch_bounds__(THREADS)
-laswp_plan(int k, const int* __restrict__ piv, int offset, int inverse, int log2h,
-           int* __restrict__ ws)
-{
-    static_assert(THREADS >= 2 * LASWP_KMAX, "one slot per thread");
-    __shared__ int s_piv[LASWP_KMAX], s_slot[LASWP_KMAX];
-    __shared__ int s_key[2 * LASWP_KMAX], s_first[2 * LASWP_KMAX];
-    __shared__ int s_count;
-    const int H = 1 << log2h;   // hash size, >= 2k, <= 2*KMAX
-    const int tid = threadIdx.x;
-
-    if (tid < k)
-        s_piv[tid] = piv[tid];
-    for (int h = tid; h < H; h += THREADS) {
-        s_key[h] = -1;
-        s_first[h] = 0x7fffffff;
-    }
-    if (tid == 0)
-        s_count = 0;
-    __syncthreads();
-
-    // Slots, as in laswp_rows: row offset+i -> i; an outside pivot row -> k + first index.
-    assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
-
-    // Follow the contents of slot tid through the interchanges.  Only the 2k threads that own a
-    // slot run the k serial steps (8 of the 32 warps for k = 128): the others would only take
-    // issue slots from them.
-    int pos = tid;
-    if (tid < 2 * k) {
-        if (inverse) {
-#pragma unroll 4
-            for (int i = k - 1; i >= 0; --i) {
-                const int b = s_slot[i];
-                pos = pos == i ? b : (pos == b ? i : pos);
-            }
-        } else {
-#pragma unroll 4
-            for (int i = 0; i < k; ++i) {
-                const int b = s_slot[i];
-                pos = pos == i ? b : (pos == b ? i : pos);
-            }
-        }
-    }
-    int2* moves = reinterpret_cast<int2*>(ws + 2);
-    if (tid < 2 * k && pos != tid) {   // contents of slot tid move to slot pos
-        const int src = tid < k ? offset + tid : s_piv[tid - k];
-        const int dst = pos < k ? offset + pos : s_piv[pos - k];
-        moves[atomicAdd(&s_count, 1)] = make_int2(src, dst);
-    }
-    __syncthreads();
-    if (tid == 0)
-        ws[0] = s_count;
-}
-
-template <int VW, int THREADS>
-__global__ void __launch_bounds__(THREADS)
-laswp_apply(int n, float* A, long long lda, const int* __restrict__ ws, int cap)
-{
-    static_assert(VW == 1 || VW == 4, "4-byte or 16-byte accesses");
-    static_assert(THREADS % 32 == 0, "whole warps");
-    // Dynamic shared memory: s_mv[2*KMAX] (int2) | s_val[cap] (strip rows of wc floats).
-    extern __shared__ float4 smem4[];
-    int2* s_mv = reinterpret_cast<int2*>(smem4);
-    float* s_val = reinterpret_cast<float*>(s_mv + 2 * LASWP_KMAX);
-
-    const int nm = ws[0];
-    if (nm == 0)
-        return;
-    const int2* mv = reinterpret_cast<const int2*>(ws + 2);
-    const int tid = threadIdx.x;
-    for (int i = tid; i < nm; i += THREADS)
-        s_mv[i] = mv[i];
-
-    // Strip width: a multiple of 8 floats (32-byte sectors), at most what fits in cap, and
-    // small enough that the strips spread over all blocks in as few rounds as possible.
-    const long long wmax = (cap / nm) & ~7;   // >= 8: Python guarantees cap >= 8 * 2k
-    const long long per = gridDim.x;
-    const long long rounds = (n + per * wmax - 1) / (per * wmax);
-    const int wc = static_cast<int>(((n + per * rounds - 1) / (per * rounds) + 7) & ~7LL);
-    const int nstrips = (n + wc - 1) / wc;
-    __syncthreads();
-
-    for (int strip = blockIdx.x; strip < nstrips; strip += gridDim.x) {
-        const int c0 = strip * wc;
-        const int g = (min(wc, n - c0) + VW - 1) / VW;   // groups of VW floats per strip row
-        const int total = nm * g;
-        // Gather: every moved row's strip into shared memory (source rows).
-        for (int idx = tid; idx < total; idx += THREADS) {
-            const int row = idx / g, j = idx - row * g;
-            const int col = c0 + j * VW;
-            copy_strip<VW>(s_val + row * wc + j * VW, A + s_mv[row].x * lda + col, col, n);
-        }
-        copy_async_wait_all();
-        __syncthreads();   // the whole strip is read before any of it is written
-        // Scatter: each saved strip row to its destination row.
-        for (int idx = tid; idx < total; idx += THREADS) {
-            const int row = idx / g, j = idx - row * g;
-            const int col = c0 + j * VW;
-            store_strip<VW>(A + s_mv[row].y * lda + col, s_val + row * wc + j * VW, col, n);
-        }
-        __syncthreads();   // s_val free for the next strip
-    }
-}
-
-// laswp_fused: plan and apply in one launch.  Each block of the bandwidth-shaped grid works out
-// the permutation itself (the hash, slots and item-following of laswp_rows, only the 2k slot
-// owners following, so ~k steps of a few instructions, ~1-2 us) while its first strip's rows
-// are already in flight: the copies are issued before the plan is computed.
+// The item-following of laswp_fused: the contents of slots threadIdx.x + THREADS*q (ITEMS of
+// them, in registers) followed through the k interchanges; only the ns slot owners run it.
 template <int ITEMS, int THREADS>
 __device__ __forceinline__ void follow_slots(int k, int ns, const int* s_slot, int inverse,
                                              int* pos)
@@ -406,7 +185,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
     const int ns = 2 * k;       // slots
     const int tid = threadIdx.x;
 
-    // Strip width as in laswp_apply, for all 2k slots (the moved ones are not known yet).
+    // Strip width for all 2k slots (the moved ones are not known yet).
     const long long wmax = (cap / ns) & ~7;   // >= 8: Python guarantees cap >= 8 * 2 KMAX
     const long long per = gridDim.x;
     const long long rounds = (n + per * wmax - 1) / (per * wmax);
@@ -460,7 +239,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
     __syncthreads();
     gather(strip * wc, k, ns, false);   // part 2: the pivot rows
 
-    // Slots, as in laswp_rows: an outside pivot row -> k + the first index naming it.
+    // Slots: an outside pivot row -> k + the first index naming it.
     assign_slots<THREADS>(s_piv, s_key, s_first, s_slot, k, offset, log2h);
     // s_slot complete; s_key is free for s_dst
 

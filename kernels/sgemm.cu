@@ -1,4 +1,5 @@
-// sgemm.cu -- single-precision matrix multiply, C = alpha * A * B + beta * C.
+// sgemm.cu -- single-precision matrix multiply on the CUDA cores (SIMT FP32),
+// C = alpha * A * B + beta * C.
 //
 // Storage: unlike BLAS, everything is described row-major.  C is row-major with leading
 // dimension ldc (element (i, j) at C[i*ldc + j]).  A (M x K) is either K-contiguous
@@ -7,36 +8,42 @@
 // (B[j*ldb + k]).  A column-major C is handled by the caller as C^T = B^T A^T.  All offsets
 // are 64-bit.  beta == 0 never reads C (C may hold NaN).
 //
-// sgemm_tiled<BM, BN, BK, TM, TN, MINB, DBUF, A_KMAJOR, B_NMAJOR, VEC, SPLIT> (Volkov's lessons):
-//   * one block computes a BM x BN tile of C with (BM/TM)*(BN/TN) threads; each thread keeps a
-//     TM x TN register tile of C, split in 4x4 sub-blocks spaced BM/(TM/4) rows and BN/(TN/4)
-//     columns apart so its shared-memory reads are conflict-free float4s;
-//   * per k-step both operand slices (BM x BK of A, BK x BN of B) go through shared memory,
-//     stored k-major ([BK][BM+4], [BK][BN+4]: the pad breaks the bank conflicts of the
-//     transposing stores); in the inner loop every FFMA takes both operands from registers;
-//   * the next BK slice is loaded from global memory into registers (float4 when VEC) while the
-//     current one is multiplied, then stored to the other shared-memory buffer: one barrier per
-//     k-step; DBUF also double-buffers the register fragments (step k+1 read during step k);
-//   * partial edge tiles are handled here: out-of-range loads read 0, out-of-range stores are
-//     skipped (blocks inside C load the slices inside K without checks: SliceOperand);  the
-//     grid is 1-D and walked in groups of GROUP_M tile rows for L2 reuse.
-//   Knobs (template parameters; Python passes them, static_asserts check them): BM, BN, BK, TM,
-//   TN; threads = (BM/TM)*(BN/TN) and MINB resident blocks per SM = __launch_bounds__ (the
-//   scalar-load fallback, !VEC, needs a few more registers and asks for one block).  VEC
-//   requires lda, ldb, ldc multiples of 4 and 16-byte aligned base pointers (caller checks).
-//   Bound: flop-bound; arithmetic intensity of a block = BM*BN/(2*(BM+BN)) flop per byte of
-//   operand traffic (32 flop/B for 128x128) against ~65 TFLOP/s FFMA peak on an H100.
+// Tiling (both kernels): one block computes a BM x BN tile of C with (BM/TM)*(BN/TN) threads;
+// thread (tx, ty) keeps a TM x TN register tile of C, split in 4x4 sub-blocks spaced BM/(TM/4)
+// rows and BN/(TN/4) columns apart (the first at row ty*4, column tx*4), so that its
+// shared-memory reads are conflict-free float4s.  Per k-step both operand slices (BM x BK of A,
+// BK x BN of B) go through shared memory, stored k-major ([BK][BM+4], [BK][BN+4]: the pad
+// breaks the bank conflicts of the transposing stores); in the inner loop every FFMA takes
+// both operands from registers, and the fragments of step k+1 are read while step k is
+// multiplied.  Partial edge tiles are handled here: out-of-range loads read 0, out-of-range
+// stores are skipped (blocks inside C load the slices inside K without checks:
+// SliceOperand).  The grid is 1-D and walked in groups of GROUP_M = 8 tile rows for L2 reuse
+// (async_copy.cuh).
 //
+// sgemm_tiled<BM, BN, BK, TM, TN, MINB, A_KMAJOR, B_NMAJOR, VEC, SPLIT>: the next BK slice is
+//   loaded from global memory into registers (float4 when VEC) while the current one is
+//   multiplied, then stored to the other shared-memory buffer: one barrier per k-step.
+// sgemm_pipelined<BM, BN, BK, TM, TN, STAGES, MINB, A_KMAJOR, B_NMAJOR, VEC, PREFETCH_C>: a
+//   STAGES-deep ring of shared-memory buffers filled with cp.async (no register staging);
+//   PREFETCH_C fetches the C tile into shared memory first, so that the beta*C read of a
+//   rank-k update overlaps the multiply.
 // Split K, for products with too few C tiles to fill the device (sgemm_tiled with SPLIT,
-// launched with gridDim.y = S > 1 rows and beta = 0): grid row y multiplies the y-th part of
-// K into its own M x ldc slab of a workspace, and sgemm_splitk_sum adds the S slabs (in
-// order) and beta*C into C.  Bound: the products as above; the sum is bandwidth-bound.
+//   launched with gridDim.y = S > 1 rows and beta = 0): grid row y multiplies the y-th part of
+//   K into its own M x ldc slab of a workspace, and sgemm_splitk_sum adds the S slabs (in
+//   order) and beta*C into C.
 //
-// sgemm_volkov2008: Volkov & Demmel's 2008 sgemmNN kept as the baseline variant (64x16 C block,
-// 64 threads, each thread one row of 16 C values in registers, A streamed from global memory,
-// B 16x16 through shared memory).  Written for our row-major convention by computing
-// C^T = B^T A^T, so "A" below is the N-contiguous B and vice versa.  Requires M % 16 == 0,
-// N % 64 == 0, K % 16 == 0 and contiguous operands (the caller checks); benchmark use only.
+// Knobs (template parameters; gpulinalg/gemm/simt.py VARIANTS passes them, the static_asserts
+// check them): BM, BN, BK, TM, TN, STAGES and MINB resident blocks per SM, which with
+// threads = (BM/TM)*(BN/TN) is the __launch_bounds__ (the scalar-load fallback of
+// sgemm_tiled, !VEC, asks for one block).  The tiles launched (BM x BN x BK, TM x TN,
+// threads, MINB): sgemm_tiled 128 x 128 x 8, 8 x 8, 256, 2 ("dbuf128") and 256 x 128 x 8,
+// 16 x 8, 256, 1 ("dbuf256x128"); sgemm_pipelined with STAGES = 3: 128 x 128 x 8, 8 x 8, 256, 2
+// ("pipe128"), 128 x 64 x 8, 8 x 8, 128, 3 ("pipe128x64") and 64 x 64 x 16, 4 x 4, 256, 4
+// ("pipe64").  VEC requires lda, ldb, ldc multiples of 4 and 16-byte aligned base pointers
+// (the caller checks).
+// Bound: flop-bound; the arithmetic intensity of a block is BM*BN/(2*(BM+BN)) flop per byte
+// of operand traffic (32 flop/B for 128 x 128) against ~65 TFLOP/s FFMA peak on an H100.  The
+// split-K sum is bandwidth-bound.
 
 #include <cuda_runtime.h>
 
@@ -88,8 +95,7 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, const float*
 // LOADS runs of 4 elements along the contiguous dimension, run l from slice element (r, k) of
 // run().  Fast blocks (all ROWS rows exist, 16-byte access possible) load the slices that lie
 // inside K without bounds tests: the checked path's index arithmetic and tests (~90 dependent
-// integer instructions per slice for the 256 x 128 tile) showed in Nsight Compute as
-// fixed-latency stalls in the main loop.
+// integer instructions per slice for the 256 x 128 tile) would stall the main loop.
 template <int ROWS, int BK, int THREADS, bool KMAJOR>
 struct SliceOperand {
     static constexpr int LOADS = ROWS * BK / (4 * THREADS);
@@ -260,8 +266,8 @@ __device__ __forceinline__ float* split_c(float* C, int M, long long ldc) {
 
 }  // namespace
 
-template <int BM, int BN, int BK, int TM, int TN, int MINB, bool DBUF, bool A_KMAJOR,
-          bool B_NMAJOR, bool VEC, bool SPLIT = false>
+template <int BM, int BN, int BK, int TM, int TN, int MINB, bool A_KMAJOR, bool B_NMAJOR,
+          bool VEC, bool SPLIT = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), VEC ? MINB : 1)
 sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long long lda,
             const float* __restrict__ B, long long ldb, float beta, float* __restrict__ C,
@@ -290,8 +296,8 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
     // the current one) -> shared memory.
     const SliceOperand<BM, BK, THREADS, A_KMAJOR> opa(A, lda, M, K, row0, tid);
     const SliceOperand<BN, BK, THREADS, !B_NMAJOR> opb(B, ldb, N, K, col0, tid);
-    // This grid row's slices kt0 + t, t < ktiles (SPLIT: split K; a separate instantiation,
-    // as the extra register costs the others 1.5-3%); those below kfast lie inside K.
+    // This grid row's slices kt0 + t, t < ktiles (SPLIT: split K, a separate instantiation so
+    // that the others do not hold its extra register); those below kfast lie inside K.
     int kt0 = 0;
     const int ktiles = SPLIT ? split_k<BK>(K, kt0) : (K + BK - 1) / BK;
     const int kfast = VEC && row0 + BM <= M && col0 + BN <= N ? K / BK - kt0 : 0;
@@ -337,42 +343,27 @@ sgemm_tiled(int M, int N, int K, float alpha, const float* __restrict__ A, long 
             for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(fa[i], fb[j], acc[i][j]);
     };
 
-    if (!DBUF) {
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int cur = kt & 1;
-            if (kt + 1 < ktiles) load(kt + 1);  // in flight during the FFMAs below
+    // Fragment double buffering (as CUTLASS's SIMT mainloop): step k+1's fragments are read
+    // while step k multiplies; the next slice is stored and the barrier taken before the last
+    // step's FFMAs, so its first fragments are read while they run.  BK is even, so fragment
+    // set 0 always holds step 0 of a slice.
+    static_assert(BK % 2 == 0, "fragment parity carries across slices");
+    float a[2][TM], b[2][TN];
+    if (ktiles > 0) fragments(0, 0, a[0], b[0]);
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int cur = kt & 1;
+        const bool more = kt + 1 < ktiles;
+        if (more) load(kt + 1);
 #pragma unroll
-            for (int k = 0; k < BK; ++k) {
-                float a[TM], b[TN];
-                fragments(cur, k, a, b);
-                outer_product(a, b);
+        for (int k = 0; k < BK; ++k) {
+            if (k < BK - 1) {
+                fragments(cur, k + 1, a[(k + 1) & 1], b[(k + 1) & 1]);
+            } else {  // every read of buffer cur^1 happened before the previous barrier
+                if (more) store_smem(cur ^ 1);
+                __syncthreads();
+                if (more) fragments(cur ^ 1, 0, a[0], b[0]);
             }
-            if (kt + 1 < ktiles) store_smem(cur ^ 1);
-            __syncthreads();
-        }
-    } else {
-        // Fragment double buffering (as CUTLASS's SIMT mainloop): step k+1's fragments are read
-        // while step k multiplies; the next slice is stored and the barrier taken before the
-        // last step's FFMAs, so its first fragments are read while they run.  BK is even, so
-        // fragment set 0 always holds step 0 of a slice.
-        static_assert(BK % 2 == 0, "fragment parity carries across slices");
-        float a[2][TM], b[2][TN];
-        if (ktiles > 0) fragments(0, 0, a[0], b[0]);
-        for (int kt = 0; kt < ktiles; ++kt) {
-            const int cur = kt & 1;
-            const bool more = kt + 1 < ktiles;
-            if (more) load(kt + 1);
-#pragma unroll
-            for (int k = 0; k < BK; ++k) {
-                if (k < BK - 1) {
-                    fragments(cur, k + 1, a[(k + 1) & 1], b[(k + 1) & 1]);
-                } else {  // every read of buffer cur^1 happened before the previous barrier
-                    if (more) store_smem(cur ^ 1);
-                    __syncthreads();
-                    if (more) fragments(cur ^ 1, 0, a[0], b[0]);
-                }
-                outer_product(a[k & 1], b[k & 1]);
-            }
+            outer_product(a[k & 1], b[k & 1]);
         }
     }
 
@@ -513,46 +504,5 @@ sgemm_splitk_sum(int M, int N, int S, const float* __restrict__ W, long long ldw
             for (int e = 0; e < 4; ++e)
                 if (j + e < N) c[e] = beta != 0.0f ? fmaf(beta, c[e], v[e]) : v[e];
         }
-    }
-}
-
-// Volkov & Demmel (2008) sgemmNN, column-major in its own terms: Cc (Mc x Nc, ldc) =
-// alpha*Ac*Bc + beta*Cc with Ac Mc x Kc (lda), Bc Kc x Nc (ldb).  Block: 64 threads, a 64x16
-// tile of Cc; thread t owns row t of the tile (16 values in registers); Ac read from global
-// (coalesced along the column), a 16x16 block of Bc staged in shared memory.
-extern "C" __global__ void __launch_bounds__(64)
-sgemm_volkov2008(int Mc, int Nc, int Kc, float alpha, const float* __restrict__ Ac, long long lda,
-                 const float* __restrict__ Bc, long long ldb, float beta, float* __restrict__ Cc,
-                 long long ldc)
-{
-    __shared__ float bs[16][17];
-    const int inx = threadIdx.x & 15, iny = threadIdx.x >> 4;  // 16 x 4 view for the B loads
-    const long long ibx = (long long)blockIdx.x * 64, iby = (long long)blockIdx.y * 16;
-    const float* a = Ac + ibx + threadIdx.x;
-    const float* b = Bc + inx + (iby + iny) * ldb;
-    float c[16];
-#pragma unroll
-    for (int j = 0; j < 16; ++j) c[j] = 0.0f;
-
-    for (int k0 = 0; k0 < Kc; k0 += 16) {
-#pragma unroll
-        for (int r = 0; r < 16; r += 4) bs[inx][iny + r] = b[(long long)r * ldb];
-        __syncthreads();
-#pragma unroll
-        for (int k = 0; k < 16; ++k) {
-            const float av = a[(long long)k * lda];
-#pragma unroll
-            for (int j = 0; j < 16; ++j) c[j] = fmaf(av, bs[k][j], c[j]);
-        }
-        a += 16 * lda;
-        b += 16;
-        __syncthreads();
-    }
-    float* cp = Cc + ibx + threadIdx.x + iby * ldc;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        float v = alpha * c[j];
-        if (beta != 0.0f) v = fmaf(beta, cp[(long long)j * ldc], v);
-        cp[(long long)j * ldc] = v;
     }
 }

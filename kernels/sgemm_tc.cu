@@ -40,9 +40,11 @@
 //     and the cp.async writes are bank-conflict free (checked in tests/test_gemm_tc.py);
 //   * partial edge tiles: out-of-range operand elements are copied as zeros, out-of-range C
 //     elements are skipped; the 1-D grid is walked in groups of GROUP_M tile rows for L2 reuse.
-// Knobs (template parameters; gpulinalg/_gemm_tc.py passes them, static_asserts check them):
+// Knobs (template parameters; gpulinalg/gemm/mma.py passes them, static_asserts check them):
 //   BM, BN (block tile), BK = 32, WM, WN (warp tile, multiples of 16 and 8), STAGES >= 2,
-//   MINB resident blocks per SM for __launch_bounds__, MODE 3 or 1, SPLIT_ACC.  VEC requires
+//   MINB resident blocks per SM for __launch_bounds__, MODE 3 or 1, SPLIT_ACC.  The tiles
+//   launched: 128 x 128 with 64 x 32 warp tiles (256 threads), 4 stages, SPLIT_ACC in 3xTF32,
+//   and 64 x 128 with 32 x 32 warp tiles (256 threads) for few tiles.  VEC requires
 //   lda, ldb, ldc multiples of 4 and 16-byte aligned base pointers (the caller checks).
 //   Dynamic shared memory: STAGES * BK * (BM + BN) floats.
 // Bound: tensor-core-bound; arithmetic intensity of a block = BM*BN/(2*(BM+BN)) flop/byte of

@@ -1,7 +1,7 @@
 // sgemm_wgmma.cu -- single-precision C = alpha * A * B + beta * C on the Hopper (sm_90a) TF32
 // tensor cores through wgmma.mma_async, with the 3xTF32 error-compensated split (FP32-level
 // accuracy) or plain TF32.  Same problem statement as kernels/sgemm_tc.cu (the mma.sync
-// version), three kernels:
+// version): C row-major (ldc), A (M x K) and B (K x N) each in either major; two kernels:
 //
 // wgmma_split<KMAJOR, PARTS>: the pre-pass.  Reads one operand X (R x K, element (r, k) at
 // X[r*ld + k] when KMAJOR, at X[k*ld + r] otherwise) and writes it, split and already in the
@@ -17,48 +17,34 @@
 //   32 x 8 threads moves one 32 x 32 tile through shared memory, reading along X's contiguous
 //   dimension and writing whole 128-byte swizzled rows.
 //
-// sgemm_wgmma<BM, BN, WN, STAGES, PARTS, SPLIT>: the product, first version (kept as the
-// baseline).  A block computes one BM x BN tile of C (row-major, ldc; grouped rasterisation,
-// async_copy.cuh) with BM/64 warpgroups; warpgroup w owns rows 64w..64w+63 and all BN columns,
-// as BN/WN wgmma m64nWNk8 sub-blocks.  Block (tile, slice) of the workspace is one contiguous
-// run of bytes equal to its shared-memory image, so the STAGES-deep ring is filled with plain
-// 16-byte cp.async by all threads, synchronised with cp.async.wait_group +
-// fence.proxy.async.shared::cta + __syncthreads (cp.async writes are generic-proxy writes,
-// wgmma reads through the async proxy).  Per k-slice of 32 and sub-block, PARTS = 2 issues 12
-// wgmma k8 steps, small products first: As*Bb (4), Ab*Bs (4), Ab*Bb (4); small*small
-// (relative size 2^-22) is dropped.
+// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT, PERSIST>: the product.  A block computes
+// BM x BN tiles of C (grouped rasterisation, async_copy.cuh) with BM/64 consumer warpgroups;
+// warpgroup w owns rows 64w..64w+63 and all BN columns, as BN/WN wgmma m64nWNk8 sub-blocks.
+// Block (tile, slice) of the workspace is one contiguous run of bytes equal to its
+// shared-memory image, so a producer warpgroup fills a STAGES-deep ring with bulk copies
+// (cp.async.bulk, the TMA engine) and full/empty mbarriers per stage (details above the
+// kernel).  Per k-slice of 32 and sub-block, PARTS = 2 issues 12 wgmma k8 steps, small
+// products first: As*Bb (4), Ab*Bs (4), Ab*Bb (4); small*small (relative size 2^-22) is
+// dropped.
 // SPLIT (the accumulation fix of Ootomo & Yokota 2022): the tensor cores accumulate with
 // truncation, so each slice is accumulated from zero (scale-d = 0 on its first wgmma) in a
 // temporary m64nWN tile, waited for (wgmma.wait_group 0) and added to the running sum with FP32
 // FADDs (round to nearest).  The other warpgroup's wgmmas keep the tensor pipe busy meanwhile.
 // Without SPLIT the wgmmas accumulate into the sum directly (plain TF32 only).
-// Epilogue (both kernels): the scaled accumulators go through the free ring to shared memory,
-// then every consumer warp reads and writes whole 16-byte runs of C's rows, a batch of loads
-// in flight per thread before its stores.  In a rank-k update (C -= A*B, k = 64..512) C's
-// read and write are most of the time: the first version stored float2s straight from the
-// fragments, one load at a time, and ran the whole product at ~1 TB/s of C traffic.
-//
-// sgemm_wgmma_tma<BM, BN, WN, STAGES, PARTS, SPLIT, PERSIST>: the same tiles and wgmma sequence,
-// warp-specialised (the 3xTF32 default): BM/64 consumer warpgroups plus a producer warpgroup
-// whose one active thread fills the ring with bulk copies (cp.async.bulk, the TMA engine) and
-// full/empty mbarriers per stage; no __syncthreads in the loop (details above the kernel).
-// PF_LEAD slices before the end of its k loop (so at once in a short one) the producer warp
-// asks L2 for the block's C tile (prefetch.global.L2), which DRAM then serves while the tensor
-// cores work.
-// H100, n = 16384, 128 x 256, main kernel alone: 109 TF/s with cp.async, 131 with the TMA
-// pipeline (benchmarks/wgmma_sweep.py).
-//
-// PERSIST (the TMA kernel's last template parameter): one block per SM walks the tiles
-// blockIdx.x, + gridDim.x, ... with the ring's stages and phases running on from tile to
-// tile.  The consumers keep the stage of a tile's last slice for its epilogue (released after
-// it) and release the others as usual, so the producer loads the next tile's first slices
-// while the epilogue runs; each warpgroup writes its 64 rows through its part of that one
-// stage, 128 columns at a time (wg_epilogue_rows).  No C prefetch there (it lost).  H100,
-// 16384^2 C -= A B, main kernel (wgmma_ab.py, bursts): k = 64 / 128 / 256 / 512 36.6 / 58.6 /
-// 88.7 / 113.3 TF/s against 33.8 / 57.1 / 83.7 / 110.1 with one block per tile; squares
-// 4096^3-16384^3 -2% to +5% (143.0 / 138.8 / 130.8 against 139.6 / 141.0 / 124.4).  The
-// kernel holds every SM to the end, so products that share the device with other streams'
-// kernels (the LU's look-ahead panel) take the one-block-per-tile kernel.
+// Epilogue: the scaled accumulators go through the free ring to shared memory, then every
+// consumer warp reads and writes whole 16-byte runs of C's rows, a batch of loads in flight
+// per thread before its stores (in a rank-k update, C -= A*B with k = 64..512, C's read and
+// write are most of the time).  One block per tile (!PERSIST): PF_LEAD slices before the end
+// of its k loop (so at once in a short one) the producer warp asks L2 for the block's C tile
+// (prefetch.global.L2), which DRAM then serves while the tensor cores work.
+// PERSIST: one block per SM walks the tiles blockIdx.x, + gridDim.x, ... with the ring's
+// stages and phases running on from tile to tile.  The consumers keep the stage of a tile's
+// last slice for its epilogue (released after it) and release the others as usual, so the
+// producer loads the next tile's first slices while the epilogue runs; each warpgroup writes
+// its 64 rows through its part of that one stage, 128 columns at a time (wg_epilogue_rows);
+// no C prefetch.  The persistent kernel holds every SM to the end, so products that share the
+// device with other streams' kernels (the LU's look-ahead panel) take the one-block-per-tile
+// kernel.
 // compute-sanitizer racecheck reports potential WAR hazards between the consumers' reads of
 // the kept stage and the producer's later bulk copy into it; they are ordered by the
 // warpgroup barrier, fence.proxy.async, and the empty mbarrier's arrive (release) / wait
@@ -81,18 +67,20 @@
 //   * wgmma.fence before the first wgmma and after registers it uses were touched otherwise;
 //     commit_group / wait_group N before reading the results.
 //
-// Knobs (template parameters; gpulinalg/_gemm_wgmma.py passes them from its VARIANTS table and
-// the static_asserts check them; PIPE there picks the kernel): BM = 64 * consumer warpgroups,
-// BN, WN (wgmma N: 128 or 256), BK = 32 (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32,
-// 1: TF32), SPLIT.  Threads: BM/64 * 128
-// (+ 128 for the TMA producer).  Dynamic shared memory: STAGES * PARTS * (BM + BN) * 128
-// bytes + 1024 (alignment slack).  Inf and NaN inputs: the epilogue recomputes the entries
-// they touch in FP32 (WgExact), so non-finite results are those of FP32 arithmetic.
+// Knobs (template parameters; gpulinalg/gemm/wgmma.py passes them from its VARIANTS table and
+// the static_asserts check them): BM = 64 * consumer warpgroups, BN, WN (wgmma N: 128 or
+// 256), BK = 32 (the 128-byte swizzle row), STAGES, PARTS (2: 3xTF32, 1: TF32), SPLIT,
+// PERSIST.  The tiles launched: 3xTF32 128 x 256 with WN 128, 2 stages, persistent or one
+// block per tile, and 128 x 128 with 3 stages where 128 x 256 tiles leave SMs idle; TF32
+// 128 x 256 with WN 256, 4 stages.  Threads: BM/64 * 128 + 128 (the producer).  Dynamic
+// shared memory: STAGES * PARTS * (BM + BN) * 128 bytes + 1024 (alignment slack).
+// Inf and NaN inputs: the epilogue recomputes the entries they touch in FP32 (WgExact), so
+// non-finite results are those of FP32 arithmetic.
 // Bound: tensor-core-bound; 3xTF32 issues three TF32 products, so its ceiling is a third of the
-// H100's ~495 TFLOP/s dense TF32.  The pre-split workspace costs 8 bytes per operand element per
-// tile read: intensity BM*BN/(8*(BM+BN)) flop/byte of L2 traffic (10.7 for 128 x 256).  The
-// split pre-pass is bandwidth-bound (4 bytes in, 4*PARTS out per element; it runs at ~0.9 of
-// a device-to-device copy's bandwidth on the H100 at n = 16384).
+// H100's ~495 TFLOP/s dense TF32.  The pre-split workspace costs 4 * PARTS bytes per operand
+// element per tile read: intensity 2*BM*BN/(4*PARTS*(BM+BN)) flop per byte of L2 traffic
+// (21.3 for 3xTF32 on 128 x 256).  The split pre-pass is bandwidth-bound (4 bytes in,
+// 4 * PARTS out per element).
 
 #include <cuda_runtime.h>
 
@@ -443,7 +431,7 @@ __device__ __forceinline__ void wg_to_c(float* C, long long ldc, int M, int N, f
 // Epilogue: C = alpha*acc + beta*C for the BM x BN tile (tile_m, tile_n), by the block's
 // THREADS consumer threads, through shared memory (the ring, free once every warpgroup's
 // wgmmas are done: the first barrier); wg_tile_to_c reads whole 16-byte runs of rows,
-// coalesced, against C (the TMA kernel has asked L2 for them already).
+// coalesced, against C (the producer has asked L2 for them already).
 template <int BM, int BN, int THREADS>
 __device__ __forceinline__ void wg_epilogue(float* C, long long ldc, int M, int N, float alpha,
                                             float beta, const float* acc, float* T,
@@ -480,101 +468,15 @@ __device__ __forceinline__ void wg_epilogue_rows(float* C, long long ldc, int M,
     }
 }
 
-template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT>
-__global__ void __launch_bounds__((BM / 64) * 128, 1)
-sgemm_wgmma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
-            const float* __restrict__ WB, float beta, float* __restrict__ C, long long ldc,
-            const float* A, long long lda, const float* B, long long ldb, int K, int layout)
-{
-    constexpr int THREADS = (BM / 64) * 128;
-    constexpr int A_PART = BM * WG_BK, B_PART = BN * WG_BK;          // floats
-    constexpr int A_STAGE = PARTS * A_PART, B_STAGE = PARTS * B_PART;
-    constexpr int STAGE = A_STAGE + B_STAGE;
-    constexpr int SUB = WN / 2;          // accumulator floats per thread per sub-block
-    constexpr int ACC = BN / 2;          // running-sum floats per thread
-    constexpr int A_CHUNKS = A_STAGE / 4 / THREADS, B_CHUNKS = B_STAGE / 4 / THREADS;
-    static_assert(STAGES >= 2, "at least double buffering");
-    static_assert(A_CHUNKS * THREADS * 4 == A_STAGE && B_CHUNKS * THREADS * 4 == B_STAGE,
-                  "the 16-byte copies cover a stage exactly");
-    static_assert((long long)STAGES * STAGE * 4 + 1024 <= 227 * 1024,
-                  "the ring fits in 227 KiB of shared memory");
-    static_assert(BM * (BN + 8) <= STAGES * STAGE, "the epilogue's tile fits in the ring");
-
-    extern __shared__ __align__(16) unsigned char wg_smem_raw[];
-    // Swizzled tiles need 1024-byte aligned bases (descriptor base offset 0).
-    const unsigned raw = smem_u32(wg_smem_raw);
-    const unsigned pad = ((raw + 1023u) & ~1023u) - raw;
-    float* ring = reinterpret_cast<float*>(wg_smem_raw + pad);
-    const unsigned ring_addr = raw + pad;
-
-    int tile_m, tile_n;
-    grouped_tile(M, N, BM, BN, blockIdx.x, tile_m, tile_n);
-    const int tid = threadIdx.x;
-    const int wg = tid >> 7;             // warpgroup: rows 64*wg.. of the tile
-
-    // This block's workspace runs: block (tile, slice) = one contiguous stage image.
-    const float* ga = WA + (long long)tile_m * ktiles * A_STAGE + 4 * tid;
-    const float* gb = WB + (long long)tile_n * ktiles * B_STAGE + 4 * tid;
-    auto load = [&](int kt, int buf) {
-        float* sa = ring + buf * STAGE + 4 * tid;
-        float* sb = sa + A_STAGE;
-        const float* pa = ga + (long long)kt * A_STAGE;
-        const float* pb = gb + (long long)kt * B_STAGE;
-#pragma unroll
-        for (int i = 0; i < A_CHUNKS; ++i) cp_async16(sa + 4 * THREADS * i, pa + 4 * THREADS * i);
-#pragma unroll
-        for (int i = 0; i < B_CHUNKS; ++i) cp_async16(sb + 4 * THREADS * i, pb + 4 * THREADS * i);
-    };
-
-    float acc[ACC];
-#pragma unroll
-    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-    float tmp[SPLIT ? SUB : 1];
-#pragma unroll
-    for (int i = 0; i < (SPLIT ? SUB : 1); ++i) tmp[i] = 0.0f;
-
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < ktiles) load(s, s);
-        cp_async_commit();
-    }
-
-    int buf = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        // Slice kt has landed (own copies), is made visible to the async proxy, and everyone's
-        // copies are in (barrier).  Every warpgroup has also finished the wgmmas of slice kt-1
-        // (waited for below), so its buffer is free for slice kt + STAGES - 1.
-        cp_async_wait<STAGES - 2>();
-        fence_proxy_async_smem();
-        __syncthreads();
-        {
-            const int nk = kt + STAGES - 1;
-            int nbuf = buf + STAGES - 1;
-            if (nbuf >= STAGES) nbuf -= STAGES;
-            if (nk < ktiles) load(nk, nbuf);
-            cp_async_commit();
-        }
-        wg_slice<BM, BN, WN, PARTS, SPLIT>(acc, tmp, ring_addr + 4u * (buf * STAGE), wg);
-        if (++buf == STAGES) buf = 0;
-    }
-    cp_async_wait<0>();
-
-    const WgExact exact{A, lda, B, ldb, K, (layout & 1) != 0, (layout & 2) != 0, alpha, beta};
-    wg_epilogue<BM, BN, THREADS>(C, ldc, M, N, alpha, beta, acc, ring, tile_m, tile_n, tid, exact);
-}
-
-// ---------------------------------------------------------------- the product, TMA pipeline
-
-// sgemm_wgmma_tma: the same product with a warp-specialised pipeline.  The block is BM/64
-// consumer warpgroups plus one producer warpgroup (setmaxnreg: producer 40 registers, consumers
-// the rest).  One producer thread moves each (tile, slice) workspace block with bulk copies
-// (cp.async.bulk, the TMA engine; the block is one contiguous run, so no tensor map is needed)
-// into a STAGES-deep ring with a full and an empty mbarrier per stage: it waits on empty[s],
-// posts the byte count on full[s] (expect_tx) and issues the copies, which complete the phase.
-// The consumers wait on full[s], multiply exactly as sgemm_wgmma does, and release the stage
-// with one arrival per warp on empty[s] once their wgmmas have been waited for.  No
-// __syncthreads in the loop: the warpgroups run decoupled and the copies no longer cost the
-// consumers issue slots.
+// sgemm_wgmma_tma: the product, warp-specialised.  The block is BM/64 consumer warpgroups plus
+// one producer warpgroup (setmaxnreg: producer 40 registers, consumers the rest).  One
+// producer thread moves each (tile, slice) workspace block with bulk copies (cp.async.bulk,
+// the TMA engine; the block is one contiguous run, so no tensor map is needed) into a
+// STAGES-deep ring with a full and an empty mbarrier per stage: it waits on empty[s], posts
+// the byte count on full[s] (expect_tx) and issues the copies, which complete the phase.  The
+// consumers wait on full[s], multiply (wg_slice), and release the stage with one arrival per
+// warp on empty[s] once their wgmmas have been waited for.  No __syncthreads in the loop: the
+// warpgroups run decoupled and the copies cost the consumers no issue slots.
 template <int BM, int BN, int WN, int STAGES, int PARTS, bool SPLIT, bool PERSIST>
 __global__ void __launch_bounds__((BM / 64) * 128 + 128, 1)
 sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__ WA,
@@ -633,7 +535,7 @@ sgemm_wgmma_tma(int M, int N, int ktiles, float alpha, const float* __restrict__
         // product) the warp also asks L2 for the tile of C, so that the epilogue reads it from
         // L2 while DRAM serves the next tiles (rank-k updates: C's traffic is most of the
         // time).  PERSIST: no prefetch; there the next tile's loads overlap the epilogue
-        // instead, and the prefetch lost (H100, 16384^2 k = 64: 34.0-30.4 TF/s against 36.8).
+        // instead.
         if (tid < CONSUMERS + 32) {
             const int lane = tid & 31;
             const int pf_at = !PERSIST && beta != 0.0f ? max(ktiles - PF_LEAD, 0) : -1;

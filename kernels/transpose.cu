@@ -7,60 +7,46 @@
 // caller: transposing between a column-major and a row-major view is a plain strided copy
 // (copy2d below), and two column-major views are the row-major transpose of their .T views.
 //
-// Both transposes go through a TILE x TILE shared-memory tile per block, tiles in row-major
-// order over A (1-D grid of ceil(rows/TILE) * ceil(cols/TILE) blocks), and handle partial
-// edge tiles themselves (a bounds-checked path taken only by edge blocks).  Every load of a
-// thread is issued before the first shared store.
+// The transposes go through a shared-memory tile per block, tiles in row-major order over A
+// (1-D grid), and handle partial edge tiles themselves (a bounds-checked path taken only by
+// edge blocks).  Every load of a thread is issued before the first shared store.
 //
-// transpose_tiled<TILE, BY, PF, EL>: 4-byte accesses.  A block of 32 x BY threads; thread (tx, ty)
-//   reads A rows r0+ty+BY*q, columns c0+tx+32*p into tile[row][col] (each warp load: 128
-//   contiguous bytes), then after one barrier writes B rows c0+ty+BY*q, columns r0+tx+32*p
-//   from the tile read column-wise (each warp store: 128 contiguous bytes).  The tile is padded
-//   to [TILE][TILE+1] so the column-wise reads hit 32 banks.  32 x 8 (the seed kernel, kept as
-//   the baseline, 4 elements per thread) and 64 x 4 (32 per thread, the fallback of
-//   transpose_pair<4> for odd strides).  PF = 256: A is read with a 256-byte L2 fill size;
-//   EL: B is written with an L2 evict-last policy (load_a / store_b below): the off-grid
-//   choices.
+// transpose_tiled<TILE, BY, PF, EL>: TILE x TILE tile, 4-byte accesses.  A block of 32 x BY
+//   threads; thread (tx, ty) reads A rows r0+ty+BY*q, columns c0+tx+32*p into tile[row][col]
+//   (each warp load: 128 contiguous bytes), then after one barrier writes B rows c0+ty+BY*q,
+//   columns r0+tx+32*p from the tile read column-wise (each warp store: 128 contiguous bytes).
+//   The tile is padded to [TILE][TILE+1] so the column-wise reads hit 32 banks.  PF = 256: A is
+//   read with a 256-byte L2 fill; EL: B is written with an L2 evict-last policy (load_a /
+//   store_b below).
 // transpose_pair<BY>: 64 x 64 tile, 8-byte (float2) global accesses: thread (tx, ty) reads A
 //   columns c0+2tx, c0+2tx+1 of rows r0+ty+BY*q (each warp load: 256 contiguous bytes) and
 //   writes B columns r0+2tx, r0+2tx+1 of rows c0+ty+BY*q; the tile is stored with rows and
 //   columns permuted (P(i) = (i & 1) * 32 + i / 2) so both shared phases are conflict-free.
-//   Needs even leading dimensions and 8-byte aligned pointers (the caller checks).
-//   Knobs (template parameters; gpulinalg/_transpose.py VARIANTS is the source of truth, the
-//   static_asserts check them): TILE = 32 or 64, BY = 4 or 8 (threads per block = 32*BY,
-//   which is __launch_bounds__).  Static shared memory TILE*(TILE+1)*4 bytes (16.6 KiB at
-//   64: 13 blocks of 128 threads per SM).
-//   Bound: bandwidth-bound; bytes moved = 2 * rows * cols * 4 (each element read and written
-//   once), judged against a device-to-device copy of the same size (~2.9-3.0 TB/s, H100).
-//   H100 (burst timing, % of copy): the 64-wide tiles need row pitches that are multiples of
-//   256 bytes: 64x4 at 10000^2 ran 86.9% contiguous, 95.7% with both leading dimensions
-//   padded to multiples of 64 (same partial tiles), 85.8% on the 64-aligned interior at the
-//   original pitch (no partial tiles): the pitch costs, the edge tiles do not.  The 32 x 32
-//   tile is insensitive to the pitch (93.1 / 93.2 / 91.9%) but stays near 93.5% at large
-//   sizes.  Tried and removed (numbers in gpulinalg/_transpose.py): diagonal block order,
-//   streaming (.cs) cache hints, column-major order in bands of 32 tile rows, rectangular
-//   32 x 64 / 64 x 32 / 64 x 128 / 128 x 64 tiles, 32 x 32 on 128 threads, 64 x 64 on 256 or
-//   512 threads, a persistent 64 x 64 kernel with 16-byte cp.async reads and float4
-//   writes (2423 vs 2814 GB/s at 16384^2; commit abad904), column-major order in bands of
-//   2-16 tile rows, two 32 x 32 tiles per block, 32 x 32 on 512 threads (~70%), the
-//   256-byte L2 fill on the 64-wide float2 tile (slower on the grid), evict-first loads.
-//   Off the grid the 256-byte fill and the evict-last stores gain 1-3 points of copy
-//   (6000 x 10000: 94.6 -> 96.5%; the table in gpulinalg/_transpose.py).
-//
+//   Needs even leading dimensions and 8-byte aligned pointers (the caller checks); otherwise
+//   transpose_tiled<64, 4, 0, false> takes the same tiles with 4-byte accesses.
+// transpose_skew<TR, PF, SA>: TR A rows x 32 A columns per block, for a B whose rows do not
+//   start on the 32-byte sector grid (odd sizes); each B row is written in whole SA-float
+//   units (details above the kernel).
 // copy2d: dst[r*ldd + c] = src[r*lds + c] for r < rows, c < cols (both row-major views).
-//   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.  Used for the
-//   transposes that are strided copies; bandwidth-bound like the above.
+//   Block of 256 threads over 256 consecutive columns, grid.y strides over rows.
+//
+// Knobs (template parameters; gpulinalg/layout/transpose.py VARIANTS is the source of truth,
+// the static_asserts check them; the Tuning table, gpulinalg/tuning.py transpose_*, picks
+// among them): TILE = 32 or 64, BY = 4 or 8 (threads per block = 32*BY, which is
+// __launch_bounds__), PF, EL, TR, SA.  The tiles launched: transpose_pair<4> where both row
+// pitches are multiples of 256 bytes (static shared memory 16.6 KiB: 13 blocks of 128 threads
+// per SM); transpose_tiled<32, 8, ...> for small matrices (PF 0, EL false) and for other
+// pitches (PF 256, with EL where B's pitch is not a multiple of 128 bytes);
+// transpose_skew<128, 256, 32> where B's rows are off the sector grid.
+// Bound: bandwidth-bound; bytes moved = 2 * rows * cols * 4 (each element read and written
+// once), judged against a device-to-device copy of the same size (~2.9-3.0 TB/s, H100).
 
-// Loads of A in transpose_tiled.  PF = 0: plain loads; PF = 256: the L2 fills the 256 aligned
-// bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row segment
-// of a 32-wide tile, half of a 256-byte chunk or straddling two lines, brings in the
-// neighbouring tile's part from DRAM in the same access (src is read-only: .nc).
-// Global accesses of transpose_tiled.  PF = 0: plain loads; PF = 256: the L2 fills the 256
-// aligned bytes around each miss (ld's .L2::256B prefetch size), so that the 128-byte row
-// segment of a 32-wide tile, half of a 256-byte chunk or straddling two lines, brings in the
-// neighbouring tile's part from DRAM in the same access (src is read-only: .nc).  EL: the
-// stores of whole tiles carry an L2 evict-last policy, so the L2 drops the (consumed) lines
-// of A before the lines of B that the neighbouring tiles have not finished.
+// Loads of A.  PF = 0: plain loads; PF = 256: the L2 fills the 256 aligned bytes around each
+// miss (ld's .L2::256B prefetch size), so that the 128-byte row segment of a 32-wide tile,
+// half of a 256-byte chunk or straddling two lines, brings in the neighbouring tile's part
+// from DRAM in the same access (src is read-only: .nc).  Stores of B: EL gives the stores of
+// whole tiles an L2 evict-last policy, so the L2 drops the (consumed) lines of A before the
+// lines of B that the neighbouring tiles have not finished.
 template <int PF> __device__ __forceinline__ float load_a(const float* p)
 {
     static_assert(PF == 0 || PF == 256, "L2 fill size: 0 (default) or 256 bytes");
@@ -197,8 +183,8 @@ transpose_pair(int rows, int cols, const float* __restrict__ src, long long lds,
 #pragma unroll
         for (int q = 0; q < RY; ++q) {
             const int c = ty + BY * q, pc = (c & 1) * 32 + c / 2;
-            // __stwb: one 8-byte store, default (.wb) policy; a plain float2 assignment
-            // was split into two 4-byte stores by nvcc 13.0
+            // __stwb: one 8-byte store, default (.wb) policy (nvcc 13.0 splits a plain float2
+            // assignment here into two 4-byte stores)
             __stwb(reinterpret_cast<float2*>(d + c * ldd),
                    make_float2(tile[tx][pc], tile[32 + tx][pc]));
         }
@@ -220,22 +206,15 @@ transpose_pair(int rows, int cols, const float* __restrict__ src, long long lds,
 //   multiple of 8 floats: odd sizes).  A tile whose B rows are written from c0 + r0 on would
 //   start mid-sector in almost every row, and the next tile row's block (gx blocks later)
 //   writes the rest of that sector: a partially written sector that leaves L2 in between
-//   costs DRAM a read-modify-write (H100, 16385^2: 57% of copy with the 32 x 32 tile).
-//   Here each B row's window of A rows is shifted back to an SA-float grid (SA = 8: 32-byte
-//   sectors, 16: 64 bytes, 32: 128-byte lines): B row j of tile row k takes A rows
-//   TR*k - t(j) ... TR*k - t(j) + TR - 1, t(j) = (doff + j*ldd) mod SA (doff: dst's offset
-//   in floats from a 128-byte boundary), so each warp store covers whole SA-float units;
-//   t(j) does not depend on k, so the windows of one B row tile it exactly (the first is
-//   clipped at row 0, the last runs to `rows`: up to TR + SA - 1 elements).  A block reads A
-//   rows TR*k - (SA-1) ... TR*k + TR - 1 by 32 columns into a [TR + SA - 1][33] tile (the
-//   SA - 1 rows above are the tile above's, read again from L2).  32 x 8 threads,
-//   (TR + SA - 1) / 8 loads each with the 256-byte L2 fill (PF).  TR = 128, SA = 32 is the
-//   launched one (H100, odd sizes 4097-16385: 92.8-101.8% of copy, 0.1-2.2 points above SA
-//   = 8 in two runs; SA = 16 equal to 8; TR = 64: 1-2.6 points lower, 11% of its reads are
-//   the rows above; TR = 32: 83-88%, 22%).  Its DRAM traffic is the ideal's (Nsight Compute,
-//   16385^2, SA = 8: 1.074 GB read, 1.058 written): what is left is in the SM and L2 (2.29
-//   GB of L2 reads: the odd pitch's fifth sector per row segment and the rows read again;
-//   on 16384^2, same traffic as transpose_pair, it takes 4% longer).
+//   costs DRAM a read-modify-write.  Here each B row's window of A rows is shifted back to an
+//   SA-float grid (SA = 8: 32-byte sectors, 16: 64 bytes, 32: 128-byte lines): B row j of
+//   tile row k takes A rows TR*k - t(j) ... TR*k - t(j) + TR - 1, t(j) = (doff + j*ldd) mod SA
+//   (doff: dst's offset in floats from a 128-byte boundary), so each warp store covers whole
+//   SA-float units; t(j) does not depend on k, so the windows of one B row tile it exactly
+//   (the first is clipped at row 0, the last runs to `rows`: up to TR + SA - 1 elements).  A
+//   block reads A rows TR*k - (SA-1) ... TR*k + TR - 1 by 32 columns into a [TR + SA - 1][33]
+//   tile (the SA - 1 rows above are the tile above's, read again from L2).  32 x 8 threads,
+//   (TR + SA - 1) / 8 loads each with the 256-byte L2 fill (PF).
 template <int TR, int PF, int SA>
 __global__ void __launch_bounds__(256)
 transpose_skew(int rows, int cols, const float* __restrict__ src, long long lds,

@@ -7,7 +7,7 @@
 // strict lower triangle of L is read: its diagonal and upper part (U11 in the LU) are never
 // touched, whatever they hold (NaN included).
 //
-// trsm_llnu<NB>: nb <= NB (NB = 32, 64, 128: template, gpulinalg/_trsm.py picks the smallest
+// trsm_llnu<NB>: nb <= NB (NB = 32, 64, 128: template; gpulinalg/lu/trsm.py picks the smallest
 // that fits and blocks larger nb as trsm(128) + SGEMM + trsm(128) + ...).  A block of
 // TRSM_THREADS = 256 threads (8 warps) owns TRSM_COLS = 32 columns of B (lane = column) and all
 // nb rows:
@@ -23,16 +23,13 @@
 //      values of the lane's column in registers); barrier;
 //   3. rows 1..nb-1 of the strip back to B (row 0 never changes).
 // Every element receives the FMAs of a column-oriented forward substitution, k ascending, so
-// the result is that of the plain algorithm (bit for bit the previous kernel's, which gave
-// each thread a whole column: 34.5 us at nb = 128 against 12.1 here, H100,
-// benchmarks/trsm_ab.py).
+// the result is that of the plain algorithm, bit for bit.
 // Knobs: NB (32/64/128), TRSM_THREADS = 256, TRSM_COLS = 32, TRSM_CHUNK = 32, checked by the
 // Python launcher.  Dynamic shared memory (NB*(NB+4) + NB*32)*4 bytes (84 KB at NB = 128: two
 // blocks per SM; the launcher opts in beyond 48 KB).
 // Bound: latency.  nb^2 ncols flops and (nb^2/2 + 2 nb ncols) * 4 bytes are tiny for the LU's
 // shapes; the critical path of a block is nb/32 diagonal solves of one warp (31 dependent
-// steps each) and one 4-row task per warp between barriers.  H100, GPU time per call (graph
-// replay): 12 us at nb = 128 for up to 8448 columns (264 co-resident blocks), 33 us at 16128.
+// steps each) and one 4-row task per warp between barriers.
 
 #include "async_copy.cuh"
 

@@ -27,11 +27,11 @@ def simt_err(cp, a, b, ref, alpha=1.0, beta=0.0, c0=None):
     one pass over k: the public path splits a long k over few tiles into parts summed
     apart, which is more accurate than one FP32 dot product (256^2 x 16384, 64 parts: 2.4e-7,
     below 3xTF32's 8.5e-7 there; H100) and so no yardstick."""
-    from gpulinalg.gemm import simt as _blas
+    from gpulinalg.gemm import simt
     c = cp.asarray(c0) if c0 is not None else cp.full(ref.shape, np.nan, dtype=np.float32)
     m, n, k = a.shape[0], b.shape[1], a.shape[1]
-    _blas.gemm_into(alpha, cp.asarray(a), cp.asarray(b), beta, c,
-                    variant=_blas.pick_variant(m, n, k, beta), split=1)
+    simt.gemm_into(alpha, cp.asarray(a), cp.asarray(b), beta, c,
+                   variant=simt.pick_variant(m, n, k, beta), split=1)
     return rel_err(cp.asnumpy(c), ref)
 
 

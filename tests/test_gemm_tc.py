@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
-from gpulinalg.gemm import mma as _gemm_tc
+from gpulinalg import tuning
+from gpulinalg.gemm import mma
 
 
 
@@ -146,14 +147,14 @@ def fragment_offsets(base, rows, km, t, g, kb, q, j):
     return (kb + j) * rows + 32 * (q // 4) + moff
 
 
-@pytest.mark.parametrize("variant", sorted(_gemm_tc.VARIANTS))
+@pytest.mark.parametrize("variant", sorted(mma.VARIANTS))
 @pytest.mark.parametrize("a_km,b_nm", [(True, True), (True, False), (False, True), (False, False)])
 def test_data_path_model_reproduces_the_product(variant, a_km, b_nm):
     """Copies -> swizzled shared memory -> fragments -> m16n8k8 (PTX fragment layouts) gives
     the warp tiles of A @ B for one k-slice, and every shared-memory slot is written once."""
-    t_ = _gemm_tc.VARIANTS[variant]
+    t_ = mma.VARIANTS[variant]
     BM, BN, BK, WM, WN = t_.BM, t_.BN, t_.BK, t_.WM, t_.WN
-    threads = _gemm_tc.tile_threads(t_)
+    threads = mma.tile_threads(t_)
     rng = np.random.default_rng(2)
     A = rng.integers(-8, 8, (BM, BK)).astype(np.float64)
     Bt = rng.integers(-8, 8, (BN, BK)).astype(np.float64)      # B^T: N x K
@@ -244,17 +245,26 @@ def test_fragment_reads_and_copies_are_bank_conflict_free(rows):
 
 
 def test_variants_and_names():
-    for t in _gemm_tc.VARIANTS.values():
+    for t in mma.VARIANTS.values():
         assert t.BK == 32 and t.BM % t.WM == 0 and t.BN % t.WN == 0
-        assert _gemm_tc.tile_threads(t) % 32 == 0
-        assert _gemm_tc.dynamic_smem(t) <= 227 * 1024
-    assert set(_gemm_tc.MODES) == {"3xtf32", "tf32"}
-    assert len(set(_gemm_tc.KERNEL_NAMES)) == len(_gemm_tc.KERNEL_NAMES)
+        assert mma.tile_threads(t) % 32 == 0
+        assert mma.dynamic_smem(t) <= 227 * 1024
+    assert set(mma.MODES) == {"3xtf32", "tf32"}
+    assert len(set(mma.KERNEL_NAMES)) == len(mma.KERNEL_NAMES)
+    table = tuning.SM90
     for m, n, k in [(1, 1, 1), (8192, 8192, 8192), (300, 100000, 5)]:
-        for mode in _gemm_tc.MODES:
-            assert _gemm_tc.pick_variant(m, n, k, mode) in _gemm_tc.VARIANTS
+        for mode in mma.MODES:
+            assert mma.pick_variant(m, n, k, mode, sms=132, table=table) in mma.VARIANTS
+    for i, mode in enumerate(mma.MODES):
+        assert table.mma_variant[i] in mma.VARIANTS
+        assert mma.VARIANTS[table.mma_variant[i]].SPLIT or mode == "tf32"
+        # the 64-row tile while 128 x 128 tiles leave half the SMs idle (66 on 132)
+        assert mma.pick_variant(128, 8320, 64, mode, sms=132, table=table) == \
+            table.mma_small_variant
+        assert mma.pick_variant(128, 8448, 64, mode, sms=132, table=table) == \
+            table.mma_variant[i]
     with pytest.raises(ValueError, match="mode"):
-        _gemm_tc.pick_variant(8, 8, 8, "fp16")
+        mma.pick_variant(8, 8, 8, "fp16", sms=132, table=table)
 
 
 # ---------------------------------------------------------------- GPU: the kernel
@@ -269,17 +279,17 @@ SIZES = [(0, 5, 3), (5, 0, 3), (4, 5, 0), (1, 1, 1), (15, 16, 17), (16, 15, 16),
 def _tc(cp, a, b, mode, variant=None, alpha=1.0, beta=0.0, c=None):
     if c is None:
         c = cp.full((a.shape[0], b.shape[1]), np.nan, dtype=np.float32)
-    _gemm_tc.gemm_tc_into(alpha, cp.asarray(a), cp.asarray(b), beta, c, mode=mode,
+    mma.gemm_tc_into(alpha, cp.asarray(a), cp.asarray(b), beta, c, mode=mode,
                           variant=variant)
     return c
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", sorted(_gemm_tc.VARIANTS))
-@pytest.mark.parametrize("mode", _gemm_tc.MODES)
+@pytest.mark.parametrize("variant", sorted(mma.VARIANTS))
+@pytest.mark.parametrize("mode", mma.MODES)
 @pytest.mark.parametrize("shape", SIZES)
 def test_edges_and_accuracy(cp, rng, variant, mode, shape):
-    if mode == "3xtf32" and not _gemm_tc.VARIANTS[variant].SPLIT:
+    if mode == "3xtf32" and not mma.VARIANTS[variant].SPLIT:
         with pytest.raises(ValueError, match="SPLIT_ACC"):
             _tc(cp, np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), mode, variant)
         return
@@ -288,17 +298,17 @@ def test_edges_and_accuracy(cp, rng, variant, mode, shape):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", _gemm_tc.MODES)
+@pytest.mark.parametrize("mode", mma.MODES)
 @pytest.mark.parametrize("orders", ["CCC", "FCC", "CFC", "FFC", "CCF", "FCF", "CFF", "FFF"])
 @pytest.mark.parametrize("vec", [True, False])
 def test_memory_orders_alpha_beta(cp, rng, mode, orders, vec):
     A, B, C, ref = orders_problem(cp, rng, orders, vec)
-    _gemm_tc.gemm_tc_into(1.5, A, B, -0.5, C, mode=mode)
+    mma.gemm_tc_into(1.5, A, B, -0.5, C, mode=mode)
     assert rel_err(cp.asnumpy(C), ref) < (1e-5 if mode == "3xtf32" else 3e-3)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("mode", _gemm_tc.MODES)
+@pytest.mark.parametrize("mode", mma.MODES)
 def test_strided_views_in_place(cp, rng, mode):
     big = cp.asarray(rng.standard_normal((300, 400), dtype=np.float32))
     keep = big.copy()
@@ -306,14 +316,14 @@ def test_strided_views_in_place(cp, rng, mode):
     b = big.T[20:85, 100:237]       # column-major view
     c = big[150:250, 200:337]       # output block of the same matrix, ld = 400
     ref = cp.asnumpy(a).astype(np.float64) @ cp.asnumpy(b) + cp.asnumpy(c)
-    _gemm_tc.gemm_tc_into(1.0, a.copy(), b.copy(), 1.0, c, mode=mode)
+    mma.gemm_tc_into(1.0, a.copy(), b.copy(), 1.0, c, mode=mode)
     assert rel_err(cp.asnumpy(c), ref) < (1e-5 if mode == "3xtf32" else 3e-3)
     outside = cp.ones(big.shape, dtype=bool)
     outside[150:250, 200:337] = False
     assert bool((big[outside] == keep[outside]).all())  # nothing else written
     odd = big[::2, ::3][:50, :40]    # no unit stride: copied once, still right
     r = cp.empty((50, 50), dtype=cp.float32)
-    _gemm_tc.gemm_tc_into(1.0, odd, odd.T, 0.0, r, mode=mode)
+    mma.gemm_tc_into(1.0, odd, odd.T, 0.0, r, mode=mode)
     o = cp.asnumpy(odd).astype(np.float64)
     assert rel_err(cp.asnumpy(r), o @ o.T) < (1e-5 if mode == "3xtf32" else 3e-3)
 
@@ -322,11 +332,11 @@ def test_strided_views_in_place(cp, rng, mode):
 def test_argument_errors(cp):
     a = cp.ones((4, 3), dtype=cp.float32)
     with pytest.raises(ValueError, match="mode"):
-        _gemm_tc.gemm_tc_into(1.0, a, a.T, 0.0, cp.empty((4, 4), cp.float32), mode="fp16")
+        mma.gemm_tc_into(1.0, a, a.T, 0.0, cp.empty((4, 4), cp.float32), mode="fp16")
     with pytest.raises(ValueError, match="do not match"):
-        _gemm_tc.gemm_tc_into(1.0, a, a, 0.0, cp.empty((4, 4), cp.float32))
+        mma.gemm_tc_into(1.0, a, a, 0.0, cp.empty((4, 4), cp.float32))
     with pytest.raises(ValueError, match="unit stride"):
-        _gemm_tc.gemm_tc_into(1.0, a, a.T, 0.0, cp.empty((8, 8), cp.float32)[::2, ::2])
+        mma.gemm_tc_into(1.0, a, a.T, 0.0, cp.empty((8, 8), cp.float32)[::2, ::2])
 
 
 def _accuracy_case(cp, rng, m, n, k, wide):
@@ -356,4 +366,4 @@ def test_accuracy_against_simt(cp, rng, m, n, k, wide):
 
 @pytest.mark.gpu
 def test_current_stream(cp, rng):
-    check_current_stream(cp, rng, _gemm_tc.gemm_tc_into)
+    check_current_stream(cp, rng, mma.gemm_tc_into)

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
+from gpulinalg import tuning
+from gpulinalg.bench import sgemm as bench_sgemm
 from gpulinalg.gemm import wgmma as wg
 
 
@@ -15,28 +17,31 @@ from gpulinalg.gemm import wgmma as wg
 def test_variants_and_names():
     for name, t in wg.VARIANTS.items():
         assert t.BK == 32 and t.BM % 64 == 0 and t.BN % t.WN == 0 and t.WN in (128, 256)
-        assert t.PIPE in ("cpasync", "tma")
-        assert wg.tile_threads(t) == t.BM // 64 * 128 + (128 if t.PIPE == "tma" else 0)
+        assert wg.tile_threads(t) == t.BM // 64 * 128 + 128
         assert t.SPLIT or not t.STAGES3, f"{name}: 3xtf32 needs the split accumulation"
         for mode in wg.MODES:
             if wg.stages(t, mode):
                 assert wg.stages(t, mode) >= 2
                 assert wg.dynamic_smem(t, mode) <= 227 * 1024 - 256
-                if t.PIPE == "cpasync":  # 16-byte copies split evenly over the threads
-                    assert (wg._PARTS[mode] * 32 * t.BM) % (4 * wg.tile_threads(t)) == 0
-                    assert (wg._PARTS[mode] * 32 * t.BN) % (4 * wg.tile_threads(t)) == 0
-                else:  # bulk copies of whole 16 KiB pieces, or of the whole stage part
-                    for rows in (t.BM, t.BN):
-                        nbytes = wg._PARTS[mode] * 128 * rows
-                        assert nbytes % min(nbytes, 16384) == 0
+                for rows in (t.BM, t.BN):  # bulk copies of whole 16 KiB pieces, or the part
+                    nbytes = wg._PARTS[mode] * 128 * rows
+                    assert nbytes % min(nbytes, 16384) == 0
     assert len(set(wg.KERNEL_NAMES)) == len(wg.KERNEL_NAMES)
-    for mode in wg.MODES:
+    table = tuning.SM90
+    for i, mode in enumerate(wg.MODES):
+        for field in ("wgmma_variant", "wgmma_small_variant", "wgmma_shared_variant"):
+            assert wg.stages(wg.VARIANTS[getattr(table, field)[i]], mode), (field, mode)
         for m, n, k in [(1, 1, 1), (8192, 8192, 8192), (300, 100000, 5), (0, 0, 0)]:
-            v = wg.pick_variant(m, n, k, mode)
+            v = wg.pick_variant(m, n, k, mode, sms=132, table=table)
             assert wg.stages(wg.VARIANTS[v], mode)
-    assert wg.pick_variant(16384, 16384, 16384, "3xtf32") == wg.DEFAULT_VARIANT["3xtf32"]
+    assert wg.pick_variant(16384, 16384, 16384, "3xtf32", sms=132, table=table) == "128x256tp"
+    assert wg.pick_variant(16384, 16384, 64, "3xtf32", False, 132, table) == "128x256t"
+    # 132 tiles of 128 x 256 fill the 132 SMs; 131 do not: the 128 x 128 tile
+    assert wg.pick_variant(128 * 12, 256 * 11, 64, "3xtf32", sms=132, table=table) == \
+        "128x256tp"
+    assert wg.pick_variant(128 * 131, 256, 64, "3xtf32", sms=132, table=table) == "128x128t"
     with pytest.raises(ValueError, match="mode"):
-        wg.pick_variant(8, 8, 8, "fp16")
+        wg.pick_variant(8, 8, 8, "fp16", sms=132, table=table)
 
 
 def _param_formats(kernel):
@@ -54,13 +59,24 @@ def _param_formats(kernel):
 
 
 def test_launch_formats_match_the_kernel_parameters():
-    assert _param_formats("sgemm_wgmma_tma") == wg._MAIN_ARGS
-    assert _param_formats("sgemm_wgmma") == wg._MAIN_ARGS
+    assert _param_formats("sgemm_wgmma_tma") == wg.MAIN_ARGS
     assert _param_formats("wgmma_split") == wg._SPLIT_ARGS
 
 
+@pytest.mark.skipif(bench_sgemm.baselines_dir() is None, reason="not a repository checkout")
+def test_first_kernel_takes_the_main_kernels_arguments():
+    """The benchmark launches the first wgmma kernel (benchmarks/baselines) with MAIN_ARGS."""
+    import re
+
+    from gpulinalg.core.kernels import source
+    params = lambda name, text: " ".join(
+        re.search(name + r"\(([^)]*)\)\s*\{", text).group(1).split())
+    first = (bench_sgemm.baselines_dir() / "sgemm_wgmma_cpasync.cu").read_text()
+    assert params("sgemm_wgmma", first) == params("sgemm_wgmma_tma", source("sgemm_wgmma"))
+
+
 def test_workspace_floats():
-    t = wg.VARIANTS["128x256s"]
+    t = wg.VARIANTS["128x256t"]
     assert wg.workspace_floats(128, 256, 32, t, "3xtf32") == 2 * 32 * (128 + 256)
     assert wg.workspace_floats(129, 257, 33, t, "3xtf32") == 2 * 64 * (256 + 512)
     assert wg.workspace_floats(1, 1, 1, t, "tf32") == 32 * (128 + 256)
@@ -180,7 +196,7 @@ def _offered():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", wg.MODES)
-@pytest.mark.parametrize("variant", ["128x256s", "128x128s"])   # tile rows 128 and 256
+@pytest.mark.parametrize("variant", ["128x256t", "128x128t"])   # tile rows 128 and 256
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (131, 259, 45), (300, 129, 97), (128, 256, 64)])
 @pytest.mark.parametrize("layout", ["CC", "FC", "CF", "FF", "odd"])
 def test_split_prepass_matches_model(hopper, rng, variant, mode, m, n, k, layout):
@@ -385,7 +401,7 @@ def test_tiny_and_huge_rows_keep_accuracy(hopper, rng):
     """Rows of A scaled by 2^-120 (their TF32 tails are subnormal) and by 2^+100, columns of
     B by 2^-20: every row's relative error stays within 2x the SIMT SGEMM's worst row."""
     cp = hopper
-    from gpulinalg.gemm import simt as _blas
+    from gpulinalg.gemm import simt
     m, n, k = 256, 384, 512
     a = rng.standard_normal((m, k), dtype=np.float32)
     a[::3] *= np.float32(2.0 ** -120)
@@ -398,10 +414,10 @@ def test_tiny_and_huge_rows_keep_accuracy(hopper, rng):
         return float((np.linalg.norm(cp.asnumpy(out) - ref, axis=1)
                       / np.linalg.norm(ref, axis=1)).max())
 
-    simt = cp.full((m, n), np.nan, dtype=np.float32)
-    _blas.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, simt)
+    simt_out = cp.full((m, n), np.nan, dtype=np.float32)
+    simt.gemm_into(1.0, cp.asarray(a), cp.asarray(b), 0.0, simt_out)
     out = _run(cp, a, b, "3xtf32")
-    assert worst_row(out) <= 2 * worst_row(simt), (worst_row(out), worst_row(simt))
+    assert worst_row(out) <= 2 * worst_row(simt_out), (worst_row(out), worst_row(simt_out))
 
 
 @pytest.mark.gpu
@@ -424,7 +440,8 @@ def test_argument_errors(hopper):
     with pytest.raises(ValueError, match="mode"):
         wg.gemm_wgmma_into(1.0, a, a.T, 0.0, cp.empty((4, 4), cp.float32), mode="fp16")
     with pytest.raises(ValueError, match="does not offer"):
-        wg.gemm_wgmma_into(1.0, a, a.T, 0.0, cp.empty((4, 4), cp.float32), variant="128x256")
+        wg.gemm_wgmma_into(1.0, a, a.T, 0.0, cp.empty((4, 4), cp.float32),
+                           variant="128x256tf")
     with pytest.raises(ValueError, match="do not match"):
         wg.gemm_wgmma_into(1.0, a, a, 0.0, cp.empty((4, 4), cp.float32))
     with pytest.raises(ValueError, match="unit stride"):
@@ -455,6 +472,22 @@ def test_accuracy_against_simt(hopper, rng, m, n, k, wide, variant):
     simt, e3, e1 = _accuracy_case(hopper, rng, m, n, k, wide, variant)
     assert e3 <= 1.5 * simt, (simt, e3, e1)
     assert e1 > 100 * e3, (simt, e3, e1)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(bench_sgemm.baselines_dir() is None, reason="not a repository checkout")
+def test_first_kernel_baseline(hopper, rng):
+    """The benchmark's baseline, the first wgmma kernel, gives the library kernel's output
+    (same tiles, workspace and wgmma order) on edges and a beta update."""
+    cp = hopper
+    m, n, k = 300, 517, 97
+    a = cp.asarray(rng.standard_normal((m, k), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((k, n), dtype=np.float32))
+    c0 = cp.asarray(rng.standard_normal((m, n), dtype=np.float32))
+    want, got = c0.copy(), c0.copy()
+    wg.gemm_wgmma_into(-1.0, a, b, 0.5, want, variant=bench_sgemm.TILE_FIRST)
+    bench_sgemm.wgmma_cpasync(-1.0, a, b, 0.5, got)
+    assert int(cp.count_nonzero(got != want)) == 0
 
 
 @pytest.mark.gpu

@@ -1,14 +1,16 @@
-"""Host matrices through pinned staging (gpulinalg/_host_io.py): the one-GPU packing on the
-CPU, the transfers and the LU of NumPy input on the GPU."""
+"""Host matrices through pinned staging (gpulinalg/core/host_io.py): the one-GPU packing on
+the CPU, the transfers and the LU of NumPy input on the GPU."""
 
+import contextlib
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 import gpulinalg
+from gpulinalg import tuning
 from gpulinalg.core import host_io as _host_io
-from gpulinalg.lu.distribution import ColumnCyclic
 
 
 def _layouts(rng, m, n):
@@ -21,63 +23,71 @@ def _layouts(rng, m, n):
 
 
 @pytest.mark.parametrize("m,n", [(9, 7), (1, 5), (6, 1)])
-def test_one_gpu_pack(rng, m, n):
+@pytest.mark.parametrize("threads,min_bytes", [(3, 1 << 20), (3, 1)])
+def test_one_gpu_pack(rng, m, n, threads, min_bytes):
     """One device's views cover whole rows: packing a block of rows of any layout and dtype
-    gives those rows as row-major float32, and unpacking writes them back in place."""
-    dist = ColumnCyclic(n, n, 1)
+    gives those rows as row-major float32, and unpacking writes them back in place (in one
+    part, or split over the threads)."""
     with ThreadPoolExecutor(3) as pool:
         for name, h in _layouts(rng, m, n).items():
             r0, r1 = m // 3, m
             buf = np.full((r1 - r0, n), np.nan, np.float32)
-            _host_io._pack(h[r0:r1], buf, dist, 0, True, pool)
+            _host_io._pack(h[r0:r1], buf, _host_io.whole_rows, True, pool, threads, min_bytes)
             assert np.array_equal(buf, h[r0:r1].astype(np.float32)), name
             out = np.full((m, n), np.nan, np.float32)
-            _host_io._pack(out[r0:r1], buf, dist, 0, False, pool)
+            _host_io._pack(out[r0:r1], buf, _host_io.whole_rows, False, pool, threads,
+                           min_bytes)
             assert np.array_equal(out[r0:r1], buf) and np.isnan(out[:r0]).all(), name
 
 
 @pytest.mark.parametrize("m,n", [(8192, 8192), (100, 100), (3, 100000), (100000, 3)])
-def test_one_gpu_staging_size(m, n):
-    """At least one row a buffer; else at most STAGING_BYTES_ONE and an STAGING_PARTS-th of
-    the matrix, so that packing and copying overlap."""
-    b, _, threads = _host_io._one_gpu(m, n)
-    assert threads == _host_io.PACK_THREADS_ONE
+@pytest.mark.parametrize("table", [tuning.SM90, dataclasses.replace(
+    tuning.SM90, staging_bytes_one=1 << 20, staging_parts=3, pack_threads_one=2)])
+def test_one_gpu_staging_size(m, n, table):
+    """At least one row a buffer; else at most staging_bytes_one and a staging_parts-th of
+    the matrix, so that packing and copying overlap; pack_threads_one threads."""
+    b, _, threads = _host_io._one_gpu(m, n, table)
+    assert threads == table.pack_threads_one
     assert b >= 4 * n
-    if 4 * n <= 4 * m * n // _host_io.STAGING_PARTS:
-        assert b <= min(_host_io.STAGING_BYTES_ONE, 4 * m * n // _host_io.STAGING_PARTS)
+    if 4 * n <= 4 * m * n // table.staging_parts:
+        assert b <= min(table.staging_bytes_one, 4 * m * n // table.staging_parts)
 
 
 @pytest.mark.parametrize("shape", [(1000, 1025), (7, 3000), (1, 1)])
-def test_prefault_touches_every_page(monkeypatch, shape):
-    """One write of 0 at every page start (every _PAGE_FLOATS-th float), nothing else; with
-    PREFAULT off, or below STAGED_MIN_BYTES, nothing at all."""
-    monkeypatch.setattr(_host_io, "STAGED_MIN_BYTES", 0)
+def test_prefault_touches_every_page(shape):
+    """One write of 0 at every page start (every _PAGE_FLOATS-th float), nothing else; below
+    staged_min_bytes nothing at all."""
     out = np.full(shape, np.nan, np.float32)
-    _host_io.prefault(out)()
+    with tuning.override(dataclasses.replace(tuning.current(), staged_min_bytes=0)):
+        _host_io.prefault(out)()
     flat = out.reshape(-1)
     touched = np.zeros(flat.size, bool)
     touched[::_host_io._PAGE_FLOATS] = True
     assert (flat[touched] == 0).all() and np.isnan(flat[~touched]).all()
-    monkeypatch.setattr(_host_io, "PREFAULT", False)
     out = np.full(shape, np.nan, np.float32)
-    _host_io.prefault(out)()
+    with tuning.override(dataclasses.replace(tuning.current(), staged_min_bytes=out.nbytes + 1)):
+        _host_io.prefault(out)()
+        new, ready = _host_io.result_array(shape)
     assert np.isnan(out).all()
-    new, ready = _host_io.result_array(shape)
     ready()
     assert new.shape == shape and new.dtype == np.float32 and new.flags.c_contiguous
 
 
-def _force_staging(monkeypatch, staging_bytes):
-    monkeypatch.setattr(_host_io, "STAGED_MIN_BYTES", 0)
-    monkeypatch.setattr(_host_io, "STAGING_BYTES_ONE", staging_bytes)
+@pytest.fixture
+def force_staging():
+    """force_staging(nbytes): the staged path for every size, through buffers of about
+    `nbytes`, for the rest of the test (a tuning override)."""
+    with contextlib.ExitStack() as stack:
+        yield lambda nbytes: stack.enter_context(tuning.override(dataclasses.replace(
+            tuning.current(), staged_min_bytes=0, staging_bytes_one=nbytes)))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n", [(257, 131), (1, 300), (300, 1)])
 @pytest.mark.parametrize("staging", [4 * 64, 4 * 300 * 5, 1 << 25])
-def test_upload_download(cp, rng, monkeypatch, m, n, staging):
+def test_upload_download(cp, rng, force_staging, m, n, staging):
     """Every layout and dtype up and back, in one buffer or many (odd last chunk)."""
-    _force_staging(monkeypatch, staging)
+    force_staging(staging)
     for name, h in _layouts(rng, m, n).items():
         x = _host_io.upload(cp, h)
         assert x.flags.c_contiguous and x.dtype == np.float32
@@ -98,12 +108,12 @@ def test_upload_download(cp, rng, monkeypatch, m, n, staging):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("staging", [4 * 64, 1 << 25, None])
-def test_download_into_out(cp, rng, monkeypatch, staging):
+def test_download_into_out(cp, rng, force_staging, staging):
     """download(x, out=): straight into a C, F or row-strided float32 host array (through
-    the staging, or the plain copy below STAGED_MIN_BYTES: staging None); the rest of the
+    the staging, or the plain copy below staged_min_bytes: staging None); the rest of the
     array it is a view of untouched; a wrong shape or dtype raises."""
     if staging is not None:
-        _force_staging(monkeypatch, staging)
+        force_staging(staging)
     m, n = 257, 131
     h = rng.standard_normal((m, n)).astype(np.float32)
     x = cp.asarray(h)
@@ -121,10 +131,10 @@ def test_download_into_out(cp, rng, monkeypatch, staging):
 
 
 @pytest.mark.gpu
-def test_download_waits_for_the_current_stream(cp, monkeypatch):
+def test_download_waits_for_the_current_stream(cp, force_staging):
     """A download follows the work the caller's stream has queued (not what the buffer held
     before): the result of a product still running when the download is called."""
-    _force_staging(monkeypatch, 4 * 512 * 16)
+    force_staging(4 * 512 * 16)
     big = cp.full((4096, 4096), 0.5, np.float32)
     cp.cuda.runtime.deviceSynchronize()
     with cp.cuda.Stream(non_blocking=True):
@@ -136,10 +146,10 @@ def test_download_waits_for_the_current_stream(cp, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout", ["C", "F", "strided", "float16", "int16"])
-def test_lu_factor_numpy_staged(cp, rng, monkeypatch, layout):
+def test_lu_factor_numpy_staged(cp, rng, force_staging, layout):
     """NumPy input through the staging: the same factors and pivots as the CuPy input of the
     same matrix, NumPy out; the caller's array unchanged."""
-    _force_staging(monkeypatch, 4 * 300 * 7)
+    force_staging(4 * 300 * 7)
     h = _layouts(rng, 300, 300)[layout]
     keep = h.copy()
     lu, piv = gpulinalg.lu_factor(h)
@@ -155,13 +165,11 @@ def test_lu_factor_numpy_staged(cp, rng, monkeypatch, layout):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("prefault", [True, False])
-def test_lu_factor_numpy_result_memory(cp, rng, monkeypatch, prefault):
+def test_lu_factor_numpy_result_memory(cp, rng, force_staging):
     """The factors of a NumPy input come back into a new array (its pages faulted in
-    beforehand, or not), or with overwrite_a into a C-ordered float32 input itself; an
-    F-ordered one is never modified.  The same values every way."""
-    _force_staging(monkeypatch, 4 * 300 * 7)
-    monkeypatch.setattr(_host_io, "PREFAULT", prefault)
+    beforehand), or with overwrite_a into a C-ordered float32 input itself; an F-ordered one
+    is never modified.  The same values every way."""
+    force_staging(4 * 300 * 7)
     a = rng.standard_normal((300, 300)).astype(np.float32)
     want = cp.asnumpy(gpulinalg.lu_factor(cp.asarray(a))[0])
     keep = a.copy()
@@ -180,10 +188,10 @@ def test_lu_factor_numpy_result_memory(cp, rng, monkeypatch, prefault):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("overwrite_a", [False, True])
-def test_lu_factor_numpy_non_finite_checked_on_gpu(cp, rng, monkeypatch, overwrite_a):
+def test_lu_factor_numpy_non_finite_checked_on_gpu(cp, rng, force_staging, overwrite_a):
     """One GPU checks the uploaded copy: a NaN or inf still raises the host check's
     ValueError and leaves the caller's array as it was."""
-    _force_staging(monkeypatch, 4 * 200 * 9)
+    force_staging(4 * 200 * 9)
     for value in (np.nan, np.inf):
         a = rng.standard_normal((200, 200)).astype(np.float32)
         a[150, 7] = value

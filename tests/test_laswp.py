@@ -31,6 +31,8 @@ def apply_moves(a, moves):
 
 def test_public_name():
     assert hasattr(gpulinalg, "laswp")
+    from gpulinalg import blas
+    assert gpulinalg.laswp is blas.laswp
 
 
 @pytest.mark.parametrize("inverse", [False, True])
@@ -43,7 +45,7 @@ def test_net_moves_model_equals_sequential_swaps(rng, inverse):
                else rng.integers(0, m, size=k))
         piv = np.clip(piv, 0, m - 1)
         a = rng.standard_normal((m, 3))
-        ref = _laswp.reference_laswp(a.copy(), piv, inverse, offset)
+        ref = _laswp.laswp_reference(a.copy(), piv, inverse, offset)
         moves = _laswp.net_moves(piv, offset, inverse)
         assert len({d for _, d in moves}) == len(moves)  # each row written once
         np.testing.assert_array_equal(apply_moves(a, moves), ref)
@@ -54,7 +56,7 @@ def test_model_with_launch_chunks_equals_one_pass(rng):
     piv = lu_like(rng, m, k)
     a = rng.standard_normal((m, 2))
     for inverse in (False, True):
-        ref = _laswp.reference_laswp(a.copy(), piv, inverse)
+        ref = _laswp.laswp_reference(a.copy(), piv, inverse)
         out = a.copy()
         for start, count in _laswp.launch_plan(k, inverse):
             out = apply_moves(out, _laswp.net_moves(piv[start:start + count], start, inverse))
@@ -64,65 +66,43 @@ def test_model_with_launch_chunks_equals_one_pass(rng):
 def test_inverse_undoes_forward(rng):
     a = rng.standard_normal((50, 4))
     piv = dependent(50, 40, rng)
-    b = _laswp.reference_laswp(a.copy(), piv)
-    np.testing.assert_array_equal(_laswp.reference_laswp(b, piv, inverse=True), a)
+    b = _laswp.laswp_reference(a.copy(), piv)
+    np.testing.assert_array_equal(_laswp.laswp_reference(b, piv, inverse=True), a)
 
 
-def test_launch_plan_and_shared_memory():
+def test_launch_plan_and_kernel_names():
     assert _laswp.launch_plan(0) == []
     assert _laswp.launch_plan(512) == [(0, 512)]
     assert _laswp.launch_plan(1300) == [(0, 512), (512, 512), (1024, 276)]
     assert _laswp.launch_plan(1300, inverse=True) == [(1024, 276), (512, 512), (0, 512)]
-    assert _laswp.strip_width(128) == 32 and _laswp.strip_width(512) == 8
     for k in range(1, _laswp.KMAX + 1):
-        w = _laswp.strip_width(k)
-        assert _laswp.shared_bytes(k, w) <= _laswp.SMEM_LIMIT
         assert (1 << _laswp.hash_bits(k)) >= 2 * k
-        assert _laswp.THREADS % w == 0 and 32 % w == 0
-    assert set(_laswp.KERNEL_NAMES) == ({f"laswp_rows<{w},256>" for w in _laswp.STRIP_WIDTHS}
-                                        | {"laswp_plan<1024>", "laswp_apply<4,512>",
-                                           "laswp_apply<1,512>", "laswp_fused<4,512>",
-                                           "laswp_fused<1,512>"})
-    assert _laswp.DEFAULT in _laswp.VARIANTS and _laswp.BASELINE in _laswp.VARIANTS
+    assert set(_laswp.KERNEL_NAMES) == {"laswp_fused<4,512>", "laswp_fused<1,512>"}
 
 
-def test_fused_variant_limits():
+def test_fused_kernel_limits():
     assert _laswp.FUSED_CAP >= 8 * 2 * _laswp.KMAX          # a strip of 8 always fits
-    assert _laswp.APPLY_BLOCKS_PER_SM * (_laswp.FUSED_SMEM + 1024) <= 228 * 1024
+    assert _laswp.FUSED_BLOCKS_PER_SM * (_laswp.FUSED_SMEM + 1024) <= 228 * 1024
+    assert _laswp.FUSED_SMEM <= 227 * 1024
     assert _laswp.FUSED_META % 16 == 0                       # s_val 16-byte aligned
     assert 2 * _laswp.KMAX % _laswp.FUSED_THREADS == 0
+    assert _laswp.fused_grid(16384, 132) == 264 and _laswp.fused_grid(100, 132) == 13
     # 16384^2 and 32768^2 with 128 pivots (256 slots): one / two rounds of 64-column strips
-    assert _laswp.fused_strip_width(16384, 128, _laswp.apply_grid(16384, 132)) == 64
-    assert _laswp.fused_strip_width(32768, 128, _laswp.apply_grid(32768, 132)) == 64
-    for k in (1, 128, 512):
-        wc = _laswp.fused_strip_width(100003, k, _laswp.apply_grid(100003, 132))
-        assert wc >= 8 and wc % 8 == 0 and 2 * k * wc <= _laswp.FUSED_CAP
-
-
-def test_planned_variant_limits():
-    assert _laswp.PLAN_THREADS >= 2 * _laswp.KMAX
-    assert _laswp.APPLY_CAP >= 8 * 2 * _laswp.KMAX          # a strip of 8 always fits
-    assert _laswp.APPLY_BLOCKS_PER_SM * (_laswp.APPLY_SMEM + 1024) <= 228 * 1024
-    assert _laswp.APPLY_SMEM <= 227 * 1024
-    assert _laswp.WORKSPACE_INTS >= 2 + 2 * 2 * _laswp.KMAX
+    assert _laswp.fused_strip_width(16384, 128, _laswp.fused_grid(16384, 132)) == 64
+    assert _laswp.fused_strip_width(32768, 128, _laswp.fused_grid(32768, 132)) == 64
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 100, 1031, 16384, 32768, 100003])
-@pytest.mark.parametrize("nm", [1, 2, 255, 1023, 1024])
-def test_apply_strip_width(n, nm):
-    grid = _laswp.apply_grid(n, 132)
-    wc = _laswp.apply_strip_width(n, nm, grid)
-    assert wc >= 8 and wc % 8 == 0 and nm * wc <= _laswp.APPLY_CAP
+@pytest.mark.parametrize("k", [1, 2, 128, 511, 512])
+def test_fused_strip_width(n, k):
+    grid = _laswp.fused_grid(n, 132)
+    wc = _laswp.fused_strip_width(n, k, grid)
+    assert wc >= 8 and wc % 8 == 0 and 2 * k * wc <= _laswp.FUSED_CAP
     strips = -(-n // wc)
     rounds = -(-strips // grid)
-    assert rounds == -(-n // (grid * ((_laswp.APPLY_CAP // nm) & ~7)))   # fewest rounds
+    assert rounds == -(-n // (grid * ((_laswp.FUSED_CAP // (2 * k)) & ~7)))   # fewest rounds
     if n >= 8 * grid:
         assert strips > grid * (rounds - 1)     # the last round is not nearly empty
-
-
-def test_apply_strip_width_at_the_measured_size():
-    # 16384^2, 128 LU pivots -> 255 moved rows: one round of 64-column strips on 264 blocks
-    assert _laswp.apply_strip_width(16384, 255, _laswp.apply_grid(16384, 132)) == 64
 
 
 def test_row_leading_dim():
@@ -200,42 +180,39 @@ def make_piv(kind, m, k, rng):
                                    (4096, 257, 513)])
 @pytest.mark.parametrize("pk", PIV_CASES)
 @pytest.mark.parametrize("inverse", [False, True])
-@pytest.mark.parametrize("variant", _laswp.VARIANTS)
-def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse, variant):
+def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse):
     a = rng.standard_normal((m, n), dtype=np.float32)
     piv = make_piv(pk, m, k, rng)
-    ref = _laswp.reference_laswp(a.copy(), piv, inverse)
+    ref = _laswp.laswp_reference(a.copy(), piv, inverse)
     d = cp.asarray(a)
-    _laswp.laswp_inplace(d, cp.asarray(piv), inverse, variant=variant)
+    _laswp.laswp_inplace(d, cp.asarray(piv), inverse)
     np.testing.assert_array_equal(d.get(), ref)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [1, 128, 512, 1000])
-@pytest.mark.parametrize("variant", _laswp.VARIANTS)
-def test_inverse_undoes_forward_on_gpu(cp, rng, k, variant):
+def test_inverse_undoes_forward_on_gpu(cp, rng, k):
     m, n = 1500, 77
     a = rng.standard_normal((m, n), dtype=np.float32)
     piv = cp.asarray(make_piv("dependent", m, k, rng))
     d = cp.asarray(a)
-    _laswp.laswp_inplace(d, piv, variant=variant)
-    _laswp.laswp_inplace(d, piv, inverse=True, variant=variant)
+    _laswp.laswp_inplace(d, piv)
+    _laswp.laswp_inplace(d, piv, inverse=True)
     np.testing.assert_array_equal(d.get(), a)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("variant", _laswp.VARIANTS)
 @pytest.mark.parametrize("j0,j1", [(37, 201), (4, 300), (8, 263)])   # 4-byte and 16-byte paths
-def test_offset_and_column_block_views(cp, rng, variant, j0, j1):
+def test_offset_and_column_block_views(cp, rng, j0, j1):
     m, n = 400, 300
     a = rng.standard_normal((m, n), dtype=np.float32)
     d = cp.asarray(a)
     off, k = 64, 128
     piv = lu_like(rng, m, off + k)[off:]       # absolute rows >= off + i
     view = d[:, j0:j1]                          # ld 300, offset pointer
-    _laswp.laswp_inplace(view, cp.asarray(piv), offset=off, variant=variant)
+    _laswp.laswp_inplace(view, cp.asarray(piv), offset=off)
     ref = a.copy()
-    ref[:, j0:j1] = _laswp.reference_laswp(a[:, j0:j1].copy(), piv, offset=off)
+    ref[:, j0:j1] = _laswp.laswp_reference(a[:, j0:j1].copy(), piv, offset=off)
     np.testing.assert_array_equal(d.get(), ref)   # columns outside the block untouched
 
 
@@ -243,7 +220,7 @@ def test_offset_and_column_block_views(cp, rng, variant, j0, j1):
 def test_pivot_dtypes_are_converted(cp, rng):
     a = rng.standard_normal((90, 50), dtype=np.float32)
     piv = make_piv("dependent", 90, 60, rng)
-    ref = _laswp.reference_laswp(a.copy(), piv)
+    ref = _laswp.laswp_reference(a.copy(), piv)
     for p in (cp.asarray(piv, dtype=cp.int64), cp.asarray(np.repeat(piv, 2))[::2]):
         d = cp.asarray(a)
         _laswp.laswp_inplace(d, p)
@@ -256,13 +233,13 @@ def test_public_numpy_in_place(rng, pk):
     big = rng.standard_normal((130, 90), dtype=np.float32)
     piv = make_piv(pk, 130, 100, rng)
     for a in (big.copy(), big.copy()[::1, 3:50], big.copy()[5:, :]):
-        ref = _laswp.reference_laswp(a.copy(), piv[: a.shape[0]] % a.shape[0])
+        ref = _laswp.laswp_reference(a.copy(), piv[: a.shape[0]] % a.shape[0])
         assert gpulinalg.laswp(a, piv[: a.shape[0]] % a.shape[0]) is a
         np.testing.assert_array_equal(a, ref)
     base = big.copy()
     gpulinalg.laswp(base[:, 10:20], list(piv))  # writes through the view into base
     ref = big.copy()
-    ref[:, 10:20] = _laswp.reference_laswp(big[:, 10:20].copy(), piv)
+    ref[:, 10:20] = _laswp.laswp_reference(big[:, 10:20].copy(), piv)
     np.testing.assert_array_equal(base, ref)
 
 
@@ -274,26 +251,10 @@ def test_public_cupy_in_place_and_device_pivots(cp, rng):
     v = d[:, 3:50]
     assert gpulinalg.laswp(v, cp.asarray(piv)) is v
     ref = big.copy()
-    ref[:, 3:50] = _laswp.reference_laswp(big[:, 3:50].copy(), piv)
+    ref[:, 3:50] = _laswp.laswp_reference(big[:, 3:50].copy(), piv)
     np.testing.assert_array_equal(d.get(), ref)
     gpulinalg.laswp(v, piv, inverse=True)
     np.testing.assert_array_equal(d.get(), big)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", [(4096, 16384, 128), (3000, 40000, 512), (2000, 5001, 300)])
-def test_planned_wide_matrices_several_strips(cp, m, n, k):
-    # wide enough that every apply block walks several strips; n % 4 != 0 in the last case
-    rng = np.random.default_rng(7)
-    piv = lu_like(rng, m, k)
-    a = cp.random.default_rng(3).standard_normal((m, n), dtype=cp.float32)
-    ref = a.copy()
-    src, dst = zip(*_laswp.net_moves(piv))
-    ref[cp.asarray(dst)] = a[cp.asarray(src)]
-    ws = cp.full(_laswp.WORKSPACE_INTS, -7, dtype=cp.int32)
-    _laswp.laswp_inplace(a, cp.asarray(piv), workspace=ws, variant="planned")
-    assert bool(cp.array_equal(a, ref))
-    assert int(ws[0]) == len(src)
 
 
 @pytest.mark.gpu
@@ -307,32 +268,23 @@ def test_fused_wide_matrices_several_strips(cp, m, n, k, inverse):
     ref = a.copy()
     src, dst = zip(*_laswp.net_moves(piv, inverse=inverse))
     ref[cp.asarray(dst)] = a[cp.asarray(src)]
-    _laswp.laswp_inplace(a, cp.asarray(piv), inverse, variant="fused")
+    _laswp.laswp_inplace(a, cp.asarray(piv), inverse)
     assert bool(cp.array_equal(a, ref))
 
 
 @pytest.mark.gpu
-def test_workspace_is_cached_per_stream(cp):
-    a = cp.zeros((10, 8), dtype=cp.float32)
-    _laswp.laswp_inplace(a, cp.asarray([1, 2]))
-    dev = cp.cuda.runtime.getDevice()
-    ws = _laswp._workspace(dev)
-    assert _laswp._workspace(dev) is ws
-    s = cp.cuda.Stream(non_blocking=True)
-    with s:
-        assert _laswp._workspace(dev) is not ws
-        _laswp.laswp_inplace(a, cp.asarray([1, 2]))
-    s.synchronize()
-
-
-@pytest.mark.gpu
-def test_planned_workspace_is_checked(cp):
-    a = cp.zeros((10, 8), dtype=cp.float32)
-    with pytest.raises(ValueError, match="workspace"):
-        _laswp.laswp_inplace(a, cp.asarray([1, 2]), workspace=cp.zeros(3, dtype=cp.int32),
-                             variant="planned")
-    with pytest.raises(ValueError, match="variant"):
-        _laswp.laswp_inplace(a, cp.asarray([1, 2]), variant="nope")
+def test_laswp_ptr_chunks_and_sm_count(cp, rng):
+    """laswp_ptr with more than KMAX pivots (launches applied in order) and an explicit SM
+    count (a smaller grid: each block walks more strips) gives the sequential result."""
+    m, n, k = 1500, 3001, 1100
+    a = rng.standard_normal((m, n), dtype=np.float32)
+    piv = make_piv("dependent", m, k, rng)
+    for inverse in (False, True):
+        ref = _laswp.laswp_reference(a.copy(), piv, inverse)
+        d = cp.asarray(a)
+        p = cp.asarray(piv)
+        _laswp.laswp_ptr(n, d.data.ptr, n, k, p.data.ptr, 0, inverse, sms=3)
+        np.testing.assert_array_equal(d.get(), ref)
 
 
 @pytest.mark.gpu
@@ -356,14 +308,14 @@ def test_public_torch(rng):
         pytest.skip("torch has no CUDA")
     big = rng.standard_normal((150, 70), dtype=np.float32)
     piv = make_piv("dependent", 150, 128, rng)
-    ref = _laswp.reference_laswp(big.copy(), piv)
+    ref = _laswp.laswp_reference(big.copy(), piv)
     t = torch.from_numpy(big.copy()).cuda()
     assert gpulinalg.laswp(t, torch.from_numpy(piv).cuda()) is t
     np.testing.assert_array_equal(t.cpu().numpy(), ref)
     t2 = torch.from_numpy(big.copy()).cuda()
     gpulinalg.laswp(t2[:, 5:40], piv)
     ref2 = big.copy()
-    ref2[:, 5:40] = _laswp.reference_laswp(big[:, 5:40].copy(), piv)
+    ref2[:, 5:40] = _laswp.laswp_reference(big[:, 5:40].copy(), piv)
     np.testing.assert_array_equal(t2.cpu().numpy(), ref2)
     tc = torch.from_numpy(big.copy())
     assert gpulinalg.laswp(tc, piv) is tc

@@ -1,18 +1,18 @@
-"""LU: the public API (validation and results on the NumPy emulation, CPU; the real kernels,
-GPU)."""
+"""LU: the public API and its plan (validation, the plan's decisions and results on the NumPy
+emulation, CPU; the real kernels, GPU)."""
 
-import time
+import inspect
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward_error,
-                        wilkinson, with_cond)
+from lu_helpers import EPS, assert_same_pivots, backward_error, wilkinson, with_cond
 import gpulinalg
-from gpulinalg import linalg as _decomp_lu
-from gpulinalg.lu.driver import CpuPanel, HostClock, getrf, unit_lower_inverse
-from gpulinalg.testing.emulation import NumpyOps
+from gpulinalg import tuning
+from gpulinalg.lu import plan as lu_plan
+from gpulinalg.testing import lu as glt
 
 
 # ---------------------------------------------------------------- CPU: public API
@@ -22,11 +22,21 @@ def test_public_names():
         assert hasattr(gpulinalg, name)
 
 
+def test_no_underscore_parameters_in_public_signatures():
+    """The test hooks live in gpulinalg.testing; help() of a public function shows none."""
+    for name in gpulinalg.__all__:
+        obj = getattr(gpulinalg, name)
+        if not callable(obj) or isinstance(obj, type):
+            continue
+        hidden = [p for p in inspect.signature(obj).parameters if p.startswith("_")]
+        assert not hidden, (name, hidden)
+
+
 @pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (1, 1), (9, 9), (13, 6), (6, 13)])
 @pytest.mark.parametrize("kw", [{}, {"permute_l": True}, {"p_indices": True}])
 def test_lu_parity_host_backend(rng, shape, kw):
     a = rng.standard_normal(shape).astype(np.float32)
-    ours = gpulinalg.lu(a, block_size=4, _ops="numpy", **kw)
+    ours = glt.lu(a, block_size=4, emulate=True, **kw)
     ref = sl.lu(a, **kw)
     assert len(ours) == len(ref)
     for x, y in zip(ours, ref):
@@ -37,7 +47,7 @@ def test_lu_parity_host_backend(rng, shape, kw):
 @pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (1, 1), (9, 9), (13, 6), (6, 13)])
 def test_lu_factor_parity_host_backend(rng, shape):
     a = rng.standard_normal(shape).astype(np.float32)
-    lu, piv = gpulinalg.lu_factor(np.asfortranarray(a), block_size=4, _ops="numpy")
+    lu, piv = glt.lu_factor(np.asfortranarray(a), block_size=4, emulate=True)
     ref_lu, ref_piv = sl.lu_factor(a)
     assert lu.shape == ref_lu.shape and piv.dtype == np.int32
     assert_same_pivots(piv, ref_lu, ref_piv)
@@ -49,8 +59,8 @@ def test_lu_factor_parity_host_backend(rng, shape):
 def test_lu_solve_host_backend(rng, trans, bshape):
     a = rng.standard_normal((11, 11)).astype(np.float32)
     b = rng.standard_normal(bshape).astype(np.float32)
-    x = gpulinalg.lu_solve(gpulinalg.lu_factor(a, block_size=4, _ops="numpy"), b, trans=trans,
-                           _ops="numpy")
+    x = glt.lu_solve(glt.lu_factor(a, block_size=4, emulate=True), b, trans=trans,
+                     emulate=True)
     ref = sl.lu_solve(sl.lu_factor(a), b, trans=trans)
     assert x.shape == ref.shape
     np.testing.assert_allclose(x, ref, rtol=1e-3, atol=1e-4)
@@ -60,15 +70,31 @@ def test_singular_warning_host_backend():
     a = np.ones((4, 4), np.float32)
     with pytest.warns(sl.LinAlgWarning, match=r"^Diagonal number 2 is exactly zero\. "
                                                r"Singular matrix\.$"):
-        lu, piv = gpulinalg.lu_factor(a, _ops="numpy")
+        lu, piv = glt.lu_factor(a, emulate=True)
     assert lu.shape == (4, 4)
 
 
 def test_input_not_modified_host_backend(rng):
     a = rng.standard_normal((20, 20)).astype(np.float32)
     a0 = a.copy()
-    gpulinalg.lu_factor(a, block_size=4, _ops="numpy")
+    glt.lu_factor(a, block_size=4, emulate=True)
     np.testing.assert_array_equal(a, a0)
+
+
+def test_emulated_overwrite_a_in_place(rng):
+    a = rng.standard_normal((20, 20)).astype(np.float32)
+    keep = a.copy()
+    lu, piv = glt.lu_factor(a, overwrite_a=True, block_size=4, emulate=True)
+    assert np.shares_memory(lu, a)
+    ref_lu, ref_piv = sl.lu_factor(keep)
+    assert_same_pivots(piv, ref_lu, ref_piv)
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0)])
+def test_empty_host_input_needs_no_gpu(shape):
+    lu, piv = gpulinalg.lu_factor(np.empty(shape, np.float32))
+    assert isinstance(lu, np.ndarray) and lu.shape == shape and lu.dtype == np.float32
+    assert piv.shape == (0,) and piv.dtype == np.int32
 
 
 # Validation happens before the GPU is touched: these pass without CUDA.
@@ -94,6 +120,8 @@ def test_rejects_non_finite(value):
         gpulinalg.lu_factor(a)
     with pytest.raises(ValueError, match="infs or NaNs"):
         gpulinalg.lu(a)
+    with pytest.raises(ValueError, match="infs or NaNs"):   # several GPUs: on the host first
+        gpulinalg.lu_factor(a, devices=2)
     with pytest.raises(ValueError, match="infs or NaNs"):
         gpulinalg.lu_solve((np.eye(3, dtype=np.float32), np.arange(3, dtype=np.int32)),
                            a[:, 2])
@@ -108,51 +136,266 @@ def test_panel_and_option_validation():
 
 
 @pytest.mark.parametrize("wgmma", [True, False])
-def test_auto_precision_rule(monkeypatch, wgmma):
-    """lu_factor's precision="auto": 3xTF32 updates for M*N >= AUTO_TC_MIN_MN where wgmma
-    exists (one GPU or several), FP32 below, elsewhere and on the host backend; explicit
-    precisions pass."""
-    from gpulinalg.gemm import wgmma as _gemm_wgmma
-    monkeypatch.setattr(_gemm_wgmma, "available", lambda: wgmma)
-    big = _decomp_lu.AUTO_TC_MIN_MN
+def test_auto_precision_rule(wgmma):
+    """precision="auto": 3xTF32 updates for M*N >= lu_tc_min_mn where wgmma exists (one GPU
+    or several), FP32 below and elsewhere; explicit precisions pass."""
+    table = tuning.SM90
+    big = table.lu_tc_min_mn
     tc = "3xtf32" if wgmma else "fp32"
-    assert _decomp_lu._resolve_precision("auto", 16384, 16384) == tc
-    assert _decomp_lu._resolve_precision("auto", big, 1) == tc
-    assert _decomp_lu._resolve_precision("auto", 8192, 8192) == tc
-    assert _decomp_lu._resolve_precision("auto", big - 1, 1) == "fp32"
-    assert _decomp_lu._resolve_precision("auto", 6144, 6144) == "fp32"
-    assert _decomp_lu._resolve_precision("auto", 16384, 16384, fp32_only=True) == "fp32"
+    rule = lu_plan.update_precision
+    assert rule("auto", 16384, 16384, table, wgmma) == tc
+    assert rule("auto", big, 1, table, wgmma) == tc
+    assert rule("auto", 8192, 8192, table, wgmma) == tc
+    assert rule("auto", big - 1, 1, table, wgmma) == "fp32"
+    assert rule("auto", 6144, 6144, table, wgmma) == "fp32"
     for p in ("fp32", "3xtf32", "tf32"):
-        assert _decomp_lu._resolve_precision(p, 64, 64) == p
+        assert rule(p, 64, 64, table, wgmma) == p
+    small = replace(table, lu_tc_min_mn=64 * 64)
+    assert rule("auto", 64, 64, small, wgmma) == tc
 
 
-def _resolve_args(monkeypatch, **kw):
-    """The arguments lu_factor(eye(8), **kw) hands _resolve_precision (a spy stops it there)."""
+def _update_precision_args(monkeypatch, **kw):
+    """The wgmma argument lu_factor(eye(8), **kw) hands plan.update_precision (a spy stops
+    it there)."""
     seen = []
 
     class Stop(Exception):
         pass
 
-    def spy(precision, m, n, fp32_only=False):
-        seen.append((precision, m, n, fp32_only))
+    def spy(precision, m, n, table, wgmma=None):
+        seen.append((precision, m, n, wgmma))
         raise Stop
 
-    monkeypatch.setattr(_decomp_lu, "_resolve_precision", spy)
+    monkeypatch.setattr(lu_plan, "update_precision", spy)
+    factor = glt.lu_factor if "emulate" in kw else gpulinalg.lu_factor
     with pytest.raises(Stop):
-        gpulinalg.lu_factor(np.eye(8, dtype=np.float32), **kw)
+        factor(np.eye(8, dtype=np.float32), **kw)
     return seen
 
 
-@pytest.mark.parametrize("devices", [None, 1])
-def test_host_backend_resolves_auto_as_fp32(monkeypatch, devices):
-    assert _resolve_args(monkeypatch, devices=devices, _ops="numpy") == [("auto", 8, 8, True)]
+@pytest.mark.parametrize("devices", [None, 1, 2])
+def test_emulation_resolves_auto_as_fp32(monkeypatch, devices):
+    assert _update_precision_args(monkeypatch, devices=devices, emulate=True) == [
+        ("auto", 8, 8, False)]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("devices", [None, 1])
 def test_gpu_resolves_auto_by_the_rule(cp, monkeypatch, devices):
-    """On the GPU (one or several), "auto" follows the size rule (no fp32_only)."""
-    assert _resolve_args(monkeypatch, devices=devices) == [("auto", 8, 8, False)]
+    """On the GPU (one or several), "auto" asks the device whether it runs wgmma."""
+    assert _update_precision_args(monkeypatch, devices=devices) == [("auto", 8, 8, None)]
+
+
+# ---------------------------------------------------------------- CPU: the plan
+
+def test_block_size_rule():
+    """plan.block_size: the tuning table's steps by min(m, n), panel, precision and GPUs."""
+    t = tuning.SM90
+    bs = lu_plan.block_size
+    assert bs(8192, 8192, "gpu", "fp32", 1, t) == 128
+    assert bs(8193, 20000, "gpu", "fp32", 1, t) == 256
+    assert bs(16384, 16384, "gpu", "fp32", 1, t) == 256
+    assert bs(16385, 40000, "gpu", "fp32", 1, t) == 512
+    assert bs(4096, 4096, "gpu", "fp32", 1, t) == 128     # one GPU: no column-slab nb
+    assert bs(100, 100, "gpu", "fp32", 1, t) == 128
+    assert bs(8192, 8192, "gpu", "3xtf32", 1, t) == 128
+    assert bs(8193, 20000, "gpu", "3xtf32", 1, t) == 512
+    assert bs(24576, 24576, "gpu", "tf32", 1, t) == 512
+    assert bs(32768, 32768, "gpu", "3xtf32", 1, t) == 1024
+    assert bs(32768, 32768, "gpu", "3xtf32", 2, t) == 512
+    assert bs(16384, 16384, "gpu", "3xtf32", 2, t) == 256
+    assert bs(4096, 9000, "gpu", "fp32", 2, t) == t.cols_nb == 256   # column-slab leaf
+    assert bs(4097, 4097, "gpu", "fp32", 2, t) == 128
+    assert bs(32768, 32768, "gpu", "3xtf32", 3, t) == 256
+    assert bs(8192, 8192, "gpu", "fp32", 4, t) == 256
+    assert bs(8193, 8193, "gpu", "fp32", 4, t) == 512
+    assert bs(28672, 28672, "gpu", "fp32", 4, t) == 512
+    assert bs(28673, 28673, "gpu", "fp32", 4, t) == 256
+    assert bs(40960, 40960, "gpu", "fp32", 4, t) == 256
+    assert bs(40961, 40961, "gpu", "3xtf32", 4, t) == 512
+    assert bs(8192, 8192, "cpu", "fp32", 1, t) == 128
+    assert bs(8193, 8193, "cpu", "3xtf32", 2, t) == 256
+    assert bs(8193, 8193, "gpu", "fp32", 1, replace(t, gpu_nb_steps_fp32=())) == t.gpu_nb
+
+
+def _host(shape, dtype=np.float32, order="C", kind="numpy"):
+    """The plan's Matrix of a host input (no array of that size is made)."""
+    a = np.empty((2, 3), dtype=dtype, order=order)
+    return lu_plan.Matrix(shape, a.dtype, kind, True, a.dtype == np.float32,
+                          a.flags.c_contiguous, a.flags.f_contiguous, True)
+
+
+def _device(shape, order="C", owned=False, dtype=np.float32):
+    """The plan's Matrix of a device input as to_device gives it (no GPU needed)."""
+    return lu_plan.Matrix(shape, np.dtype(dtype), "cupy", False, True, order == "C",
+                          order == "F", True, owned)
+
+
+def _plan(x, overwrite_a=False, check_finite=True, to_host=True, device_ids=None, wgmma=False,
+          table=None, **options):
+    """make_plan without a GPU: the device's facts (wgmma, device_ids) given; the table in
+    force (an override, else the device's; without a GPU: tuning.DEFAULT)."""
+    return lu_plan.make_plan(x, lu_plan.Options(**options), overwrite_a=overwrite_a,
+                             check_finite=check_finite, to_host=to_host,
+                             device_ids=device_ids, wgmma=wgmma, table=table)
+
+
+def _placement(plan):
+    return plan.route, plan.input, plan.source, plan.result, plan.finite
+
+
+def test_plan_host_c_float32_overwrite():
+    """NumPy C-ordered float32 with overwrite_a: uploaded, the factors back into the input;
+    checked on the device copy; lu (to_host=False) keeps them on the device."""
+    x = _host((1000, 1000))
+    plan = _plan(x, overwrite_a=True)
+    assert _placement(plan) == ("graph", "host", "uploaded", "the input", "device flag")
+    assert (plan.nb, plan.precision, plan.tc_min, plan.panel) == (128, "fp32", 0, "gpu")
+    assert _plan(x, overwrite_a=True, to_host=False).result == "new device array"
+    assert _plan(x).result == "new host array"
+    assert _plan(x, check_finite=False).finite == "none"
+    assert _plan(x, overwrite_a=True, devices=1).finite == "host"   # devices=1: no graph
+    assert _plan(x, overwrite_a=True, devices=1).route == "driver"
+
+
+@pytest.mark.parametrize("shape", [(300, 200), (200, 300)])
+def test_plan_host_f_order_and_other_kinds(shape):
+    """F-ordered, float16 or torch CPU input is never factored in place."""
+    for x in (_host(shape, order="F"), _host(shape, dtype=np.float16),
+              _host(shape, kind="torch_cpu")):
+        plan = _plan(x, overwrite_a=True)
+        assert _placement(plan) == ("graph", "host", "uploaded", "new host array",
+                                    "device flag")
+    assert "300x200 float16" in repr(_plan(_host((300, 200), dtype=np.float16)))
+
+
+def test_plan_cpu_panel_and_timeline():
+    x = _host((3000, 3000))
+    plan = _plan(x, panel="cpu")
+    assert (plan.route, plan.panel, plan.nb) == ("host panel", "cpu", 128)
+    assert _plan(_host((9000, 9000)), panel="cpu").nb == 256
+    assert _plan(x, timeline=[]).route == "driver"    # a timeline runs the stream driver
+    assert _plan(x, block_size=64).nb == 64
+    assert _plan(_host((40, 30)), block_size=64).nb == 30
+
+
+def test_plan_beyond_graph_max_elements():
+    """A matrix over graph_max_elements runs the stream driver (no graph of it is kept)."""
+    big = tuning.current().graph_max_elements
+    assert _plan(_host((big // 16384 + 1, 16384))).route == "driver"
+    assert _plan(_host((big // 16384, 16384))).route == "graph"
+    with tuning.override(replace(tuning.current(), graph_max_elements=100)):
+        assert _plan(_host((10, 10))).route == "graph"
+        assert _plan(_host((10, 11))).route == "driver"
+
+
+def test_plan_precision_auto_by_the_table():
+    x = _host((16384, 16384))
+    plan = _plan(x, wgmma=True)
+    assert (plan.precision, plan.nb, plan.tc_min) == ("3xtf32", 512, 0)
+    assert (_plan(x, wgmma=False).precision, _plan(x, wgmma=False).nb) == ("fp32", 256)
+    plan = _plan(_host((8192, 8192)), wgmma=True)
+    assert (plan.precision, plan.nb, plan.tc_min) == ("3xtf32", 128, 4096)
+    assert "precision=3xtf32 (fp32 below 4096 trailing)" in repr(plan)
+    assert _plan(_host((8192, 8192)), wgmma=True, panel="cpu").tc_min == 0
+    assert _plan(_host((8192, 8192)), wgmma=True, precision="3xtf32").tc_min == 0
+    assert _plan(_host((8191, 8192)), wgmma=True).precision == "fp32"
+    assert _plan(x, wgmma=True, devices=2, device_ids=(0, 1)).precision == "3xtf32"
+    table = replace(tuning.SM90, lu_tc_min_mn=1, lu_tc_min_trailing=512, lu_tc_tail_nb=64)
+    plan = _plan(_host((300, 300)), wgmma=True, table=table, block_size=64)
+    assert (plan.precision, plan.tc_min, plan.table) == ("3xtf32", 512, table)
+    assert _plan(_host((300, 300)), wgmma=True, table=table, block_size=65).tc_min == 0
+
+
+def test_plan_several_gpus_host_input():
+    x = _host((1000, 1000))
+    plan = _plan(x, devices=2, device_ids=(0, 1))
+    assert _placement(plan) == ("several GPUs", "host", "read in place", "new host array",
+                                "host")
+    assert (plan.nb, plan.devices, plan.device_ids) == (256, 2, (0, 1))
+    assert _plan(x, overwrite_a=True, devices=2, device_ids=(0, 1)).source == "in place"
+    plan = _plan(_host((1000, 1000), order="F"), devices=2, device_ids=(0, 1))
+    assert (plan.source, plan.result) == ("converted", "the copy")
+    plan = _plan(x, devices=[1], device_ids=(1,))    # one GPU, not the current one
+    assert (plan.route, plan.devices, plan.nb) == ("several GPUs", 1, 128)
+    assert _plan(x, devices=1).route == "driver"      # resolve_devices: the current GPU
+
+
+def test_plan_device_input():
+    """Device input: in place where allowed (the caller's array checked first), read in
+    place by a replay or on several GPUs, transposed when F-ordered, else copied."""
+    c, f = _device((500, 500)), _device((500, 500), order="F")
+    assert _placement(_plan(c)) == ("graph", "device", "read in place", "new device array",
+                                    "late flag")
+    assert _placement(_plan(c, overwrite_a=True)) == ("graph", "device", "in place",
+                                                      "the input", "device wait")
+    assert _placement(_plan(c, panel="cpu")) == ("host panel", "device", "copied",
+                                                 "new device array", "device flag")
+    assert _placement(_plan(f)) == ("graph", "device", "transposed", "new device array",
+                                    "late flag")
+    assert _placement(_plan(f, overwrite_a=True, timeline=[])) == (
+        "driver", "device", "transposed", "new device array", "device flag")
+    owned = _device((500, 500), owned=True, dtype=np.float16)   # to_device's float32 copy
+    assert _placement(_plan(owned)) == ("graph", "device", "converted", "the copy",
+                                        "late flag")
+    assert _placement(_plan(owned, panel="cpu")) == ("host panel", "device", "converted",
+                                                     "the copy", "device flag")
+    two = dict(devices=2, device_ids=(0, 1))
+    assert _placement(_plan(c, **two)) == ("several GPUs", "device", "read in place",
+                                           "new device array", "beside upload")
+    assert _placement(_plan(c, overwrite_a=True, **two)) == ("several GPUs", "device",
+                                                             "in place", "the input",
+                                                             "device wait")
+    assert _placement(_plan(f, **two)) == ("several GPUs", "device", "transposed",
+                                           "new device array", "device flag")
+    assert _plan(_device((0, 5))).route == "empty"
+    assert _plan(c, check_finite=False).finite == "none"
+
+
+def test_plan_emulated_and_empty():
+    x = _host((16384, 16384))
+    plan = _plan(x, emulate=True, wgmma=True)
+    assert (plan.route, plan.precision, plan.source, plan.result, plan.finite) == (
+        "emulated", "fp32", "converted", "the copy", "host")
+    assert _plan(x, emulate=True, overwrite_a=True).source == "in place"
+    assert _plan(x, emulate=True, devices=3).devices == 3
+    assert "3 virtual devices" in repr(_plan(x, emulate=True, devices=3))
+    plan = _plan(_host((0, 7)))
+    assert _placement(plan) == ("empty", "host", "not read", "new host array", "none")
+    assert plan.nb == 1
+
+
+def test_plan_repr():
+    plan = _plan(_device((16384, 16384)), wgmma=True)
+    assert repr(plan) == (
+        "Plan(16384x16384 float32, nb=512, precision=3xtf32, panel=gpu, route=graph, "
+        "source=device input read in place, result=new device array, finite check=late flag)")
+    plan = _plan(_host((100, 50)), devices=2, device_ids=(0, 1), lookahead=0)
+    assert "route=several GPUs (0, 1)" in repr(plan) and "lookahead=0" in repr(plan)
+
+
+def test_resolve_devices():
+    assert lu_plan.resolve_devices(None) is None
+    assert lu_plan.resolve_devices(2, count=4, current=0) == (0, 1)
+    assert lu_plan.resolve_devices([2, 3], count=4, current=0) == (2, 3)
+    assert lu_plan.resolve_devices(1, count=4, current=0) is None
+    assert lu_plan.resolve_devices([1], count=4, current=1) is None
+    assert lu_plan.resolve_devices([1], count=4, current=0) == (1,)
+    with pytest.raises(ValueError, match="this machine has 2 GPU"):
+        lu_plan.resolve_devices(3, count=2, current=0)
+
+
+def test_finite_rules():
+    from gpulinalg.core.arrays import host_all_finite
+    a = np.ones((10, 6), np.float32)
+    assert host_all_finite(a, rows=3)
+    a[9, 5] = np.inf
+    assert not host_all_finite(a, rows=3) and not host_all_finite(a)
+    opts = lu_plan.Options
+    assert lu_plan.finite_on_host(opts(emulate=True), gpu=True)
+    assert lu_plan.finite_on_host(opts(devices=1), gpu=True)
+    assert not lu_plan.finite_on_host(opts(), gpu=True)
+    assert lu_plan.finite_on_host(opts(), gpu=False)
 
 
 def test_lu_solve_validation():
@@ -216,8 +459,8 @@ def test_gpu_rectangular(rng, shape):
 def test_gpu_paths(rng, threshold, lookahead):
     a = rng.standard_normal((1031, 1031)).astype(np.float32)
     tl = []
-    lu, piv = gpulinalg.lu_factor(a, panel="cpu", block_size=64, lookahead=lookahead,
-                                  _inv_threshold=threshold, _timeline=tl)
+    lu, piv = glt.lu_factor(a, panel="cpu", block_size=64, lookahead=lookahead,
+                            inv_threshold=threshold, timeline=tl)
     assert {r["use_inverse"] for r in tl[0]["steps"]} == {threshold == np.inf}
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
@@ -227,19 +470,15 @@ def test_gpu_paths(rng, threshold, lookahead):
 @pytest.mark.gpu
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
 @pytest.mark.parametrize("shape", [(1031, 1031), (1031, 517), (517, 1031), (2049, 2049)])
-def test_gpu_l21_column_major(monkeypatch, rng, panel, shape):
+def test_gpu_l21_column_major(rng, panel, shape):
     """The trailing update reading L21 through its column-major copy (forced on every update,
     look-ahead ones included) gives the factors of the row-major path: the same pivots,
     entries equal to rounding, LAPACK's backward error class."""
-    from gpulinalg.lu import graph as _lu_graph
-    from gpulinalg.lu import steps as _lu_ops
     a = rng.standard_normal(shape).astype(np.float32)
     out = {}
     for cols in (0, 1):
-        monkeypatch.setattr(_lu_ops, "L21_COLMAJOR_MIN_COLS", cols)
-        _lu_graph.clear()          # a captured graph keeps the launches it was captured with
-        out[cols] = gpulinalg.lu_factor(a, panel=panel, block_size=128)
-    _lu_graph.clear()
+        with tuning.override(replace(tuning.current(), l21_colmajor_min_cols=cols)):
+            out[cols] = gpulinalg.lu_factor(a, panel=panel, block_size=128)
     np.testing.assert_array_equal(out[1][1], out[0][1])
     np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-5, atol=1e-5)
     ref_lu, ref_piv = sl.lu_factor(a)
@@ -280,20 +519,20 @@ def test_gpu_tensor_core_updates(rng, kind, panel):
 
 
 @pytest.mark.gpu
-def test_gpu_auto_precision_fp32_tail(rng, monkeypatch):
+def test_gpu_auto_precision_fp32_tail(rng):
     """precision="auto" with 3xTF32 updates turns to FP32 once the trailing matrix is below
-    AUTO_TC_MIN_TRAILING rows and columns: rows factored before the switch equal the
+    the table's lu_tc_min_trailing rows and columns: rows factored before the switch equal the
     pure-3xTF32 run's bit for bit, the rest differ from it, and the error stays LAPACK's
     class."""
-    from gpulinalg.gemm import wgmma as _gemm_wgmma
-    if not _gemm_wgmma.available():
+    from gpulinalg.core.device import has_wgmma
+    if not has_wgmma():
         pytest.skip("precision='auto' takes 3xTF32 only where wgmma exists (Hopper)")
     n, nb = 1031, 128
-    monkeypatch.setattr(_decomp_lu, "AUTO_TC_MIN_MN", 1)
-    monkeypatch.setattr(_decomp_lu, "AUTO_TC_MIN_TRAILING", 512)
     a = rng.standard_normal((n, n)).astype(np.float32)
     kw = dict(block_size=nb, panel="gpu")
-    lu, piv = gpulinalg.lu_factor(a, precision="auto", **kw)
+    table = replace(tuning.current(), lu_tc_min_mn=1, lu_tc_min_trailing=512)
+    with tuning.override(table):
+        lu, piv = gpulinalg.lu_factor(a, precision="auto", **kw)
     lu3, piv3 = gpulinalg.lu_factor(a, precision="3xtf32", **kw)
     lu1, _ = gpulinalg.lu_factor(a, precision="fp32", **kw)
     # Updates of steps ending at column j1 with n - j1 >= 512 (j1 <= 512) on the tensor
@@ -416,7 +655,7 @@ def test_gpu_memory_error_message(cp):
     free = cp.cuda.Device().mem_info[1]
     n = int((free / 4) ** 0.5) + 1024
     with pytest.raises(MemoryError, match="GiB"):
-        _decomp_lu._check_memory(cp, n, n, 256, copy_matrix=True)
+        lu_plan.check_memory(n, n, 256, copy_matrix=True)
 
 
 @pytest.mark.gpu

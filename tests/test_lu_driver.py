@@ -1,17 +1,18 @@
-"""LU driver (getrf) on the NumPy emulation of the device steps, with the CPU panel (CPU);
-its GPU-only paths (GPU)."""
+"""LU driver (getrf) on the NumPy emulation of the device steps, with the host panel
+(CpuPanel) (CPU); its GPU-only paths (GPU)."""
 
+import dataclasses
 import time
 
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from lu_helpers import (EPS, assert_matches_lapack, assert_same_pivots, backward_error,
-                        wilkinson, with_cond)
+from lu_helpers import assert_matches_lapack, wilkinson, with_cond
 import gpulinalg
-from gpulinalg import linalg as _decomp_lu
-from gpulinalg.lu.driver import CpuPanel, HostClock, getrf, unit_lower_inverse
+from gpulinalg import tuning
+from gpulinalg.lu.driver import HostClock, getrf, unit_lower_inverse
+from gpulinalg.lu.panel_cpu import CpuPanel
 from gpulinalg.testing.emulation import NumpyOps
 
 # ---------------------------------------------------------------- helpers
@@ -23,7 +24,7 @@ MODES = {"serial": dict(threaded=False), "threaded": dict(threaded=True, gated=F
 
 
 def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False,
-               threaded=None, gated=None):
+               threaded=True, gated=True):
     A = np.array(a, dtype=np.float32, order="C")
     ops = NumpyOps(A, nb, eager=eager)
     piv, info = getrf(ops, CpuPanel(threaded, gated), nb, lookahead, inv_threshold, timeline)
@@ -31,7 +32,7 @@ def run_driver(a, nb, lookahead=1, inv_threshold=1e3, timeline=None, eager=False
 
 
 def check_against_scipy(a, nb, lookahead=1, inv_threshold=1e3, same_pivots=True, eager=False,
-                        threaded=None, gated=None):
+                        threaded=True, gated=True):
     a = np.asarray(a, dtype=np.float32)
     lu, piv, info, _ = run_driver(a, nb, lookahead, inv_threshold, eager=eager,
                                   threaded=threaded, gated=gated)
@@ -135,7 +136,6 @@ def test_staging_buffers_made_once_under_two_threads():
     """CupyOps' staging buffers (`_once`) are made once when the driver's thread and the
     worker ask at the same time: each thread holds the same object after."""
     import threading
-    import time
     from gpulinalg.lu.steps import _once
     made = []
 
@@ -166,25 +166,39 @@ def test_staging_buffers_made_once_under_two_threads():
     assert len(made) == 2 and seen[0] is seen[1] is obj.buf is made[1]
 
 
-def test_panel_worker_settings(monkeypatch):
-    """OpenBLAS short of spare_cores() and a short switch interval inside the block,
-    both restored after (also nested); the LU's threaded CPU panel runs inside one."""
+def test_panel_worker_settings():
+    """OpenBLAS short of spare_cores() and a short switch interval inside the block, both
+    restored after (also nested); the threaded host panel runs inside one, with the values
+    of the tuning table in force (or its own), the serial one inside none."""
     import sys
     from gpulinalg.lu import host_threads as ht
-    monkeypatch.setattr(ht, "SWITCH_US", 100)
     api = ht.openblas_threads()
     get = api[0] if api is not None else (lambda: None)
     saved, interval = get(), sys.getswitchinterval()
-    inside = None if api is None else max(1, min(saved, ht.usable_cores() - ht.spare_cores()))
-    seen = []
-    with ht.panel_worker_settings():
-        seen.append((get(), sys.getswitchinterval()))
-        with ht.panel_worker_settings():
+    table = dataclasses.replace(tuning.current(), openblas_spare_share=4,
+                                switch_interval_us=100)
+
+    def inside(share):
+        return None if api is None else max(1, min(saved, ht.usable_cores()
+                                                    - ht.spare_cores(share)))
+
+    def seen_in(make):
+        seen = []
+        with make():
             seen.append((get(), sys.getswitchinterval()))
-        seen.append((get(), sys.getswitchinterval()))
-    assert seen == [(inside, pytest.approx(min(interval, 1e-4), rel=0.05))] * 3
-    assert get() == saved and sys.getswitchinterval() == interval
-    assert isinstance(CpuPanel(True).running(), type(ht.panel_worker_settings()))
+            with make():
+                seen.append((get(), sys.getswitchinterval()))
+            seen.append((get(), sys.getswitchinterval()))
+        assert get() == saved and sys.getswitchinterval() == interval
+        return seen
+
+    short = pytest.approx(min(interval, 1e-4), rel=0.05)
+    assert seen_in(lambda: ht.panel_worker_settings(4, 100)) == [(inside(4), short)] * 3
+    with tuning.override(table):
+        assert seen_in(lambda: CpuPanel(True).running()) == [(inside(4), short)] * 3
+    own = dataclasses.replace(table, openblas_spare_share=0, switch_interval_us=0)
+    assert seen_in(lambda: CpuPanel(True, table=own).running()) == [(saved, interval)] * 3
+    assert seen_in(lambda: CpuPanel(False).running()) == [(saved, interval)] * 3
 
 
 def test_wilkinson_growth():
@@ -293,14 +307,12 @@ def test_stream_emulation_order():
     assert ops.log == [("panel", "p0", 0), ("update", "u0", 0)]
 
 
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [100, 300])
 def test_gpu_gated_chain_with_slow_staging(monkeypatch, rng, n):
-    """The gated CPU-panel driver (one GPU) with a slow pinned allocation, as cudaHostAlloc is
-    at times: the worker raises the flag word the GPU waits on (before the flag was made once,
-    each thread made its own, and such a call hung), and the factors match LAPACK's."""
-    import time
+    """The gated host-panel driver (one GPU) with a slow pinned allocation, as cudaHostAlloc
+    is at times: the worker raises the very flag word the GPU waits on (made once, whichever
+    thread asks first), and the factors match LAPACK's."""
     from gpulinalg.lu import driver as _lu
     from gpulinalg.lu import steps as _lu_ops
     pinned, calls = _lu_ops.CupyOps._pinned, []
@@ -324,13 +336,14 @@ def test_gpu_gated_chain_with_slow_staging(monkeypatch, rng, n):
 
 @pytest.mark.gpu
 def test_gpu_timeline(rng):
+    from gpulinalg.testing.lu import lu_factor
     a = rng.standard_normal((2048, 2048)).astype(np.float32)
     tl = []
-    gpulinalg.lu_factor(a, panel="cpu", _timeline=tl)
+    lu_factor(a, panel="cpu", timeline=tl)
     t = tl[0]
     assert t["backend"] == "CupyOps" and len(t["steps"]) == 2048 // 128
     assert t["gpu_ms"] > 0 and t["host_panel_ms"] > 0 and t["wall_ms"] > 0
     clock = HostClock()
-    lu, piv = gpulinalg.lu_factor(a, panel="cpu", _timeline=clock)
+    lu, piv = lu_factor(a, panel="cpu", timeline=clock)
     assert_matches_lapack(a, lu, piv, True)
     assert clock[0]["events"] is False and 0 < clock[0]["host_panel_ms"] < clock[0]["wall_ms"]

@@ -1,12 +1,15 @@
-"""The GPU-panel LU replayed from a CUDA graph (gpulinalg/_lu_graph.py): which calls replay,
+"""The GPU-panel LU replayed from a CUDA graph (gpulinalg/lu/graph.py): which calls replay,
 and that replays give the ordinary driver's results bit for bit, call after call."""
 
+import dataclasses
+import threading
 import warnings
 
 import numpy as np
 import pytest
 
 import gpulinalg
+from gpulinalg import tuning
 from gpulinalg.lu import graph as _lu_graph
 
 
@@ -24,13 +27,34 @@ def test_eligible_cases():
     assert not _lu_graph.eligible(2048, 2048, "gpu", [], None)     # a timeline is asked for
     assert not _lu_graph.eligible(2048, 2048, "gpu", None, 2)      # several GPUs
     assert not _lu_graph.eligible(0, 5, "gpu", None, None)
-    rows = _lu_graph.MAX_ELEMENTS // 8192
+    rows = tuning.current().graph_max_elements // 8192
     assert _lu_graph.eligible(rows, 8192, "gpu", None, None)
     assert _lu_graph.eligible(8192, rows, "gpu", None, None)
     assert not _lu_graph.eligible(rows + 1, 8192, "gpu", None, None)
     assert _lu_graph.eligible(16384, 8192, "gpu", None, None)      # tall: erratic when driven
+    with tuning.override(dataclasses.replace(tuning.current(), graph_max_elements=2048 * 2048)):
+        assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
+        assert not _lu_graph.eligible(2048, 2049, "gpu", None, None)
     with _lu_graph.disabled():
         assert not _lu_graph.eligible(2048, 2048, "gpu", None, None)
+    assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
+
+
+def test_disabled_is_per_context():
+    """`disabled()` holds in its own thread (and nested) only: another thread replays."""
+    seen = []
+
+    def other():
+        seen.append(_lu_graph.eligible(2048, 2048, "gpu", None, None))
+
+    with _lu_graph.disabled():
+        with _lu_graph.disabled():
+            pass
+        assert not _lu_graph.eligible(2048, 2048, "gpu", None, None)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen == [True]
     assert _lu_graph.eligible(2048, 2048, "gpu", None, None)
 
 
@@ -53,19 +77,35 @@ def _assert_same(got, want):
 @pytest.mark.parametrize("shape", [(2048, 2048), (1000, 1300), (1300, 1000), (257, 257),
                                    (129, 1), (4096, 300)])
 @pytest.mark.parametrize("precision", ["fp32", "3xtf32"])
-@pytest.mark.parametrize("node_priority", [True, False])
-def test_replay_matches_driver(cp, rng, monkeypatch, shape, precision, node_priority):
-    """Either instantiation (per-node priorities through the driver API, or CuPy's Graph)."""
-    monkeypatch.setattr(_lu_graph, "NODE_PRIORITY", node_priority)
+def test_replay_matches_driver(cp, rng, shape, precision):
+    """Instantiated with per-node priorities through the driver API."""
     inputs = _inputs(cp, rng, shape, 4)
     want = [_eager(a, precision=precision) for a in inputs]
     got = [gpulinalg.lu_factor(a, panel="gpu", precision=precision) for a in inputs]
     assert not _lu_graph.failures
     assert len(_lu_graph._entries) == 1      # calls 2-4 replayed one captured graph
     (entry,) = _lu_graph._entries.values()
-    assert isinstance(entry.graph, _lu_graph._PriorityGraph) == node_priority
+    assert isinstance(entry.graph, _lu_graph._PriorityGraph)
     for g, w in zip(got, want):
         _assert_same(g, w)
+
+
+@pytest.mark.gpu
+def test_replay_keys_the_tuning_table(cp, rng):
+    """A graph captured under one table never replays under another: the table is part of
+    the key, and the capture runs under it (here L21 read column-major from 64 columns on,
+    which changes the launches)."""
+    a = _inputs(cp, rng, (700, 700), 1)[0]
+    other = dataclasses.replace(tuning.current(), l21_colmajor_min_cols=64)
+    want = _eager(a, precision="fp32")
+    with tuning.override(other):
+        want_other = _eager(a, precision="fp32")
+    for _ in range(3):
+        _assert_same(gpulinalg.lu_factor(a, panel="gpu", precision="fp32"), want)
+        with tuning.override(other):
+            _assert_same(gpulinalg.lu_factor(a, panel="gpu", precision="fp32"), want_other)
+    assert not _lu_graph.failures
+    assert sorted(key[-1] == other for key in _lu_graph._entries) == [False, True]
 
 
 @pytest.mark.gpu
@@ -148,14 +188,16 @@ def test_replay_in_place(cp, rng):
 
 @pytest.mark.gpu
 def test_streams_and_eviction(cp, rng):
-    """One entry per stream; at most CACHE_ENTRIES entries, least recently used dropped."""
-    shapes = [(64 + 8 * i, 64 + 8 * i) for i in range(_lu_graph.CACHE_ENTRIES + 1)]
+    """One entry per stream; at most graph_cache_entries entries, least recently used
+    dropped."""
+    entries = tuning.current().graph_cache_entries
+    shapes = [(64 + 8 * i, 64 + 8 * i) for i in range(entries + 1)]
     inputs = {s: _inputs(cp, rng, s, 1)[0] for s in shapes}
     want = {s: _eager(a) for s, a in inputs.items()}
     for s in shapes:
         for _ in range(2):
             _assert_same(gpulinalg.lu_factor(inputs[s], panel="gpu"), want[s])
-    assert len(_lu_graph._entries) == _lu_graph.CACHE_ENTRIES
+    assert len(_lu_graph._entries) == entries
     assert not any(key[2] == shapes[0] for key in _lu_graph._entries)
     other = cp.cuda.Stream(non_blocking=True)
     with other:

@@ -1,6 +1,7 @@
 """Multi-GPU LU: the column-cyclic distribution and the driver on virtual devices (CPU); the
 real thing on several GPUs (multi_gpu)."""
 
+import dataclasses
 import gc
 
 import numpy as np
@@ -9,7 +10,25 @@ import scipy.linalg as sl
 
 from lu_helpers import assert_matches_lapack, backward_error, wilkinson, with_cond
 import gpulinalg
+from gpulinalg import tuning
 from gpulinalg.lu.distribution import ColumnCyclic, gather, panel_schedule, scatter
+from gpulinalg.lu.driver import INV_THRESHOLD
+from gpulinalg.testing import lu as testing_lu
+
+
+def _tuned(**fields):
+    """The tuning table in force with `fields` changed (for tuning.override or table=)."""
+    return dataclasses.replace(tuning.current(), **fields)
+
+
+def make_panel(name, devices):
+    """The panel object of one virtual device of `devices`: the host panel on the driver's
+    thread (as several GPUs run it), or the GPU panel's recursion on the host."""
+    if name == "cpu":
+        from gpulinalg.lu.panel_cpu import CpuPanel
+        return CpuPanel(threaded=False)
+    from gpulinalg.testing.panel_models import EmulatedGpuPanel
+    return EmulatedGpuPanel(devices=devices)
 
 # ---------------------------------------------------------------- CPU: the distribution
 
@@ -116,20 +135,27 @@ def test_panel_blocks_tails(k, nb, tails, widths):
     assert not blocks or (blocks[0][0], blocks[-1][1]) == (0, k)
 
 
-def test_multi_panel_blocks():
-    """The distributed LU's panels: nb / 2 wide over the last TAIL_COLUMNS columns, for
-    nb >= TAIL_MIN_NB only (two GPUs take nb = 512 above 16384)."""
-    from gpulinalg.lu.multi import TAIL_COLUMNS, multi_panel_blocks
-    widths = [j1 - j0 for j0, j1 in multi_panel_blocks(32768, 512)]
-    assert widths == [512] * ((32768 - TAIL_COLUMNS) // 512) + [256] * (TAIL_COLUMNS // 256)
-    assert {j1 - j0 for j0, j1 in multi_panel_blocks(32768, 256)} == {256}
+@pytest.mark.parametrize("table", [tuning.SM90, dataclasses.replace(tuning.SM90,
+                                                                     tail_columns=4096,
+                                                                     tail_min_nb=256)])
+def test_multi_panel_blocks(table):
+    """The distributed LU's panels: nb / 2 wide over the last tail_columns columns, for
+    nb >= tail_min_nb only (two GPUs take nb = 512 above 16384)."""
+    from gpulinalg.lu.multi import multi_panel_blocks
+    tail = table.tail_columns
+    for nb in (256, 512):
+        widths = [j1 - j0 for j0, j1 in multi_panel_blocks(32768, nb, table)]
+        if nb >= table.tail_min_nb:
+            assert widths == [nb] * ((32768 - tail) // nb) + [nb // 2] * (tail // (nb // 2))
+        else:
+            assert set(widths) == {nb}
 
 
 # ---------------------------------------------------------------- CPU: the driver on virtual devices
 
 def factor_virtual(a, p, nb, panel="cpu", lookahead=1, **kw):
-    return gpulinalg.lu_factor(a, panel=panel, block_size=nb, lookahead=lookahead, devices=p,
-                               _ops="numpy", **kw)
+    return testing_lu.lu_factor(a, panel=panel, block_size=nb, lookahead=lookahead,
+                                devices=p, emulate=True, **kw)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (5, 5), (37, 37), (64, 64), (61, 23), (23, 61),
@@ -140,7 +166,7 @@ def test_virtual_devices_match_lapack(rng, shape, p, panel):
     a = rng.standard_normal(shape).astype(np.float32)
     lu, piv = factor_virtual(a, p, 4, panel)
     assert_matches_lapack(a, lu, piv)
-    lu1, piv1 = gpulinalg.lu_factor(a, panel=panel, block_size=4, _ops="numpy")
+    lu1, piv1 = testing_lu.lu_factor(a, panel=panel, block_size=4, emulate=True)
     assert np.array_equal(piv, piv1)
 
 
@@ -149,7 +175,7 @@ def test_virtual_devices_match_lapack(rng, shape, p, panel):
 def test_virtual_devices_paths(rng, lookahead, threshold):
     """Both U12 paths (triangular solve; L11^{-1} copied with the panel) and both orders."""
     a = rng.standard_normal((67, 67)).astype(np.float32)
-    lu, piv = factor_virtual(a, 3, 8, "cpu", lookahead, _inv_threshold=threshold)
+    lu, piv = factor_virtual(a, 3, 8, "cpu", lookahead, inv_threshold=threshold)
     assert_matches_lapack(a, lu, piv)
 
 
@@ -162,11 +188,14 @@ def test_virtual_devices_tail(rng, monkeypatch, p, panel, threshold):
     next one of the same parity (without that wait the CPU panel gave wrong factors)."""
     from gpulinalg.lu import multi as _lu_multi
     from gpulinalg.lu.driver import panel_blocks
-    monkeypatch.setattr(_lu_multi, "multi_panel_blocks",
-                        lambda k, nb: panel_blocks(k, nb, tails=((nb // 2, 48), (nb // 4, 24))))
+
+    def two_tails(k, nb, table):   # two narrower stages (the tuning table has one)
+        return panel_blocks(k, nb, tails=((nb // 2, 48), (nb // 4, 24)))
+
+    monkeypatch.setattr(_lu_multi, "multi_panel_blocks", two_tails)
     for shape in [(70, 70), (90, 45), (45, 90)]:
         a = rng.standard_normal(shape).astype(np.float32)
-        lu, piv = factor_virtual(a, p, 8, panel, _inv_threshold=threshold)
+        lu, piv = factor_virtual(a, p, 8, panel, inv_threshold=threshold)
         assert_matches_lapack(a, lu, piv)
 
 
@@ -191,21 +220,17 @@ def test_virtual_devices_singular(rng, panel):
 @pytest.mark.parametrize("p", [2, 3])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
 @pytest.mark.parametrize("scatter_first", [0, 1, 2])
-def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, panel,
-                                         scatter_first):
+def test_virtual_devices_upload_and_home(rng, shape, collect, p, panel, scatter_first):
     """Columns arriving chunk by chunk (emulated streams: an operation that does not wait for
     its columns reads NaN; one that waits on a chunk enqueued only later, after step 0's panel
     copies, fails), and the result collected on a home that also applies the left swaps
     (collect) or gathered from the devices at the end."""
-    from gpulinalg.lu import multi as _lu_multi
-    from gpulinalg.linalg import _panel_object
-    from gpulinalg.lu.driver import INV_THRESHOLD
-    from gpulinalg.lu.multi import factor_host
-    monkeypatch.setattr(_lu_multi, "SCATTER_FIRST", scatter_first)
+    from gpulinalg.testing.multi import factor_host
     a = rng.standard_normal(shape).astype(np.float32)
     work = a.copy()
-    piv, info = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD,
-                            collect=collect)
+    with tuning.override(_tuned(scatter_first=scatter_first)):
+        piv, info = factor_host(work, 4, p, lambda: make_panel(panel, p), 1, INV_THRESHOLD,
+                                collect=collect)
     assert info == 0
     assert_matches_lapack(a, work, piv)
 
@@ -216,14 +241,12 @@ def test_virtual_devices_upload_and_home(rng, monkeypatch, shape, collect, p, pa
 def test_virtual_devices_home_apart(rng, shape, p, panel):
     """The factors collected into a separate home (`out`, NaN at the start: every element
     must be written) while the input is only read: the same bits as factoring in place."""
-    from gpulinalg.linalg import _panel_object
-    from gpulinalg.lu.driver import INV_THRESHOLD
-    from gpulinalg.lu.multi import factor_host
+    from gpulinalg.testing.multi import factor_host
     a = rng.standard_normal(shape).astype(np.float32)
     keep, work = a.copy(), a.copy()
     out = np.full_like(a, np.nan)
-    piv, info = factor_host(a, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD, out=out)
-    piv1, info1 = factor_host(work, 4, p, lambda: _panel_object(panel), 1, INV_THRESHOLD)
+    piv, info = factor_host(a, 4, p, lambda: make_panel(panel, p), 1, INV_THRESHOLD, out=out)
+    piv1, info1 = factor_host(work, 4, p, lambda: make_panel(panel, p), 1, INV_THRESHOLD)
     assert info == info1 == 0
     assert np.array_equal(a, keep)
     assert np.array_equal(out, work) and np.array_equal(piv, piv1)
@@ -235,8 +258,7 @@ def test_home_collects_after_the_receives(rng, monkeypatch, p):
     """The home takes each panel's columns only behind every receiver's copy of that panel
     (their copies are on the chain to the next panel; a take queued beside them slowed it)."""
     from gpulinalg.lu import multi as _lu_multi
-    from gpulinalg.linalg import _panel_object
-    from gpulinalg.lu.driver import INV_THRESHOLD
+    from gpulinalg.testing.multi import factor_host
     seen = []
 
     def collect(home, s, j0, j1, owner, done, receives):
@@ -247,8 +269,7 @@ def test_home_collects_after_the_receives(rng, monkeypatch, p):
     monkeypatch.setattr(_lu_multi, "_collect", collect)
     a = rng.standard_normal((40, 40)).astype(np.float32)
     work = a.copy()
-    piv, info = _lu_multi.factor_host(work, 4, p, lambda: _panel_object("gpu"), 1,
-                                      INV_THRESHOLD)
+    piv, info = factor_host(work, 4, p, lambda: make_panel("gpu", p), 1, INV_THRESHOLD)
     assert seen == [(s, p - 1) for s in range(10)]
     assert info == 0
     assert_matches_lapack(a, work, piv)
@@ -257,27 +278,34 @@ def test_home_collects_after_the_receives(rng, monkeypatch, p):
 @pytest.mark.parametrize("n,nb,p", [(100, 4, 2), (96, 8, 3), (7, 4, 3), (64, 8, 4), (5, 8, 2)])
 def test_host_column_views(rng, n, nb, p):
     """The host transfers' views: every column of a device's share, in local order, written
-    through into the host matrix (views, not copies), for whole and partial block groups."""
+    through into the host matrix (views, not copies), for whole and partial block groups,
+    packed by several threads."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpulinalg.core.host_io import _pack
+    from gpulinalg.lu.distribution import column_views
     dist = ColumnCyclic(n, nb, p)
     a = rng.standard_normal((9, n)).astype(np.float32)
     out = np.full_like(a, np.nan)
+
+    def pack(rows, buf, d, up):
+        views = lambda r, b: column_views(r, b, dist, d)
+        _pack(rows, buf, views, up, pool, 3, 1)
+
     with ThreadPoolExecutor(3) as pool:
         for d in range(p):
             share = a[:, dist.global_columns(d)]
             packed = np.full((6, dist.local_width(d)), np.nan, np.float32)
-            _pack(a[2:8], packed, dist, d, True, pool)
+            pack(a[2:8], packed, d, True)
             assert np.array_equal(packed, share[2:8])
-            _pack(out[2:8], packed, dist, d, False, pool)
+            pack(out[2:8], packed, d, False)
     assert np.array_equal(out[2:8], a[2:8]) and np.isnan(out[[0, 1, 8]]).all()
     # A float16 input is packed straight into the float32 staging (no converted copy first).
     a16 = rng.standard_normal((9, n)).astype(np.float16)
     with ThreadPoolExecutor(3) as pool:
         for d in range(p):
             packed = np.full((9, dist.local_width(d)), np.nan, np.float32)
-            _pack(a16, packed, dist, d, True, pool)
+            pack(a16, packed, d, True)
             assert np.array_equal(packed, a16[:, dist.global_columns(d)].astype(np.float32))
 
 
@@ -310,24 +338,25 @@ def test_virtual_devices_overwrite_a(rng):
 
 @pytest.mark.parametrize("bad_row", [0, 7, 9])
 def test_host_finite_check_in_blocks(rng, bad_row):
-    from gpulinalg.linalg import _host_all_finite
+    """The host input's finite check, block of rows by block of rows (first, middle, last)."""
+    from gpulinalg.core.arrays import host_all_finite
     a = rng.standard_normal((10, 6)).astype(np.float32)
-    assert _host_all_finite(a, rows=3)
+    assert host_all_finite(a, rows=3)
     a[bad_row, 5] = np.inf
-    assert not _host_all_finite(a, rows=3)
-    assert not _host_all_finite(a)
+    assert not host_all_finite(a, rows=3)
+    assert not host_all_finite(a)
 
 
 def test_lu_with_devices_host_backend(rng):
     a = rng.standard_normal((29, 31)).astype(np.float32)
-    p, l, u = gpulinalg.lu(a, block_size=4, devices=2, _ops="numpy")
+    p, l, u = testing_lu.lu(a, block_size=4, devices=2, emulate=True)
     assert np.allclose(p @ l @ u, a, atol=1e-5)
 
 
 @pytest.mark.parametrize("bad", [0, -1, [], [0, 0], [0, -1], [1.5], "ab", 2.0, True, [True]])
 def test_devices_validation(bad):
     with pytest.raises((ValueError, TypeError)):
-        gpulinalg.lu_factor(np.eye(3, dtype=np.float32), devices=bad, _ops="numpy")
+        testing_lu.lu_factor(np.eye(3, dtype=np.float32), devices=bad, emulate=True)
 
 
 @pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
@@ -349,24 +378,24 @@ def _check(a, lu, piv):
 
 def _one_gpu_same_plan(cp, a, panel, ndev, block_size=None):
     """One GPU's factors of `a` with the plan that a call on `ndev` GPUs takes: its block
-    size, and for GPU panels its leaf (the column-slab leaf up to cols_max_rows(ndev) rows).
-    The same sums in the same order, so the same pivots.  With each path's own defaults the
-    plans differ (up to 4096 rows: the column-slab leaf and nb = 256 on several GPUs, the row
-    leaf and nb = 128 on one), and a near-tie may then pick the other row (it did at 2500 on
-    four GPUs: rows 2498 / 2499 of the last 2 x 2 block); both are LAPACK-accurate."""
-    from gpulinalg.lu import graph as _lu_graph
-    from gpulinalg.lu import panel_gpu as _panel_gpu
+    size, and for GPU panels the panel object of `ndev` GPUs (its leaves: the column-slab
+    leaf up to cols_max_rows_multi rows), run by the one-GPU driver.  The same sums in the
+    same order, so the same pivots.  With each path's own defaults the plans differ (the
+    column-slab leaf and nb = 256 on several GPUs, the row leaf and nb = 128 on one), and a
+    near-tie may then pick the other row (it did at 2500 on four GPUs: rows 2498 / 2499 of
+    the last 2 x 2 block); both are LAPACK-accurate."""
     m, n = a.shape
     if panel == "cpu":
         return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=block_size)
-    nb = block_size or _panel_gpu.default_block_size(m, n, "fp32", ndev)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_panel_gpu, "COLS_MAX_ROWS", _panel_gpu.cols_max_rows(ndev))
-        _lu_graph.clear()   # no graph captured with the other plan
-        try:
-            return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=nb)
-        finally:
-            _lu_graph.clear()
+    from gpulinalg.lu.driver import getrf
+    from gpulinalg.lu.panel_gpu import GpuPanel
+    from gpulinalg.lu.plan import block_size as plan_block_size
+    from gpulinalg.lu.steps import CupyOps
+    nb = block_size or plan_block_size(m, n, "gpu", "fp32", ndev, tuning.current())
+    nb = max(1, min(nb, m, n))
+    lu = cp.array(a, dtype=np.float32, order="C")
+    piv, _ = getrf(CupyOps(lu, nb, "fp32"), GpuPanel(devices=ndev), nb)
+    return lu, piv
 
 
 @pytest.mark.gpu
@@ -438,6 +467,19 @@ def test_multi_gpu_host_input(rng, dtype, order, overwrite_a):
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
+def test_multi_gpu_host_transfers_in_blocks(rng):
+    """Host input through many blocks of rows (small staging buffers, split over several
+    packing threads): the same factors as through the default staging."""
+    a = rng.standard_normal((500, 300)).astype(np.float32)
+    want_lu, want_piv = gpulinalg.lu_factor(a, block_size=32, devices=2)
+    with tuning.override(_tuned(staging_bytes_multi=4 * 150 * 7, pack_threads_multi=3,
+                                pack_min_bytes=64)):
+        lu, piv = gpulinalg.lu_factor(a, block_size=32, devices=2)
+    assert np.array_equal(lu, want_lu) and np.array_equal(piv, want_piv)
+
+
+@pytest.mark.gpu
+@pytest.mark.multi_gpu(2)
 def test_multi_gpu_other_device_order_and_home(cp, rng):
     """Input on device 1, devices listed 1, 0: the result comes back on device 1."""
     a = rng.standard_normal((700, 700)).astype(np.float32)
@@ -496,12 +538,11 @@ def test_multi_gpu_torch(rng):
 @pytest.mark.multi_gpu(4)
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
 @pytest.mark.parametrize("first_columns", [0, 1500])
-def test_four_gpus(cp, rng, monkeypatch, panel, first_columns):
-    """Four GPUs, with the panels first from the middle on (PANEL_FIRST_COLUMNS) or not."""
-    from gpulinalg.lu import multi as _lu_multi
-    monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
+def test_four_gpus(cp, rng, panel, first_columns):
+    """Four GPUs, with the panels first from the middle on (panel_first_columns) or not."""
     a = rng.standard_normal((2500, 2500)).astype(np.float32)
-    lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
+    with tuning.override(_tuned(panel_first_columns=first_columns)):
+        lu4, piv4 = gpulinalg.lu_factor(cp.asarray(a), panel=panel, devices=4)
     _check(a, lu4, piv4)
     lu1, piv1 = _one_gpu_same_plan(cp, a, panel, 4)
     assert np.array_equal(_np(piv4), _np(piv1))
@@ -536,15 +577,13 @@ def test_too_many_devices(cp):
         gpulinalg.lu_factor(np.eye(4, dtype=np.float32), devices=cp.cuda.runtime.getDeviceCount() + 1)
 
 
-@pytest.mark.parametrize("panel_first,first_columns", [(True, 0), (False, 0), (False, 20)])
+@pytest.mark.parametrize("first_columns,min_devices", [(0, 3), (20, 3), (45, 3), (45, 4)])
 @pytest.mark.parametrize("panel", ["cpu", "gpu"])
-def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_columns, panel):
-    """Both orders of the next owner's work (panel first, or beside the rest of the update),
-    and panel first only where at most first_columns columns are left; the timeline has one
-    record per device."""
-    from gpulinalg.lu import multi as _lu_multi
-    from gpulinalg.linalg import _panel_object
-    monkeypatch.setattr(_lu_multi, "PANEL_FIRST_COLUMNS", first_columns)
+def test_driver_panel_first_and_timeline(rng, first_columns, min_devices, panel):
+    """Both orders of the next owner's work (panel first, or beside the rest of the update):
+    a GPU panel first exactly where at most panel_first_columns columns are left right of
+    it, on at least panel_first_min_devices devices (45: every panel); a host panel never
+    first.  The timeline has one record per device."""
     from gpulinalg.lu.multi import getrf_multi
     from gpulinalg.testing.emulation import NumpyOps
     a = rng.standard_normal((45, 45)).astype(np.float32)
@@ -552,12 +591,28 @@ def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_co
     shares = scatter(a, dist)
     devs = [NumpyOps(x, 4, cols=dist.bound(d), receive=True, npiv=45)
             for d, x in enumerate(shares)]
+    panels = [make_panel(panel, 3) for _ in devs]
+    order = []   # ("factor", step) of every panel, ("end", step) of device 0's steps
+    for p in panels:
+        def factor(ops, step, *args, _factor=p.factor):
+            order.append(("factor", step))
+            return _factor(ops, step, *args)
+        p.factor = factor
+
+    def end_step(step, _end_step=devs[0].end_step):
+        order.append(("end", step))
+        return _end_step(step)
+
+    devs[0].end_step = end_step
     tl = []
-    piv, info = getrf_multi(devs, [_panel_object(panel) for _ in devs], dist, 4,
-                            panel_first=panel_first, timeline=tl)
+    table = _tuned(panel_first_columns=first_columns, panel_first_min_devices=min_devices)
+    piv, info = getrf_multi(devs, panels, dist, 4, timeline=tl, table=table)
     lu = gather(shares, dist, np.empty_like(a))
     assert info == 0
     assert_matches_lapack(a, lu, piv)
+    early = {s for s in range(1, 12) if order.index(("factor", s)) < order.index(("end", s - 1))}
+    want = {s for s in range(1, 12) if 45 - min(4 * s + 4, 45) <= first_columns}
+    assert early == (want if panel == "gpu" and min_devices <= 3 else set())
     assert [r["device"] for r in tl[0]["devices"]] == [0, 1, 2]
     assert sum(r["panels"] for r in tl[0]["devices"]) == 12
 
@@ -565,17 +620,20 @@ def test_driver_panel_first_and_timeline(rng, monkeypatch, panel_first, first_co
 @pytest.mark.gpu
 @pytest.mark.multi_gpu(2)
 def test_multi_gpu_memory_error_message(cp):
-    """Each GPU's share is checked against its free memory, with the numbers in the message."""
+    """Each GPU's share is checked against its free memory, with the numbers in the message:
+    the GPUs, the share's columns, the GiB needed on which GPU."""
     from gpulinalg.lu.multi import check_memory
     total = cp.cuda.Device(0).mem_info[1]
     n = int((2 * total / 4) ** 0.5) + 4096       # each of 2 shares larger than one GPU
-    with pytest.raises(MemoryError, match="on 2 GPUs needs .* GiB on GPU 0"):
-        check_memory(cp, n, n, 256, ColumnCyclic(n, 256, 2), (0, 1))
+    dist = ColumnCyclic(n, 256, 2)
+    with pytest.raises(MemoryError, match=f"on 2 GPUs: {dist.local_width(0)} columns and "
+                                          "their workspace need .* GiB of GPU memory on GPU 0"):
+        check_memory(n, n, 256, dist, (0, 1))
 
 
 def test_getrf_multi_pauses_the_collector_and_restores_it(monkeypatch):
-    """The enqueue runs with the cyclic collector off (PAUSE_GC); it is back on afterwards,
-    also when the driver raises, and left off when the caller had turned it off."""
+    """The enqueue runs with the cyclic collector off; it is back on afterwards, also when
+    the driver raises, and left off when the caller had turned it off."""
     from gpulinalg.lu import multi as _lu_multi
     seen = []
 
@@ -584,18 +642,15 @@ def test_getrf_multi_pauses_the_collector_and_restores_it(monkeypatch):
         raise RuntimeError("driver failed")
 
     monkeypatch.setattr(_lu_multi, "_getrf_multi", driver)
+    call = lambda: _lu_multi.getrf_multi([], [], None, 4, table=tuning.DEFAULT)
     assert gc.isenabled()
     with pytest.raises(RuntimeError, match="driver failed"):
-        _lu_multi.getrf_multi()
+        call()
     assert seen == [False] and gc.isenabled()
     gc.disable()
     try:
         with pytest.raises(RuntimeError):
-            _lu_multi.getrf_multi()
+            call()
         assert seen == [False, False] and not gc.isenabled()
     finally:
         gc.enable()
-    monkeypatch.setattr(_lu_multi, "PAUSE_GC", 0)
-    with pytest.raises(RuntimeError):
-        _lu_multi.getrf_multi()
-    assert seen == [False, False, True]

@@ -1,6 +1,9 @@
 """GPU panel: the recursion and its leaf model on the host against LAPACK sgetrf (CPU); the
 leaf kernel and the recursive panel alone, then lu_factor(panel="gpu") (GPU)."""
 
+import contextlib
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.linalg as sl
@@ -8,16 +11,19 @@ import scipy.linalg as sl
 from lu_helpers import (assert_matches_lapack, assert_same_pivots, backward_error, wilkinson,
                         with_cond)
 import gpulinalg
-from gpulinalg import linalg as _decomp_lu
+from gpulinalg import tuning
 from gpulinalg.lu.driver import getrf
 from gpulinalg.testing.emulation import NumpyOps
 from gpulinalg.lu import panel_gpu as _panel_gpu
-from gpulinalg.lu.panel_gpu import (CLUSTER_SHAPES, CLUSTER_SIZE, CLUSTER_SIZES, COLS_LW,
-                                  COLS_SHAPES, COLS_THREADS, GCAP, GMAX_ROW, KERNEL_NAMES,
-                                  LEAF_SHAPES, ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, GpuPanel,
-                                  cluster_shape, cols_kernel_name, cols_shape, factor_panel,
-                                  getf2_host, getf2_rows_host, getrf_cols_host, getrf_panel_host,
-                                  leaf_key, leaf_plan, leaf_shape, split)
+from gpulinalg.lu.panel_gpu import (COLS_FAMILY, COLS_LW, COLS_SHAPES, COLS_THREADS, GCAP,
+                                    GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES, ROW_FAMILY, ROW_LW,
+                                    ROW_SHAPES, ROW_WIDTHS, THREADS, TILE_FAMILY, GpuPanel,
+                                    cols_kernel_name, cols_max_rows, cols_shape, factor_panel,
+                                    leaf_key, leaf_plan, leaf_shape, row_block_cap,
+                                    row_kernel_name, split)
+from gpulinalg.testing.panel_models import (EmulatedGpuPanel, emulated_leaf_width, getf2_host,
+                                            getf2_rows_host, getrf_cols_host,
+                                            getrf_panel_host)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -60,125 +66,143 @@ def test_leaf_shapes_and_split():
     assert split(33, 32) == 32 and split(127, 32) == 64
 
 
-def _no_cols_plan(*args, **kw):
-    """leaf_plan without the column-slab leaf (the other leaves' choice)."""
-    return leaf_plan(*args, cols_rows=0, **kw)
+CAP = tuning.SM90.row_block_cap        # the row leaf's block cap on one H100
 
 
-def test_leaf_plan_and_block_size():
-    nc = dict(cluster_size=0)                                   # without the cluster leaf
+def _plan(mp, row_blocks, row_cap=CAP, **kw):
+    """leaf_plan on one GPU (the column-slab leaf only where cols_rows is given)."""
+    return leaf_plan(mp, row_blocks, row_cap, **kw)
+
+
+def _table(**fields):
+    """The tuning table in force with `fields` changed."""
+    return dataclasses.replace(tuning.current(), **fields)
+
+
+def test_leaf_plan():
     one = dict(row_cap=GMAX_ROW)                                # one row per thread first
     assert ROW_SHAPES[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW_SHAPES)
-    assert _no_cols_plan(1, 132, **nc) == ("row", ROW_LW, 1, 1)
-    assert _no_cols_plan(THREADS * 132, 132, **nc, **one) == ("row", ROW_LW, 1, 132)
-    assert _no_cols_plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)   # too tall for one cluster
+    assert _plan(1, 132) == ("row", ROW_LW, 1, 1)
+    assert _plan(THREADS * 132, 132, **one) == ("row", ROW_LW, 1, 132)
+    assert _plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)
     # Taller: more rows per thread (fewer columns per leaf), then the tile leaf.
-    assert _no_cols_plan(THREADS * 132 + 1, 132, **one) == ("row", 64, 2, 67)
-    assert _no_cols_plan(49152, 132, **one) == ("row", 64, 2, 96)
-    assert _no_cols_plan(THREADS * 264 + 1, 132, **one) == ("row", 32, 4, 67)
-    assert _no_cols_plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
-    assert _no_cols_plan(THREADS * 132 + 1, 132, GCAP, row_lw=128)[0] == "tile"
-    assert _no_cols_plan(THREADS * GMAX_ROW, 1000, **one)[:3] == ("row", ROW_LW, 1)   # G <= slots
-    assert _no_cols_plan(THREADS * GMAX_ROW + 1, 1000, **one)[:3] == ("row", 64, 2)
-    # The default cap: the widest leaf within ROW_BLOCK_CAP blocks, else the fewest blocks.
-    cap = _panel_gpu.ROW_BLOCK_CAP
-    assert cap == 32
-    assert _no_cols_plan(THREADS * cap, 132, **nc) == ("row", ROW_LW, 1, cap)
-    assert _no_cols_plan(THREADS * cap + 1, 132, **nc) == ("row", 64, 2, cap // 2 + 1)
-    assert _no_cols_plan(16384, 132) == ("row", 64, 2, 32)
-    assert _no_cols_plan(32768, 132) == ("row", 32, 4, 32)
-    assert _no_cols_plan(49152, 132) == ("row", 32, 4, 48)            # over the cap: fewest blocks
-    assert _no_cols_plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
-    assert _no_cols_plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
-    assert _no_cols_plan(5000, 132, row_lw=64, **nc) == ("row", 64, 2, 10)
-    assert _panel_gpu.default_block_size(8192, 8192) == 128
-    assert _panel_gpu.default_block_size(8193, 20000) == 256
-    assert _panel_gpu.default_block_size(16384, 16384) == 256
-    assert _panel_gpu.default_block_size(16385, 40000) == 512
-    # tensor-core updates on one GPU take wider panels; three or more GPUs take 256 from 4097
-    # rows, 512 from 8193 (the host's enqueue bounds them there), 256 again from 28673 to
-    # 40960 (the panels' chain), 512 above
-    assert _panel_gpu.default_block_size(8193, 20000, "3xtf32") == 512
-    assert _panel_gpu.default_block_size(24576, 24576, "tf32") == 512
-    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32") == 1024
-    assert _panel_gpu.default_block_size(8192, 8192, "3xtf32") == 128
-    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=2) == 512
-    assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=2) == 256
-    assert _panel_gpu.default_block_size(32768, 32768, "3xtf32", devices=3) == 256
-    assert _panel_gpu.default_block_size(8192, 8192, "fp32", devices=4) == 256
-    assert _panel_gpu.default_block_size(8193, 8193, "fp32", devices=4) == 512
-    assert _panel_gpu.default_block_size(16384, 16384, "3xtf32", devices=4) == 512
-    assert _panel_gpu.default_block_size(28672, 28672, "fp32", devices=4) == 512
-    assert _panel_gpu.default_block_size(28673, 28673, "fp32", devices=4) == 256
-    assert _panel_gpu.default_block_size(32768, 32768, "fp32", devices=4) == 256
-    assert _panel_gpu.default_block_size(40960, 40960, "fp32", devices=4) == 256
-    assert _panel_gpu.default_block_size(40961, 40961, "3xtf32", devices=4) == 512
-    assert _panel_gpu.default_block_size(49152, 49152, "fp32", devices=4) == 512
-    assert _panel_gpu.default_block_size(4096, 4096) == 128      # one GPU: row leaves
-    assert _panel_gpu.cols_max_rows(1) == _panel_gpu.COLS_MAX_ROWS == 0
-    cols = _panel_gpu.cols_max_rows(2)    # several GPUs: every panel one column-slab launch
-    assert cols == _panel_gpu.cols_max_rows(4) == 4096
-    assert _panel_gpu.default_block_size(cols, 9000, devices=2) == 256
-    assert _panel_gpu.default_block_size(cols + 1, cols + 1, devices=2) == 128
-    assert leaf_plan(cols, 132, cols_rows=cols)[0] == "cols"
-    assert all(_panel_gpu.row_kernel_name(lw, rpt) in KERNEL_NAMES for lw, rpt in ROW_SHAPES)
+    assert _plan(THREADS * 132 + 1, 132, **one) == ("row", 64, 2, 67)
+    assert _plan(49152, 132, **one) == ("row", 64, 2, 96)
+    assert _plan(THREADS * 264 + 1, 132, **one) == ("row", 32, 4, 67)
+    assert _plan(THREADS * 528 + 1, 132) == ("tile",) + leaf_shape(THREADS * 528 + 1)
+    assert _plan(THREADS * 132 + 1, 132, tile_blocks=GCAP, row_lw=128)[0] == "tile"
+    assert _plan(THREADS * GMAX_ROW, 1000, **one)[:3] == ("row", ROW_LW, 1)   # G <= slots
+    assert _plan(THREADS * GMAX_ROW + 1, 1000, **one)[:3] == ("row", 64, 2)
+    # The default cap: the widest leaf within row_block_cap blocks, else the fewest blocks.
+    assert CAP == tuning.DEFAULT.row_block_cap == 32
+    assert _plan(THREADS * CAP, 132) == ("row", ROW_LW, 1, CAP)
+    assert _plan(THREADS * CAP + 1, 132) == ("row", 64, 2, CAP // 2 + 1)
+    assert _plan(16384, 132) == ("row", 64, 2, 32)
+    assert _plan(32768, 132) == ("row", 32, 4, 32)
+    assert _plan(49152, 132) == ("row", 32, 4, 48)             # over the cap: fewest blocks
+    assert _plan(32768, 132, row_cap=64) == ("row", 64, 2, 64)
+    assert _plan(32768, 132, row_lw=128) == ("row", ROW_LW, 1, 128)   # a width: no cap
+    assert _plan(5000, 132, row_lw=64) == ("row", 64, 2, 10)
     assert split(256, 128) == 128 and split(200, 128) == 128 and split(129, 128) == 128
 
 
-def test_leaf_plan_cluster_leaf(monkeypatch):
-    """The widest cluster leaf (LW >= CLUSTER_MIN_LW) whose CS*256*RPT rows hold the panel,
-    else the row/tile leaves; by default (CLUSTER_MIN_LW = 256) none: row<128> is faster."""
-    assert CLUSTER_SIZE == CLUSTER_SIZES[0] == 16 and 8 in CLUSTER_SIZES
-    assert all(lw * rpt <= 128 and lw % 4 == 0 for lw, rpt in CLUSTER_SHAPES)
-    assert [lw for lw, _ in CLUSTER_SHAPES] == sorted((lw for lw, _ in CLUSTER_SHAPES),
-                                                      reverse=True)
-    for cs in CLUSTER_SIZES:
-        for lw, rpt in CLUSTER_SHAPES:
-            assert f"getrf_leaf_cluster<{lw},{rpt},{cs}>" in KERNEL_NAMES
-    assert _panel_gpu.CLUSTER_MIN_LW == 256                     # the default: no cluster leaf
-    assert _no_cols_plan(1, 132) == ("row", ROW_LW, 1, 1)
-    assert _no_cols_plan(4096, 132) == ("row", ROW_LW, 1, 16)
-    full = dict(cluster_min_lw=128)                             # the full-width cluster leaf
-    assert _no_cols_plan(1, 132, **full) == ("cluster", 128, 1, 16)
-    assert _no_cols_plan(2048, 132, **full) == ("cluster", 128, 1, 16)
-    assert _no_cols_plan(4096, 132, **full) == ("cluster", 128, 1, 16)
-    assert _no_cols_plan(4097, 132, **full) == ("row", ROW_LW, 1, 17)
-    assert _no_cols_plan(2049, 132, cluster_size=8, **full) == ("row", ROW_LW, 1, 9)
-    # The constant is read at the call (A/B scripts set it), not when leaf_plan was defined.
-    monkeypatch.setattr(_panel_gpu, "CLUSTER_MIN_LW", 128)
-    assert _no_cols_plan(2048, 132) == ("cluster", 128, 1, 16)
-    assert cluster_shape(2048, 16) == (128, 1)
-    monkeypatch.undo()
-    assert cluster_shape(2048, 16) is None
-    any_lw = dict(cluster_min_lw=32)                            # every cluster shape
-    assert _no_cols_plan(4097, 132, **any_lw) == ("cluster", 64, 2, 16)
-    assert _no_cols_plan(8192, 132, **any_lw) == ("cluster", 64, 2, 16)
-    assert _no_cols_plan(8193, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert _no_cols_plan(16384, 132, **any_lw) == ("cluster", 32, 4, 16)
-    assert _no_cols_plan(16385, 132, **any_lw) == ("row", 32, 4, 17)        # ROW_BLOCK_CAP
-    assert _no_cols_plan(2048, 132, cluster_size=8, **any_lw) == ("cluster", 128, 1, 8)
-    assert _no_cols_plan(2049, 132, cluster_size=8, **any_lw) == ("cluster", 64, 2, 8)
-    assert _no_cols_plan(8193, 132, cluster_size=8, **any_lw) == ("row", 64, 2, 17)
-    assert _no_cols_plan(4096, 132, cluster_size=0) == ("row", ROW_LW, 1, 16)
-    assert cluster_shape(16384, 16, 32) == (32, 4) and cluster_shape(16385, 16, 32) is None
-    assert cluster_shape(8192, 16) is None and cluster_shape(1, 0) is None
+def test_leaf_plan_on_several_gpus():
+    """Several GPUs: a larger row-leaf block cap, and the column-slab leaf up to
+    cols_max_rows_multi rows; one GPU never takes the column-slab leaf."""
+    sm90 = tuning.SM90
+    assert row_block_cap(1, sm90) == CAP
+    assert row_block_cap(1, sm90) < row_block_cap(2, sm90) < row_block_cap(3, sm90)
+    assert row_block_cap(3, sm90) == row_block_cap(8, sm90) == GMAX_ROW
+    assert cols_max_rows(1, sm90) == 0
+    cols = cols_max_rows(2, sm90)        # several GPUs: every panel one column-slab launch
+    assert cols == cols_max_rows(4, sm90) == 4096
+    assert _plan(cols, 132, cols_rows=cols)[0] == "cols"
+    assert _plan(cols + 1, 132, cols_rows=cols)[0] == "row"
 
 
-@pytest.mark.parametrize("m,w", [(5000, 128), (9000, 128), (3000, 256)])
-def test_recursion_with_cluster_leaves(rng, m, w):
-    """The recursion at the cluster leaf's width (what the device runs for m rows)."""
-    lw = leaf_plan(m, 132, cluster_min_lw=32)[1]
-    a = rng.standard_normal((m, w)).astype(np.float32)
-    b = a.copy()
-    piv, info = getrf_panel_host(b, lw)
-    check_panel(a, b, piv, info)
+def test_gpu_block_size_rule():
+    """lu/plan.py's block size of the GPU panel (the table's gpu_nb* and cols_nb)."""
+    from gpulinalg.lu.plan import block_size
+
+    def nb(m, n, precision="fp32", devices=1):
+        return block_size(m, n, "gpu", precision, devices, tuning.SM90)
+
+    assert nb(8192, 8192) == 128
+    assert nb(8193, 20000) == 256
+    assert nb(16384, 16384) == 256
+    assert nb(16385, 40000) == 512
+    # tensor-core updates on one GPU take wider panels; three or more GPUs take 256 from 4097
+    # rows, 512 from 8193 (the host's enqueue bounds them there), 256 again from 28673 to
+    # 40960 (the panels' chain), 512 above
+    assert nb(8193, 20000, "3xtf32") == 512
+    assert nb(24576, 24576, "tf32") == 512
+    assert nb(32768, 32768, "3xtf32") == 1024
+    assert nb(8192, 8192, "3xtf32") == 128
+    assert nb(32768, 32768, "3xtf32", devices=2) == 512
+    assert nb(16384, 16384, "3xtf32", devices=2) == 256
+    assert nb(32768, 32768, "3xtf32", devices=3) == 256
+    assert nb(8192, 8192, "fp32", devices=4) == 256
+    assert nb(8193, 8193, "fp32", devices=4) == 512
+    assert nb(16384, 16384, "3xtf32", devices=4) == 512
+    assert nb(28672, 28672, "fp32", devices=4) == 512
+    assert nb(28673, 28673, "fp32", devices=4) == 256
+    assert nb(32768, 32768, "fp32", devices=4) == 256
+    assert nb(40960, 40960, "fp32", devices=4) == 256
+    assert nb(40961, 40961, "3xtf32", devices=4) == 512
+    assert nb(49152, 49152, "fp32", devices=4) == 512
+    assert nb(4096, 4096) == 128      # one GPU: row leaves
+    cols = cols_max_rows(2, tuning.SM90)
+    assert nb(cols, 9000, devices=2) == 256
+    assert nb(cols + 1, cols + 1, devices=2) == 128
+
+
+def test_kernel_names():
+    """Every instantiation the tables launch is listed (tests/test_kernels_compile.py compiles
+    them): the row leaf EARLY up to row_early_rpt rows per thread and late, the column slabs
+    in cols_groups groups."""
+    for t in (tuning.SM90, tuning.DEFAULT):
+        for lw, rpt in ROW_SHAPES:
+            assert row_kernel_name(lw, rpt, rpt <= t.row_early_rpt) in KERNEL_NAMES[ROW_FAMILY]
+            assert row_kernel_name(lw, rpt, False) in KERNEL_NAMES[ROW_FAMILY]
+        assert all(cols_kernel_name(*shape, t.cols_groups) in KERNEL_NAMES[COLS_FAMILY]
+                   for shape in COLS_SHAPES)
+    assert KERNEL_NAMES[TILE_FAMILY] == tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
+    assert row_kernel_name(128, 1, True) == "getrf_leaf_row<128,1,1>"
+    assert row_kernel_name(32, 4, False) == "getrf_leaf_row<32,4,0>"
+    # the handoff group: CW / groups columns, at least one
+    assert cols_kernel_name(8, 8, 512, 2) == "getrf_panel_cols<8,8,512,4>"
+    assert cols_kernel_name(8, 8, 512, 1) == "getrf_panel_cols<8,8,512,8>"
+    assert cols_kernel_name(4, 16, 512, 8) == "getrf_panel_cols<4,16,512,1>"
+
+
+def test_gpu_panel_protocol():
+    """The driver's panel protocol without a device: nothing to gate, no host work beside
+    the driver, info 0 before any panel."""
+    panel = GpuPanel(devices=2)
+    assert panel.name == "gpu" and not panel.host_wait and panel.gated is False
+    assert isinstance(panel.running(), contextlib.nullcontext)
+    assert panel.final_info(None) == 0 and panel.devices == 2
+    emulated = EmulatedGpuPanel(leaf_width=4)
+    assert isinstance(emulated, GpuPanel) and emulated.gated is False
+    assert emulated.final_info(None) == 0
+
+
+def test_emulated_leaf_width_is_the_device_plan():
+    """EmulatedGpuPanel's default leaf width: the device plan's on sm_count SMs."""
+    sm90 = tuning.SM90
+    assert emulated_leaf_width(4096, 1, 132, sm90) == ROW_LW
+    assert emulated_leaf_width(16384, 1, 132, sm90) == 64       # the one-GPU cap: 2 rows
+    assert emulated_leaf_width(16384, 4, 132, sm90) == ROW_LW   # a larger cap on 4 GPUs
+    assert emulated_leaf_width(4096, 2, 132, sm90) == COLS_LW   # the column-slab leaf
+    assert emulated_leaf_width(THREADS * 528 + 1, 1, 132, sm90) == leaf_shape(THREADS * 528 + 1)[0]
+    assert emulated_leaf_width(THREADS * 33 + 1, 1, 32, sm90) == 64   # fewer SMs
 
 
 def test_driver_gpu_panel_model_default_plan(rng):
     """The host emulation of GpuPanel with no leaf width takes it from leaf_plan (any kind)."""
     a = rng.standard_normal((300, 300)).astype(np.float32)
     A = a.copy()
-    piv, info = getrf(NumpyOps(A, 64), GpuPanel(), 64, 1)
+    piv, info = getrf(NumpyOps(A, 64), EmulatedGpuPanel(), 64, 1)
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
     assert info == 0
@@ -186,10 +210,10 @@ def test_driver_gpu_panel_model_default_plan(rng):
 
 
 def test_kernel_constants_match():
-    """The #defines of kernels/getrf_panel.cu are the Python constants (one source of truth)."""
+    """The #defines of the leaf kernels are the Python constants (one source of truth)."""
     import re
     from gpulinalg.core import kernels as _kernels
-    src = _kernels.source("getrf_panel")
+    src = _kernels.source(TILE_FAMILY) + _kernels.source(ROW_FAMILY)
     defs = dict(re.findall(r"#define (GETRF_\w+) (\d+)", src))
     assert int(defs["GETRF_THREADS"]) == THREADS and int(defs["GETRF_GCAP"]) == GCAP
     assert int(defs["GETRF_LWMAX"]) == _panel_gpu.LWMAX
@@ -237,46 +261,40 @@ def test_cols_model_is_getf2(rng, m, w, cw, groups, kind):
     np.testing.assert_array_equal(b, c)
 
 
-def test_leaf_key_every_kind(monkeypatch):
-    """The steps cache key of every leaf kind (the group width only for the column slabs)."""
+def test_leaf_key_every_kind():
+    """The steps cache key of every leaf kind (the plan less its grid size)."""
     assert leaf_key(("tile", 32, 4, 48)) == ("tile", 32, 4)
     assert leaf_key(("row", 128, 1, 32)) == ("row", 128, 1)
-    assert leaf_key(("cluster", 128, 1, 16)) == ("cluster", 128, 1, 16)
-    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", 2)
-    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512, 4)
-    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", 1)
-    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512, 8)
+    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512)
     for mp in (1, 2048, 4096, 8192, 40000, 200000):
-        plan = leaf_plan(mp, 132)
-        key = leaf_key(plan)
-        shape = key[:-1] if key[0] == "cols" else key
-        assert plan[:len(shape)] == shape and key[0] in ("tile", "row", "cluster", "cols")
+        for cols_rows in (0, 4096):
+            plan = _plan(mp, 132, cols_rows=cols_rows)
+            key = leaf_key(plan)
+            assert plan[:len(key)] == key and key[0] in ("tile", "row", "cols")
 
 
 def test_cols_plan():
     """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
-    COLS_MAX_ROWS (0: never), before every other leaf; never for a forced row width."""
+    cols_rows (0: never), before every other leaf; never for a forced row width."""
     assert all(cw * rpt == 64 and cw % 4 == 0 and t % 32 == 0 for cw, rpt, t in COLS_SHAPES)
-    assert all(cols_kernel_name(*shape) in KERNEL_NAMES for shape in COLS_SHAPES)
     small = (16, 4, 512)
     assert cols_shape(1, 8192) == small and cols_shape(2048, 8192) == small
     assert cols_shape(2049, 8192) == (8, 8, 512) and cols_shape(8192, 8192) == (4, 16, 512)
     assert cols_shape(8193, 8192) is None and cols_shape(100, 0) is None
     assert cols_shape(4097, 4096) is None
-    assert leaf_plan(2048, 132, cols_rows=8192) == ("cols", COLS_LW, small[1], small[0], small[2])
-    assert leaf_plan(8192, 132, cols_rows=8192) == ("cols", COLS_LW, 16, 4, 512)
-    assert leaf_plan(8193, 132, cols_rows=8192)[0] == "row"
-    assert leaf_plan(2048, 132, cols_rows=0)[0] == "row"
-    assert leaf_plan(2048, 132, cols_rows=0, cluster_min_lw=128)[0] == "cluster"
-    assert leaf_plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
+    assert _plan(2048, 132, cols_rows=8192) == ("cols", COLS_LW, small[1], small[0], small[2])
+    assert _plan(8192, 132, cols_rows=8192) == ("cols", COLS_LW, 16, 4, 512)
+    assert _plan(8193, 132, cols_rows=8192)[0] == "row"
+    assert _plan(2048, 132, cols_rows=0)[0] == "row"
+    assert _plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
     # A device without COLS_LW / CW co-resident blocks (one per SM) takes another leaf.
-    assert leaf_plan(2048, COLS_LW // 16, cols_rows=8192)[0] == "cols"
-    assert leaf_plan(2048, COLS_LW // 16 - 1, cols_rows=8192)[0] != "cols"
-    assert leaf_plan(4096, COLS_LW // 8 - 1, cols_rows=8192)[0] != "cols"
-    assert _panel_gpu.COLS_MAX_ROWS == 0                        # the default (measured)
-    assert leaf_plan(1, 132)[0] == "row" and leaf_plan(4096, 132)[0] == "row"
-    assert leaf_plan(4096, 132, cols_rows=4096)[0] == "cols"
-    assert leaf_plan(4097, 132, cols_rows=4096)[0] != "cols"
+    assert _plan(2048, COLS_LW // 16, cols_rows=8192)[0] == "cols"
+    assert _plan(2048, COLS_LW // 16 - 1, cols_rows=8192)[0] != "cols"
+    assert _plan(4096, COLS_LW // 8 - 1, cols_rows=8192)[0] != "cols"
+    assert cols_max_rows(1, tuning.SM90) == 0                   # one GPU: never
+    assert _plan(1, 132)[0] == "row" and _plan(4096, 132)[0] == "row"
+    assert _plan(4096, 132, cols_rows=4096)[0] == "cols"
+    assert _plan(4097, 132, cols_rows=4096)[0] != "cols"
 
 
 @pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
@@ -319,7 +337,7 @@ def test_recursion_zero_column_info(rng, zero_col, lw):
 def test_driver_with_gpu_panel_model(rng, shape, lookahead, lw):
     a = rng.standard_normal(shape).astype(np.float32)
     A = a.copy()
-    piv, info = getrf(NumpyOps(A, 8), GpuPanel(leaf_width=lw), 8, lookahead)
+    piv, info = getrf(NumpyOps(A, 8), EmulatedGpuPanel(leaf_width=lw), 8, lookahead)
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
     assert info == 0
@@ -354,9 +372,9 @@ def test_tag_reset_before_wrap():
     assert ws.next_tags(128) == 101 and ws.keys.zeroed == ws.rows.zeroed == 1
 
 
-def test_panel_stream_asks_for_the_greatest_priority(monkeypatch):
+def test_panel_stream_asks_for_the_greatest_priority():
     """The panel stream's blocks must go first: without CuPy's range query (CuPy 14) the
-    stream asks for a priority beyond any range (CUDA clamps it); PANEL_PRIORITY = 0: none."""
+    stream asks for a priority beyond any range (CUDA clamps it)."""
     from types import SimpleNamespace
     from gpulinalg.lu import steps as _lu_ops
     made = []
@@ -369,34 +387,35 @@ def test_panel_stream_asks_for_the_greatest_priority(monkeypatch):
     runtime.deviceGetStreamPriorityRange = lambda: (0, -5)
     _lu_ops._priority_stream(fake)
     assert made[-1] == {"non_blocking": True, "priority": -5}
-    monkeypatch.setattr(_lu_ops, "PANEL_PRIORITY", 0)
-    _lu_ops._priority_stream(fake)
-    assert made[-1] == {"non_blocking": True}
 
 
 def test_driver_gpu_panel_model_info_and_timeline():
     a = np.random.default_rng(1).standard_normal((40, 40)).astype(np.float32)
     a[:, 17] = 0
     A, tl = a.copy(), []
-    piv, info = getrf(NumpyOps(A, 8), GpuPanel(leaf_width=4), 8, 1, timeline=tl)
+    piv, info = getrf(NumpyOps(A, 8), EmulatedGpuPanel(leaf_width=4), 8, 1, timeline=tl)
     assert info == sl.lapack.sgetrf(a)[2] == 18
     assert tl[0]["panel"] == "gpu" and tl[0]["host_panel_ms"] == 0
     assert not any(s["use_inverse"] for s in tl[0]["steps"])
 
 
 def test_public_api_gpu_panel_host_backend(rng):
-    assert _decomp_lu._check_options("gpu", None, 1) == "gpu"
-    assert _decomp_lu._check_options("auto", None, 1) == "gpu"
-    assert _decomp_lu._check_options("cpu", None, 1) == "cpu"
-    assert isinstance(_decomp_lu._panel_object("gpu"), GpuPanel)
+    """lu_factor with the GPU panel (the default) on the NumPy emulation."""
+    from gpulinalg.lu.plan import make_panel
+    from gpulinalg.testing import lu as glt
+    assert isinstance(make_panel("gpu"), GpuPanel) and make_panel("gpu", devices=2).devices == 2
     a = rng.standard_normal((37, 37)).astype(np.float32)
-    lu, piv = gpulinalg.lu_factor(a, panel="gpu", block_size=8, _ops="numpy")
+    tl = []
+    lu, piv = glt.lu_factor(a, block_size=8, emulate=True, timeline=tl)
+    assert tl[0]["panel"] == "gpu"                      # panel="auto": the GPU panel
     ref_lu, ref_piv = sl.lu_factor(a)
     assert_same_pivots(piv, ref_lu, ref_piv)
     np.testing.assert_allclose(lu, ref_lu, atol=1e-4)
+    lu, piv = glt.lu_factor(a, panel="gpu", block_size=8, emulate=True)
+    assert_same_pivots(piv, ref_lu, ref_piv)
     s = np.ones((4, 4), np.float32)
     with pytest.warns(sl.LinAlgWarning, match="Diagonal number 2 is exactly zero"):
-        gpulinalg.lu_factor(s, panel="gpu", _ops="numpy")
+        glt.lu_factor(s, panel="gpu", emulate=True)
 
 
 def test_factor_panel_step_order():
@@ -469,26 +488,25 @@ def test_panel_stream_has_a_greater_priority(cp):
 
 @pytest.mark.gpu
 def test_panel_plan_on_several_gpus(cp):
-    """Three or more GPUs take the fastest row leaf (ROW_BLOCK_CAP_MULTI), two cap its blocks
-    at ROW_BLOCK_CAP_2GPU, one alone at ROW_BLOCK_CAP; lu_factor(devices=...) builds its
+    """Three or more GPUs take the fastest row leaf (row_block_cap_multi), two cap its blocks
+    at row_block_cap_2gpu, one alone at row_block_cap; lu_factor(devices=...) builds its
     panels that way."""
-    from gpulinalg.linalg import _panel_object
-    from gpulinalg.lu.panel_gpu import PanelWorkspace, row_block_cap
-    m = THREADS * min(GMAX_ROW, PanelWorkspace().sms)
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
+    from gpulinalg.lu.plan import make_panel
+    ws = PanelWorkspace()
+    m = THREADS * min(GMAX_ROW, ws.sms)
     assert PanelWorkspace(devices=4).plan(m) == ("row", ROW_LW, 1, m // THREADS)
     for devices in (1, 2):
-        cap = row_block_cap(devices)
+        cap = row_block_cap(devices, ws.tuning)
         assert PanelWorkspace(devices).plan(m)[3] <= max(cap, m // (THREADS * 4))
-    assert row_block_cap(1) < row_block_cap(2) < row_block_cap(3)
-    assert _panel_object("gpu", devices=2).devices == 2 and _panel_object("gpu").devices == 1
+    assert make_panel("gpu", devices=2).devices == 2 and make_panel("gpu").devices == 1
 
 
 @pytest.mark.gpu
-def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
+def test_panel_row_leaf_largest_grid(cp, rng):
     """As many blocks as the device holds at once (132 on an H100): the widest flag barrier."""
     from gpulinalg.lu.panel_gpu import PanelWorkspace
-    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
-    ws = PanelWorkspace()
+    ws = PanelWorkspace(table=_table(row_block_cap=GMAX_ROW))
     m = THREADS * min(GMAX_ROW, ws.sms)
     assert ws.plan(m) == ("row", ROW_LW, 1, m // THREADS)
     a = rng.standard_normal((m, 128)).astype(np.float32)
@@ -499,12 +517,12 @@ def test_panel_row_leaf_largest_grid(cp, rng, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("cap,shape", [(132, (128, 1)), (20, (64, 2)), (10, (32, 4))])
 @pytest.mark.parametrize("m,w", [(9000, 256), (9001, 100), (8500, 3)])
-def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
+def test_panel_row_leaf_rows_per_thread(cp, rng, cap, shape, m, w):
     """The plan under a block cap takes more rows per thread (interleaved over the blocks);
     ties across blocks and rows of one thread still go to the first row."""
     from gpulinalg.lu.panel_gpu import PanelWorkspace
-    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", cap)
-    ws = PanelWorkspace()
+    with tuning.override(_table(row_block_cap=cap)):      # read when the workspace is made
+        ws = PanelWorkspace()
     assert ws.plan(m)[1:3] == shape
     a = rng.standard_normal((m, w)).astype(np.float32)
     a[:, 0] = np.clip(a[:, 0], -1, 1)
@@ -516,11 +534,10 @@ def test_panel_row_leaf_rows_per_thread(cp, rng, monkeypatch, cap, shape, m, w):
 
 
 @pytest.mark.gpu
-def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng, monkeypatch):
+def test_panel_row_leaf_taller_than_one_row_per_thread(cp, rng):
     """Above 256 rows per co-resident block two rows per thread (without the block cap)."""
     from gpulinalg.lu.panel_gpu import PanelWorkspace
-    monkeypatch.setattr(_panel_gpu, "ROW_BLOCK_CAP", GMAX_ROW)
-    ws = PanelWorkspace()
+    ws = PanelWorkspace(table=_table(row_block_cap=GMAX_ROW))
     m = THREADS * min(GMAX_ROW, ws.sms) + 1
     assert ws.plan(m)[:3] == ("row", 64, 2)
     a = rng.standard_normal((m, 128)).astype(np.float32)
@@ -560,7 +577,6 @@ def test_row_leaf_zero_and_nan_columns(cp, rng, lw, m, w):
     with a zero column (skipped update, info) and an all-NaN column (no candidate: piv[j] = j)
     against the lazy-swap host model: the same pivots, info and NaN pattern.  33000 rows: more
     than 32 blocks (several record slots polled per lane)."""
-    from gpulinalg.lu.panel_gpu import getf2_rows_host
     a = rng.standard_normal((m, w)).astype(np.float32)
     a[:, w // 3] = 0
     a[:, w // 2] = np.nan
@@ -591,9 +607,10 @@ def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lw", [lw for lw, rpt in ROW_SHAPES if rpt <= _panel_gpu.ROW_EARLY_RPT])
+@pytest.mark.parametrize("lw", [lw for lw, rpt in ROW_SHAPES
+                                if rpt <= tuning.SM90.row_early_rpt])
 @pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 3), (33000, 128)])
-def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, lw, m, w):
+def test_row_leaf_early_bitwise_equals_late(cp, rng, lw, m, w):
     """getrf_leaf_row publishing the block's candidate row before the rank-1 update (EARLY:
     the communication warp applies pivot j-1's fmaf) and after it: equal bit for bit, ties, a
     zero column and an all-NaN column included; 33000 rows: more than 32 blocks."""
@@ -605,9 +622,9 @@ def test_row_leaf_early_bitwise_equals_late(cp, rng, monkeypatch, lw, m, w):
         a[:, w // 3] = 0
         a[:, w // 2] = np.nan
     out = []
-    for early in (0, _panel_gpu.ROW_EARLY_RPT):
-        monkeypatch.setattr(_panel_gpu, "ROW_EARLY_RPT", early)
-        out.append(_device_panel(cp, a, ws=PanelWorkspace(), leaf=("row", lw)))
+    for early_rpt in (0, dict(ROW_SHAPES)[lw]):         # late, then EARLY for this shape
+        ws = PanelWorkspace(table=_table(row_early_rpt=early_rpt))
+        out.append(_device_panel(cp, a, ws=ws, leaf=("row", lw)))
     (lu0, piv0, info0), (lu1, piv1, info1) = out
     assert piv1[0] == m // 3 and info0 == info1
     np.testing.assert_array_equal(piv0, piv1)
@@ -697,16 +714,16 @@ def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
 
 
 @pytest.mark.gpu
-def test_panel_plan_takes_the_cols_leaf(cp, rng, monkeypatch):
-    """With COLS_MAX_ROWS set (0 by default: off), panels up to that many rows take the
-    column-slab leaf; taller panels take another leaf (one workspace for all)."""
+def test_panel_plan_takes_the_cols_leaf(cp, rng):
+    """On several GPUs panels up to cols_max_rows_multi rows take the column-slab leaf;
+    taller panels take another leaf (one workspace for all); one GPU never takes it."""
     from gpulinalg.lu.panel_gpu import PanelWorkspace
-    COLS_MAX_ROWS = 4096
-    monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", COLS_MAX_ROWS)
-    ws = PanelWorkspace()
-    for m, w in [(COLS_MAX_ROWS, 128), (300, 256), (COLS_MAX_ROWS + 1, 128), (2000, 100)]:
+    cols_rows = 4096
+    ws = PanelWorkspace(devices=2, table=_table(cols_max_rows_multi=cols_rows))
+    assert PanelWorkspace(devices=1, table=ws.tuning).plan(cols_rows)[0] == "row"
+    for m, w in [(cols_rows, 128), (300, 256), (cols_rows + 1, 128), (2000, 100)]:
         plan = ws.plan(m)
-        assert (plan[0] == "cols") == (m <= COLS_MAX_ROWS), plan
+        assert (plan[0] == "cols") == (m <= cols_rows), plan
         a = rng.standard_normal((m, w)).astype(np.float32)
         ws.info.fill(0)
         lu, piv, info = _device_panel(cp, a, ws=ws)
@@ -725,12 +742,13 @@ def test_cols_smoke(cp, rng):
 @pytest.mark.parametrize("shape", COLS_SHAPES)
 @pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2047, 128), (1000, 100),
                                  (77, 61)])
-def test_panel_cols_every_shape(cp, rng, monkeypatch, groups, shape, m, w):
+def test_panel_cols_every_shape(cp, rng, groups, shape, m, w):
     """Each compiled shape (not only the plan's pick), handed over in groups of CW / groups
     columns (the default's and the others), against row<128>, bit for bit."""
-    monkeypatch.setattr(_panel_gpu, "COLS_GROUPS", groups)
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
+    ws = PanelWorkspace(table=_table(cols_groups=groups))
     a = rng.standard_normal((m, w)).astype(np.float32)
-    lu, piv, info = _device_panel(cp, a, leaf=("cols",) + shape)
+    lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("cols",) + shape)
     ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128))
     np.testing.assert_array_equal(piv, ref_piv)
     np.testing.assert_array_equal(lu, ref_lu)
@@ -798,141 +816,6 @@ def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
     ws.info.fill(0)
     _check_cols(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
     assert ws.cols_epoch == 1 + 2 * 128             # two tags per group, kk groups at most
-
-
-# ---------------------------------------------------------------- GPU: the cluster leaf
-
-def _cluster_sizes():
-    """The cluster sizes to test: those not above what launches here (skip if none does)."""
-    best = _panel_gpu.cluster_size()
-    if not best:
-        pytest.skip("no thread block cluster of 8 or 16 CTAs launches on this device")
-    return [cs for cs in CLUSTER_SIZES if cs <= best]
-
-
-def _reference_leaf(lw):
-    """A leaf of the same width and arithmetic (bit-identical results): row<lw> or tile."""
-    return ("row", lw) if lw in ROW_WIDTHS else (lw, 128 // lw)
-
-
-def _check_cluster(cp, a, cs, col_base=0, lapack=True):
-    """The cluster leaf (widest that fits cs) against the same-width device leaf (bit for bit)
-    and, with lapack=True, sgetrf and the lazy-swap host model (same pivots, close factors;
-    not bit for bit: the host model rounds the product before subtracting, the kernels fuse);
-    with lapack=False (exact ties everywhere, which rounding may break either way) the
-    backward error alone.  None when the m rows do not fit one cluster of cs CTAs."""
-    m, w = a.shape
-    shape = cluster_shape(m, cs, min_lw=32)
-    if shape is None:
-        return None
-    lw = shape[0]
-    lu, piv, info = _device_panel(cp, a, leaf=("cluster", lw, cs), col_base=col_base)
-    if lapack:
-        check_panel(a, lu, piv, info - col_base if info else 0)
-    else:
-        assert backward_error(a, lu, piv) <= 10.0
-    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=_reference_leaf(lw),
-                                              col_base=col_base)
-    np.testing.assert_array_equal(piv, ref_piv)
-    np.testing.assert_array_equal(lu, ref_lu)
-    assert info == ref_info
-    if lapack and w <= lw:                              # one leaf: the lazy-swap host model
-        h = a.copy()
-        hp = np.zeros(min(m, w), np.int32)
-        assert getf2_rows_host(h, hp, col_base) == info
-        np.testing.assert_array_equal(piv, hp)
-        np.testing.assert_allclose(lu, h, rtol=0, atol=1e-4 * max(1.0, float(np.abs(h).max())))
-    return lu, piv, info
-
-
-@pytest.mark.gpu
-def test_cluster_smoke(cp, rng):
-    """Tiny blocks first: a broken cluster kernel shows here (-k cluster_smoke)."""
-    for cs in _cluster_sizes():
-        for m, w in [(1, 1), (5, 3), (3, 5), (40, 40)]:
-            a = rng.standard_normal((m, w)).astype(np.float32)
-            _check_cluster(cp, a, cs)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2048, 128), (4096, 128),
-                                 (4097, 64), (8192, 64), (16384, 32), (2049, 100), (700, 256),
-                                 (1000, 1), (129, 128), (50, 128)])
-def test_panel_cluster_leaf(cp, rng, m, w):
-    for cs in _cluster_sizes():
-        a = rng.standard_normal((m, w)).astype(np.float32)
-        _check_cluster(cp, a, cs)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(2000, 128), (8000, 64), (12000, 32)])
-def test_panel_cluster_leaf_ties_and_zero_columns(cp, rng, m, w):
-    """Small integers: ties everywhere (first max = smallest position, across warps, CTAs and
-    a thread's own rows), a zero column (info, with col_base)."""
-    for cs in _cluster_sizes():
-        a = _tie_matrix(rng, m, w)
-        a[:, 0] = np.clip(a[:, 0], -1, 1)
-        r2 = min(m - 1, 17 + cs * THREADS)              # same thread as row 17 when RPT > 1
-        a[[17, r2, m // 2, m - 1], 0] = [2.0, -2.0, 2.0, -2.0]
-        res = _check_cluster(cp, a, cs, col_base=1000, lapack=False)
-        if res is None:
-            continue
-        lu, piv, info = res
-        assert piv[0] == 17
-        assert info == 1000 + w // 2 + 1
-
-
-@pytest.mark.gpu
-def test_panel_cluster_leaf_zero_matrix(cp):
-    for cs in _cluster_sizes():
-        z = np.zeros((700, 64), np.float32)
-        lu, piv, info = _device_panel(cp, z, leaf=("cluster", 64, cs), col_base=1000)
-        assert info == 1001 and list(piv) == list(range(64)) and not lu.any()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("col0", [0, 1, 64])
-def test_panel_cluster_leaf_strided_view(cp, rng, col0):
-    """A column strip of a wider matrix at an offset row and column (aligned: float4 path;
-    col0 = 1: scalar path): same results as the reference leaf, nothing outside written."""
-    from gpulinalg.lu.panel_gpu import getrf_panel_device
-    for cs in _cluster_sizes():
-        big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
-        sub = big[40:, col0:col0 + 128]
-        lw = cluster_shape(sub.shape[0], cs, min_lw=32)[0]
-        d = cp.asarray(big)
-        piv, ws = getrf_panel_device(d[40:, col0:col0 + 128], leaf=("cluster", lw, cs))
-        out = cp.asnumpy(d)
-        np.testing.assert_array_equal(out[:40], big[:40])
-        np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
-        np.testing.assert_array_equal(out[:, col0 + 128:], big[:, col0 + 128:])
-        check_panel(sub, out[40:, col0:col0 + 128], cp.asnumpy(piv), int(ws.info.get()[0]))
-        d2 = cp.asarray(big)
-        piv2, _ = getrf_panel_device(d2[40:, col0:col0 + 128], leaf=_reference_leaf(lw))
-        np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
-        np.testing.assert_array_equal(out, cp.asnumpy(d2))
-
-
-@pytest.mark.gpu
-def test_panel_plan_takes_the_cluster_leaf(cp, rng, monkeypatch):
-    """Where a cluster launches and CLUSTER_MIN_LW admits it (not by default), panels up to
-    CS*256 rows take the 128-wide cluster leaf when the column-slab leaf is off (one
-    workspace, several shapes, interleaved with the row leaf: no state shared between
-    them)."""
-    from gpulinalg.lu.panel_gpu import PanelWorkspace
-    monkeypatch.setattr(_panel_gpu, "COLS_MAX_ROWS", 0)
-    monkeypatch.setattr(_panel_gpu, "CLUSTER_MIN_LW", 128)
-    cs = max(_cluster_sizes())
-    ws = PanelWorkspace()
-    for m, w in [(cs * THREADS, 128), (1000, 256), (cs * THREADS + 1, 128), (9000, 64)]:
-        plan = ws.plan(m)
-        assert plan[:2] == ("cluster", 128) if m <= cs * THREADS else plan[0] == "row", plan
-        a = rng.standard_normal((m, w)).astype(np.float32)
-        ws.info.fill(0)
-        lu, piv, info = _device_panel(cp, a, ws=ws)
-        check_panel(a, lu, piv, info)
-        lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("row", 128))
-        check_panel(a, lu, piv, info)
 
 
 # ---------------------------------------------------------------- GPU: lu_factor(panel="gpu")

@@ -1,10 +1,15 @@
 """Transpose: validation, block order and kernel table (CPU); the kernels against NumPy (GPU)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import gpulinalg
+from gpulinalg import tuning
 from gpulinalg.layout import transpose as _transpose
+
+SM90, SMS = tuning.SM90, 132   # the H100's table and SM count: the picks tested on the CPU
 
 SIZES = [(0, 0), (0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (31, 31), (32, 32), (33, 33),
          (63, 64), (64, 65), (65, 63), (97, 1031), (1031, 97), (127, 129), (2, 300), (300, 3)]
@@ -14,6 +19,8 @@ SIZES = [(0, 0), (0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (31, 31), (32, 32), (33
 
 def test_public_name():
     assert hasattr(gpulinalg, "transpose")
+    from gpulinalg import blas
+    assert gpulinalg.transpose is blas.transpose
 
 
 @pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")
@@ -166,37 +173,56 @@ def test_kernel_table():
         assert not t.SKEW or ((t.BY, t.PAIR, t.EL) == (8, False, False)
                               and t.SKEW in (8, 16, 32)), name
     assert _transpose.BASELINE in _transpose.VARIANTS
-    assert _transpose.DEFAULT in _transpose.VARIANTS and _transpose.SMALL in _transpose.VARIANTS
-    assert _transpose.OFF_GRID in _transpose.VARIANTS
-    assert _transpose.OFF_GRID_EL in _transpose.VARIANTS
-    assert _transpose.VARIANTS[_transpose.OFF_SECTOR].SKEW
+    for field in ("transpose_variant", "transpose_off_grid", "transpose_off_grid_el",
+                  "transpose_off_sector", "transpose_small"):
+        assert getattr(SM90, field) in _transpose.VARIANTS, field
+    assert _transpose.VARIANTS[SM90.transpose_variant].PAIR
+    assert _transpose.VARIANTS[SM90.transpose_off_sector].SKEW
     assert "copy2d" in _transpose.KERNEL_NAMES
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
     assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
     # transpose_pair<4>'s fallback for odd strides
     assert "transpose_tiled<64,4,0,false>" in _transpose.KERNEL_NAMES
-    assert _transpose.num_tiles(130, 129, "64x4") == 3 * 3
+    assert _transpose.num_tiles(130, 129, "64x4-pair") == 3 * 3
+    assert _transpose.num_tiles(130, 129, "128x8-skew32") == 2 * 5
 
 
 def test_pick_variant_follows_the_row_pitches():
-    assert _transpose.pick_variant(16384, 16384) == _transpose.DEFAULT
-    assert _transpose.pick_variant(4096, 4096) == _transpose.DEFAULT
+    T = SM90
+    pick = lambda *a, **kw: _transpose.pick_variant(*a, **kw, sms=SMS, table=T)
+    assert pick(16384, 16384) == T.transpose_variant
+    assert pick(4096, 4096) == T.transpose_variant
     # B's pitch (the rows of A) a multiple of 32 floats: the lines are whole, no evict-last
-    assert _transpose.pick_variant(4000, 4096) == _transpose.OFF_GRID
-    assert _transpose.pick_variant(4096, 4000) == _transpose.OFF_GRID
-    assert _transpose.pick_variant(6000, 10000) == _transpose.OFF_GRID_EL   # 6000 % 32 = 16
-    assert _transpose.pick_variant(10000, 6016) == _transpose.OFF_GRID_EL
-    assert _transpose.pick_variant(100, 100) == _transpose.SMALL
+    assert pick(4000, 4096) == T.transpose_off_grid
+    assert pick(4096, 4000) == T.transpose_off_grid
+    assert pick(6000, 10000) == T.transpose_off_grid_el   # 6000 % 32 = 16
+    assert pick(10000, 6016) == T.transpose_off_grid_el
+    assert pick(100, 100) == T.transpose_small
     # off-grid extents in buffers whose leading dimensions are multiples of 64
-    assert _transpose.pick_variant(10000, 10000, 10048, 10048) == _transpose.DEFAULT
-    assert _transpose.pick_variant(8192, 8192, 8200, 8192) == _transpose.OFF_GRID
-    assert _transpose.pick_variant(8192, 8192, 8192, 8200) == _transpose.OFF_GRID_EL
-    assert _transpose.pick_variant(8192, 8192, aligned=False) == _transpose.OFF_GRID_EL
+    assert pick(10000, 10000, 10048, 10048) == T.transpose_variant
+    assert pick(8192, 8192, 8200, 8192) == T.transpose_off_grid
+    assert pick(8192, 8192, 8192, 8200) == T.transpose_off_grid_el
+    assert pick(8192, 8192, aligned=False) == T.transpose_off_grid_el
     # B's rows off the 32-byte sector grid: odd sizes, pitches of 2 mod 8, an offset dst
-    assert _transpose.pick_variant(8193, 8193) == _transpose.OFF_SECTOR
-    assert _transpose.pick_variant(4002, 4000) == _transpose.OFF_SECTOR
-    assert _transpose.pick_variant(4000, 4002) == _transpose.OFF_GRID
-    assert _transpose.pick_variant(8192, 8192, dst_sector=False) == _transpose.OFF_SECTOR
+    assert pick(8193, 8193) == T.transpose_off_sector
+    assert pick(4002, 4000) == T.transpose_off_sector
+    assert pick(4000, 4002) == T.transpose_off_grid
+    assert pick(8192, 8192, dst_sector=False) == T.transpose_off_sector
+    # small: fewer than transpose_small_tiles_per_sm tiles of 64 x 64 per SM
+    assert pick(64 * 24, 64 * 21) == T.transpose_small            # 504 tiles < 4 * 132
+    assert pick(64 * 24, 64 * 22) == T.transpose_variant          # 528
+    assert _transpose.pick_variant(64 * 24, 64 * 21, sms=100, table=T) == T.transpose_variant
+
+
+def test_pick_variant_reads_the_table_in_force():
+    """An experiment replaces a field (gpulinalg.tuning.override), and the launch plans,
+    memoised per table, follow it."""
+    assert _transpose.pick_variant(6000, 10000, sms=SMS) == "32x8-pf256-el"
+    table = dataclasses.replace(tuning.current(), transpose_off_grid_el="32x8-pf256")
+    with tuning.override(table):
+        assert _transpose.pick_variant(6000, 10000, sms=SMS) == "32x8-pf256"
+    assert _transpose._plans(0, table) is _transpose._plans(0, table)
+    assert _transpose._plans(0, table) is not _transpose._plans(0, SM90)
 
 
 # ---------------------------------------------------------------- GPU
@@ -358,6 +384,7 @@ def test_transpose_padded_pitch_views(cp):
     src = big[:2049, :2111]
     out = cp.full((2111, 2112), cp.nan, dtype=cp.float32)
     dst = out[:, :2049]
-    assert _transpose.pick_variant(2049, 2111, 2176, 2112) == _transpose.DEFAULT
+    assert _transpose.pick_variant(2049, 2111, 2176, 2112) == \
+        tuning.current().transpose_variant
     _transpose.transpose_into(src, dst)
     assert bool(cp.array_equal(dst, src.T)) and bool(cp.isnan(out[:, 2049:]).all())

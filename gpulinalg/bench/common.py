@@ -1,8 +1,12 @@
-"""Shared benchmark machinery: event timing, environment record, table and JSON output."""
+"""Shared benchmark machinery: event timing, environment record, table and JSON output, and the
+--tuning option (runs under modified tuning tables, gpulinalg/tuning.py)."""
 
-import contextlib
+import ast
+import dataclasses
 import datetime
+import difflib
 import functools
+import itertools
 import json
 import os
 import pathlib
@@ -242,37 +246,93 @@ def parse_sizes(text):
     return [int(s) for s in text.split(",") if s]
 
 
-@contextlib.contextmanager
-def varied_constant(spec, note=""):
-    """The A/B scripts' --vary 'MODULE.NAME=v1,v2': prints the device and the constant, yields
-    (module, NAME, values) and puts the constant's value back at the end."""
-    import cupy as cp
-    mod, name, values = parse_vary(spec)
-    original = getattr(mod, name)
-    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
-    print(f"{dev}; varying {mod.__name__}.{name} (default {original}){note}")
+def add_tuning_argument(parser):
+    """The --tuning FIELD=v1,v2 option (repeatable) of the benchmark CLI and the tools."""
+    parser.add_argument(
+        "--tuning", action="append", default=[], metavar="FIELD=v1,v2",
+        help="a field of gpulinalg.tuning.Tuning and its values; each value runs under the "
+             "table in force with that field replaced (repeatable: every combination). "
+             "Tuple values are Python literals: gpu_nb_steps_fp32='((8192,256),),()'")
+
+
+def parse_tuning(spec):
+    """'FIELD=v1,v2' -> (FIELD, [values]), each value parsed to the type of the Tuning field
+    (int, float, str, bool, or a tuple written as a Python literal).  Commas inside
+    parentheses, brackets or quotes belong to one value."""
+    from ..tuning import Tuning
+    name, sep, text = spec.partition("=")
+    name = name.strip()
+    fields = {f.name: f for f in dataclasses.fields(Tuning)}
+    if name not in fields or not sep:
+        near = difflib.get_close_matches(name, fields, n=3)
+        raise ValueError(f"--tuning {spec!r}: not FIELD=v1,v2 with FIELD a Tuning field"
+                         + (f" (did you mean {', '.join(near)}?)" if near else ""))
+    kind = fields[name].type
+    kind = kind if isinstance(kind, type) else {"int": int, "float": float, "str": str,
+                                                 "bool": bool, "tuple": tuple}[str(kind)]
+    values = [_parse_value(v.strip(), kind, name) for v in _split_top_level(text)]
+    if not values:
+        raise ValueError(f"--tuning {spec!r}: no value")
+    return name, values
+
+
+def _split_top_level(text):
+    """'1,(2,3),"a,b"' -> ['1', '(2,3)', '"a,b"']."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p.strip()]
+
+
+def _parse_value(text, kind, name):
     try:
-        yield mod, name, values
-    finally:
-        setattr(mod, name, original)
+        if kind is bool:
+            if text.lower() not in ("0", "1", "false", "true", "off", "on"):
+                raise ValueError(text)
+            return text.lower() in ("1", "true", "on")
+        if kind is int:
+            return int(text.replace("_", ""), 0)
+        if kind is float:
+            return float(text)
+        if kind is str:
+            return ast.literal_eval(text) if text[:1] in "'\"" else text
+        value = ast.literal_eval(text)
+        if not isinstance(value, tuple):
+            raise ValueError(text)
+        return value
+    except (ValueError, SyntaxError):
+        raise ValueError(f"--tuning {name}: {text!r} is not a {kind.__name__}") from None
 
 
-def set_constants(specs):
-    """The A/B scripts' --set 'MODULE.NAME=v' (each spec one value): sets each constant for the
-    rest of the run and prints it with its previous value."""
-    for spec in specs:
-        mod, name, (value,) = parse_vary(spec)
-        print(f"{mod.__name__}.{name} = {value} (was {getattr(mod, name)})")
-        setattr(mod, name, value)
+def tuning_settings(specs):
+    """[(label, table)] for the --tuning specs: every combination of their values, each table
+    `dataclasses.replace(gpulinalg.tuning.current(), FIELD=value, ...)`, to run under
+    `gpulinalg.tuning.override(table)`.  No specs: [("defaults", the table in force)]."""
+    from .. import tuning
+    knobs = [parse_tuning(spec) for spec in specs]
+    base = tuning.current()
+    settings = []
+    for combo in itertools.product(*(values for _, values in knobs)):
+        fields = {name: value for (name, _), value in zip(knobs, combo)}
+        label = " ".join(f"{name}={value!r}".replace(" ", "") for name, value in fields.items())
+        settings.append((label or "defaults", dataclasses.replace(base, **fields)))
+    return settings
 
 
-def parse_vary(spec):
-    """'MODULE.NAME=v1,v2' -> (module gpulinalg.MODULE, NAME, [values]): the A/B scripts'
-    --vary option; each value takes the type of the constant's current value (int or bool,
-    written as integers)."""
-    import importlib
-    target, values = spec.split("=")
-    mod_name, name = target.rsplit(".", 1)
-    mod = importlib.import_module(f"gpulinalg.{mod_name}")
-    kind = type(getattr(mod, name))
-    return mod, name, [kind(int(v)) for v in values.split(",")]
+def describe_tuning(specs):
+    """'FIELD (default v)' for each varied field of the table in force, for a run's header."""
+    from .. import tuning
+    base = tuning.current()
+    return ", ".join(f"{name} (default {getattr(base, name)!r})"
+                     for name, _ in (parse_tuning(s) for s in specs)) or "default tuning"

@@ -1,18 +1,17 @@
 """gpulinalg-bench laswp: one-launch row interchanges against CuPy, one run.
 
 For each m x n float32 matrix and npiv LU-like pivots (piv[i] uniform in [offset+i, m),
-0-based, absolute): our kernels apply the npiv interchanges (the default variant, and with
---variants each one named, 'all' for every one: "planned" = plan kernel + bandwidth kernel,
-"fused" = both in one launch, "strip" = the one-launch laswp_rows); CuPy applies them one at
+0-based, absolute): our kernel applies the npiv interchanges in one launch (laswp_fused: each
+block plans the net permutation while its first strip is in flight); CuPy applies them one at
 a time with fancy indexing (a[[i, p]] = a[[p, i]]) and, as a second baseline, as one gather
 + one scatter of the touched rows (net permutation computed on the host, outside the timing).
 
 Two timings, both medians of CUDA-event intervals: "call" times one Python call (argument
 handling, launches and their gaps included); "graph" replays --graph-calls calls captured in
-a CUDA graph and divides (kernel-only), with the planned variant's workspace preallocated.
+a CUDA graph and divides (kernel-only).
 The calls rotate among --rotate pivot sets at offsets 0, npiv, 2 npiv, ... (the LU's
 successive steps) so that the moved rows do not all sit in L2 between calls (--rotate 1:
-the same rows every call, as before).  GB/s counts the rows that are actually touched:
+the same rows every call).  GB/s counts the rows that are actually touched:
 distinct rows * n * 4 bytes, read and written (x 2), averaged over the sets.  "% copy" is
 against a device-to-device copy of the whole matrix timed the same way (call / graph) and
 "copy same GB/s" a copy of as many bytes as the rows moved (L2-resident at these sizes).
@@ -23,7 +22,7 @@ import argparse
 
 import numpy as np
 
-from .. import common
+from . import common
 from ..layout.laswp import laswp_reference
 
 
@@ -32,7 +31,7 @@ def lu_like_pivots(m, k, seed, offset=0):
     return np.array([rng.integers(offset + i, m) for i in range(k)], dtype=np.int32)
 
 
-def measure(m, n, k, repeat, seed=0, variants=(), rotate=8, calls=10):
+def measure(m, n, k, repeat, seed=0, rotate=8, calls=10):
     import cupy as cp
     from ..layout import laswp as _laswp
     piv = lu_like_pivots(m, k, seed)
@@ -44,66 +43,31 @@ def measure(m, n, k, repeat, seed=0, variants=(), rotate=8, calls=10):
     moved_bytes = 2.0 * touched * n * 4
     a0 = common.random_matrix((m, n), seed + 1)
     row = {"m": m, "n": n, "npiv": k, "touched_rows": touched, "pivot_sets": len(sets),
-           "graph_calls": calls, "graph_how": "graph",
-           "W": _laswp.strip_width(min(k, _laswp.KMAX))}
+           "graph_calls": calls, "graph_how": "graph"}
 
     # Correctness first, on fresh copies: ours against the one-by-one CuPy swaps.
     a = a0.copy()
     _laswp.laswp_inplace(a, piv_dev)
-    ref = a0.copy()
-    laswp_reference(ref, piv)
+    ref = laswp_reference(a0.copy(), piv)
     row["ok"] = bool(cp.array_equal(a, ref))
     _laswp.laswp_inplace(a, piv_dev, inverse=True)
     row["ok_inverse"] = bool(cp.array_equal(a, a0))
-    ref_fwd = ref
-
-    def note(t):
-        if t["graph_how"] != "graph":
-            row["graph_how"] = t["graph_how"]
-        return t
-
-    # Device copy bandwidth: the whole matrix, and a buffer the size of the moved rows.
-    buf = cp.empty_like(a0)
-    t = note(common.time_both(lambda: cp.copyto(buf, a0), repeat=repeat, calls=calls))
-    row["copy_call_gbs"] = 2.0 * m * n * 4 / t["call_ms"] / 1e6
-    row["copy_graph_gbs"] = 2.0 * m * n * 4 / t["graph_ms"] / 1e6
-    row["copy_gbs"] = row["copy_call_gbs"]
-    del buf
-    small = a0[:int(round(touched))]
-    sbuf = cp.empty_like(small)
-    ms = common.time_gpu(lambda: cp.copyto(sbuf, small), repeat=repeat)
-    row["copy_same_gbs"] = moved_bytes / ms / 1e6
-    del sbuf, small
+    del ref
+    _copy_rates(row, a0, touched, moved_bytes, repeat, calls)
 
     # Ours (timing on the already-permuted matrix: the cost does not depend on the data).
-    ws = cp.empty(_laswp.WORKSPACE_INTS, dtype=cp.int32)
-
-    def ours(variant):
-        return [lambda off=off, p=p: _laswp.laswp_inplace(a, p, offset=off, variant=variant,
-                                                          workspace=ws)
-                for off, p in sets_dev]
-
-    def timed(prefix, variant):
-        t = note(common.time_both(ours(variant), repeat=repeat, calls=calls))
-        for how in ("call", "graph"):
-            ms = t[f"{how}_ms"]
-            row[f"{prefix}{how}_ms"] = ms
-            row[f"{prefix}{how}_pct_copy"] = 100.0 * moved_bytes / ms / 1e6 / row[f"copy_{how}_gbs"]
-
-    row["variant"] = _laswp.DEFAULT
-    timed("", None)
-    row["ms"], row["pct_copy"] = row["call_ms"], row["call_pct_copy"]   # earlier keys
+    t = common.time_both([lambda off=off, p=p: _laswp.laswp_inplace(a, p, offset=off)
+                          for off, p in sets_dev], repeat=repeat, calls=calls)
+    if t["graph_how"] != "graph":
+        row["graph_how"] = t["graph_how"]
+    for how in ("call", "graph"):
+        ms = t[f"{how}_ms"]
+        row[f"{how}_ms"] = ms
+        row[f"{how}_pct_copy"] = 100.0 * moved_bytes / ms / 1e6 / row[f"copy_{how}_gbs"]
+    row["variant"] = "fused"
+    row["ms"], row["pct_copy"] = row["call_ms"], row["call_pct_copy"]   # plain keys: call
     row["gbs"] = moved_bytes / row["ms"] / 1e6
     row["graph_gbs"] = moved_bytes / row["graph_ms"] / 1e6
-    for v in variants:
-        timed(f"{v}_", v)
-        row[f"{v}_ms"], row[f"{v}_pct_copy"] = row[f"{v}_call_ms"], row[f"{v}_call_pct_copy"]
-        b = a0.copy()
-        _laswp.laswp_inplace(b, piv_dev, variant=v)
-        row["ok"] = row["ok"] and bool(cp.array_equal(b, ref_fwd))
-        _laswp.laswp_inplace(b, piv_dev, inverse=True, variant=v)
-        row["ok_inverse"] = row["ok_inverse"] and bool(cp.array_equal(b, a0))
-        del b
 
     # CuPy baselines (first pivot set, call timing).
     row["cupy_ms"] = common.time_gpu(lambda: laswp_reference(a, piv), warmup=1,
@@ -116,16 +80,33 @@ def measure(m, n, k, repeat, seed=0, variants=(), rotate=8, calls=10):
     def gather_scatter():
         a[dst] = a[src]
     row["gather_scatter_ms"] = common.time_gpu(gather_scatter, repeat=repeat)
-    del a, a0, ref_fwd
+    del a, a0
     return row
+
+
+def _copy_rates(row, a0, touched, moved_bytes, repeat, calls):
+    """Device copy bandwidth into `row`: the whole matrix (call and graph timing, the
+    yardsticks of "% copy"), and a buffer the size of the moved rows."""
+    import cupy as cp
+    m, n = a0.shape
+    buf = cp.empty_like(a0)
+    t = common.time_both(lambda: cp.copyto(buf, a0), repeat=repeat, calls=calls)
+    if t["graph_how"] != "graph":
+        row["graph_how"] = t["graph_how"]
+    row["copy_call_gbs"] = 2.0 * m * n * 4 / t["call_ms"] / 1e6
+    row["copy_graph_gbs"] = 2.0 * m * n * 4 / t["graph_ms"] / 1e6
+    row["copy_gbs"] = row["copy_call_gbs"]
+    del buf
+    small = a0[:int(round(touched))]
+    sbuf = cp.empty_like(small)
+    ms = common.time_gpu(lambda: cp.copyto(sbuf, small), repeat=repeat)
+    row["copy_same_gbs"] = moved_bytes / ms / 1e6
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="gpulinalg-bench laswp", description=__doc__)
     p.add_argument("--sizes", default="16384,32768", help="comma-separated n (square) or MxN")
     p.add_argument("--npiv", default="128", help="comma-separated pivot counts, e.g. 128,256,512")
-    p.add_argument("--variants", default="",
-                   help="kernel variants to time beside the default ('all' for every one)")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--graph-calls", type=int, default=16,
                    help="calls captured per CUDA graph for the kernel-only timing")
@@ -133,20 +114,14 @@ def main(argv=None):
                    help="pivot sets (offsets 0, npiv, ...) the timed calls rotate among")
     p.add_argument("--json", help="write rows + environment here")
     args = p.parse_args(argv)
-    from ..layout import laswp as _laswp
     from .common import parse_shapes
-    variants = (list(_laswp.VARIANTS) if args.variants == "all"
-                else [v for v in args.variants.split(",") if v])
-    unknown = [v for v in variants if v not in _laswp.VARIANTS]
-    if unknown:
-        p.error(f"unknown variants {unknown}; choose from {list(_laswp.VARIANTS)}")
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
           f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
     rows = []
     for m, n in parse_shapes(args.sizes):
         for k in common.parse_sizes(args.npiv):
-            rows.append(measure(m, n, k, args.repeat, variants=variants, rotate=args.rotate,
+            rows.append(measure(m, n, k, args.repeat, rotate=args.rotate,
                                 calls=args.graph_calls))
             r = rows[-1]
             print(f"{m}x{n} npiv={k}: ours call {r['call_ms']:.4f} ms "
@@ -167,17 +142,9 @@ def main(argv=None):
             ("copy_same_gbs", "copy same GB/s", "{:.0f}"),
             ("cupy_ms", "cupy indexing ms", "{:.2f}"), ("speedup", "speedup", "{:.0f}"),
             ("gather_scatter_ms", "cupy gather/scatter ms", "{:.3f}")]
-    cols += [("variant", "default", "{}"), ("ok", "ok", "{}")]
+    cols += [("ok", "ok", "{}")]
     common.print_table(cols, rows)
-    if variants:
-        print()
-        vcols = [("m", "m", "{}"), ("n", "n", "{}"), ("npiv", "npiv", "{}")]
-        for v in variants:
-            vcols += [(f"{v}_call_ms", f"{v} call ms", "{:.4f}"),
-                      (f"{v}_graph_ms", f"{v} graph ms", "{:.4f}"),
-                      (f"{v}_graph_pct_copy", f"{v} graph%", "{:.1f}")]
-        common.print_table(vcols, rows, title="variants (graph = kernel-only)")
     if any(r["graph_how"] != "graph" for r in rows):
         print("NOTE: graph capture failed for some rows; their graph columns are event timings")
-    common.write_json(args.json, "laswp", rows, {"variants": variants})
+    common.write_json(args.json, "laswp", rows)
     return 0 if all(r["ok"] and r["ok_inverse"] for r in rows) else 1

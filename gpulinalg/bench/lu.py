@@ -13,17 +13,21 @@ time between panels).
 With --devices 1,2 (,4) each configuration also runs on that many GPUs (lu_factor(...,
 devices=P), the input and the result on the current GPU, the column scatter and gather
 included in the time), and `scaling` is the time on one GPU over the time on P, same run.
+
+With --tuning FIELD=v1,v2 (gpulinalg/tuning.py) every configuration also runs under each
+value, the table in force with that field replaced.
 """
 
 import argparse
+import contextlib
 import json
 import pathlib
 
 import numpy as np
 
-from ..gemm.simt import PRECISIONS
-from .common import (environment, parse_shapes, parse_sizes, print_table, random_matrix,
-                     time_gpu, write_json)
+from ..gemm.dispatch import PRECISIONS
+from .common import (add_tuning_argument, environment, parse_shapes, parse_sizes, print_table,
+                     random_matrix, time_gpu, tuning_settings, write_json)
 
 EPS32 = float(np.finfo(np.float32).eps)
 SCIPY_MAX_N = 4096  # the host factors at ~0.3 TF/s: skip SciPy above this
@@ -81,7 +85,7 @@ def _timeline_fields(tls, clock=()):
         return {"nb": tl["nb"], "scatter_ms": tl["scatter_ms"], "factor_ms": tl["factor_ms"],
                 "gather_ms": tl["gather_ms"], "enqueue_ms": tl["enqueue_ms"],
                 "update_ms": max(d["update_ms"] for d in devs),
-                "panel_ms": sum(d["panel_ms"] for d in devs), "_timeline": tl}
+                "panel_ms": sum(d["panel_ms"] for d in devs), "timeline": tl}
     median = lambda ts: sorted(ts, key=lambda t: t["wall_ms"])[len(ts) // 2]
     tl = median(runs)
     plain = median(clock) if clock else tl
@@ -93,81 +97,113 @@ def _timeline_fields(tls, clock=()):
             "wall_over_max_timeline": tl["wall_over_max"],
             "next_ms": tl.get("next_ms"),
             "inverse_steps": sum(s["use_inverse"] for s in tl["steps"]),
-            "steps": len(tl["steps"]), "_timeline": tl}
+            "steps": len(tl["steps"]), "timeline": tl}
 
 
-def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), devices=(1,)):
-    """Rows for every shape, panel kind, update precision and device count, cuSOLVER
-    measured once per shape (same run)."""
+def _cusolver(a, x, repeat):
+    """(ms, backward error or None) of cuSOLVER's getrf (cupyx lu_factor) on a."""
     import cupy as cp
     from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
+    ms = time_gpu(lambda: cusolver_lu_factor(a), warmup=1, repeat=repeat)
+    err = None
+    if x is not None:
+        lu, piv = cusolver_lu_factor(a)
+        err = backward_error(cp, a, lu, piv, x)
+        del lu, piv
+    cp.get_default_memory_pool().free_all_blocks()
+    return ms, err
+
+
+def _scipy_error(a, x):
+    """SciPy's backward error on the host copy of a (square, n <= SCIPY_MAX_N), else None."""
+    import cupy as cp
+    if x is None or a.shape[0] > SCIPY_MAX_N:
+        return None
+    import scipy.linalg
+    ah = cp.asnumpy(a)
+    lu, piv = scipy.linalg.lu_factor(ah)
+    return backward_error(np, ah, lu, piv, cp.asnumpy(x))
+
+
+def _ours(a, x, kw, repeat):
+    """Timed calls, calls without graph replay, instrumented calls and the error of lu_factor
+    on a with the options kw: a row's fields (the timeline under "timeline")."""
+    import cupy as cp
 
     from .. import lu_factor
-    from ..lu import graph as _lu_graph
+    from ..lu import graph
     from ..lu.driver import HostClock
+    from ..testing.lu import lu_factor as lu_factor_hooks
+
+    m, n = a.shape
+    # Two warm-up calls: a shape's second call captures its CUDA graph where the driver
+    # replays one (gpulinalg/lu/graph.py); the timed calls are replays.
+    ms = time_gpu(lambda: lu_factor(a, **kw), warmup=2, repeat=repeat)
+    ms_driver = None
+    if graph.eligible(m, n, kw["panel"], None, kw["devices"]):
+        # the same calls without replay: what a shape's first call costs (no compile)
+        with graph.disabled():
+            ms_driver = time_gpu(lambda: lu_factor(a, **kw), warmup=1, repeat=repeat)
+    # The timeline (its events and their reading cost time of their own) from more calls,
+    # apart from the timed ones: the median of three on one GPU, the phases of one
+    # synchronised call on several; and the host's clock of as many uninstrumented calls.
+    tls, clock = [], HostClock()
+    one_gpu = kw["devices"] is None
+    for _ in range(3 if one_gpu else 1):
+        lu_factor_hooks(a, timeline=tls, **kw)
+        if one_gpu:
+            lu_factor_hooks(a, timeline=clock, **kw)
+    err = None
+    if x is not None:
+        lu, piv = lu_factor(a, **kw)
+        err = backward_error(cp, a, lu, piv, x)
+        del lu, piv
+    cp.get_default_memory_pool().free_all_blocks()
+    row = {"ms": ms, "ms_no_graph": ms_driver, "err": err}
+    row.update(_timeline_fields(tls, clock))
+    return row
+
+
+def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), devices=(1,),
+        tuning=(("defaults", None),)):
+    """Rows for every shape, tuning setting, panel kind, update precision and device count,
+    cuSOLVER measured once per shape (same run); and the timelines, in the rows' order.
+    tuning: (label, table) pairs (common.tuning_settings); a table None is the one in force."""
+    import cupy as cp
+
+    from .. import tuning as _tuning
 
     rows, timelines = [], []
     for m, n in shapes:
         a = random_matrix((m, n), seed + m + 7 * n, cp)
-        square = m == n
-        x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if square else None
+        x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if m == n else None
         flops = lu_flops(m, n)
-        ms_cus = time_gpu(lambda: cusolver_lu_factor(a), warmup=1, repeat=repeat)
-        err_cus = err_sp = None
-        if square:
-            lu_c, piv_c = cusolver_lu_factor(a)
-            err_cus = backward_error(cp, a, lu_c, piv_c, x)
-            del lu_c, piv_c
-        cp.get_default_memory_pool().free_all_blocks()
-        if square and n <= SCIPY_MAX_N:
-            import scipy.linalg
-            ah = cp.asnumpy(a)
-            lu_s, piv_s = scipy.linalg.lu_factor(ah)
-            err_sp = backward_error(np, ah, lu_s, piv_s, cp.asnumpy(x))
+        ms_cus, err_cus = _cusolver(a, x, repeat)
+        err_sp = _scipy_error(a, x)
         one_gpu = {}
-        for ndev, panel, prec in [(d, p, q) for d in devices for q in precisions
-                                  for p in panels]:
-            tls = []
-            kw = dict(panel=panel, block_size=block_size, precision=prec,
-                      devices=None if ndev == 1 else ndev)
-            # Two warm-up calls: a shape's second call captures its CUDA graph where the
-            # driver replays one (gpulinalg/_lu_graph.py); the timed calls are replays.
-            ms = time_gpu(lambda: lu_factor(a, **kw), warmup=2, repeat=repeat)
-            ms_driver = None
-            if _lu_graph.eligible(m, n, panel, None, kw["devices"]):
-                # the same calls without replay: what a shape's first call costs (no compile)
-                with _lu_graph.disabled():
-                    ms_driver = time_gpu(lambda: lu_factor(a, **kw), warmup=1, repeat=repeat)
-            # The timeline (its events and their reading cost time of their own) from more
-            # calls, apart from the timed ones: the median of three on one GPU, the phases of
-            # one synchronised call on several.
-            clock = HostClock()   # and the same from uninstrumented calls (host clock only)
-            for _ in range(3 if ndev == 1 else 1):
-                lu_factor(a, _timeline=tls, **kw)
+        for label, table in tuning:
+            for ndev, panel, prec in [(d, p, q) for d in devices for q in precisions
+                                      for p in panels]:
+                kw = dict(panel=panel, block_size=block_size, precision=prec,
+                          devices=None if ndev == 1 else ndev)
+                with _tuning.override(table) if table else contextlib.nullcontext():
+                    row = _ours(a, x, kw, repeat)
                 if ndev == 1:
-                    lu_factor(a, _timeline=clock, **kw)
-            err = None
-            if square:
-                lu, piv = lu_factor(a, **kw)
-                err = backward_error(cp, a, lu, piv, x)
-                del lu, piv
-            cp.get_default_memory_pool().free_all_blocks()
-            if ndev == 1:
-                one_gpu[panel, prec] = ms
-            base = one_gpu.get((panel, prec))
-            row = {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
-                   "nb": block_size, "ms": ms, "tflops": flops / ms / 1e9, "cusolver_ms": ms_cus,
-                   "cusolver_tflops": flops / ms_cus / 1e9, "ratio": ms_cus / ms,
-                   "scaling": base / ms if base else None, "ms_no_graph": ms_driver,
-                   "err": err,
-                   "err_cusolver": err_cus, "err_scipy": err_sp}
-            row.update(_timeline_fields(tls, clock))
-            tl = row.pop("_timeline", None)
-            if tl is not None:
-                timelines.append(tl)
-            rows.append(row)
-            print(f"{m}x{n} devices={ndev} panel={panel} {prec}: {row['tflops']:.2f} TF/s, "
-                  f"cuSOLVER {row['cusolver_tflops']:.2f}", flush=True)
+                    one_gpu[label, panel, prec] = row["ms"]
+                base = one_gpu.get((label, panel, prec))
+                tl = row.pop("timeline", None)
+                if tl is not None:
+                    timelines.append(tl)
+                rows.append(dict(
+                    {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
+                     "tuning": label, "nb": block_size, "tflops": flops / row["ms"] / 1e9,
+                     "cusolver_ms": ms_cus, "cusolver_tflops": flops / ms_cus / 1e9,
+                     "ratio": ms_cus / row["ms"],
+                     "scaling": base / row["ms"] if base else None,
+                     "err_cusolver": err_cus, "err_scipy": err_sp}, **row))
+                print(f"{m}x{n} devices={ndev} panel={panel} {prec} {label}: "
+                      f"{rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
+                      f"{rows[-1]['cusolver_tflops']:.2f}", flush=True)
         del a
         cp.get_default_memory_pool().free_all_blocks()
     return rows, timelines
@@ -175,7 +211,7 @@ def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), d
 
 COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
            ("panel", "panel", "{}"),
-           ("precision", "updates", "{}"),
+           ("precision", "updates", "{}"), ("tuning", "tuning", "{}"),
            ("ms", "ours ms", "{:.2f}"), ("ms_no_graph", "no graph ms", "{:.2f}"),
            ("tflops", "ours TF/s", "{:.2f}"),
            ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"), ("ratio", "ratio", "{:.2f}"),
@@ -205,6 +241,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", default=None, help="write the rows (and environment) here")
     p.add_argument("--timeline", default=None, help="write the per-step timelines here")
+    add_tuning_argument(p)
     args = p.parse_args(argv)
     panels = [x for x in args.panel.split(",") if x]
     for x in panels:
@@ -217,6 +254,10 @@ def main(argv=None):
     devices = parse_sizes(args.devices)
     if not devices or min(devices) < 1:
         p.error("--devices takes GPU counts >= 1")
+    try:
+        settings = tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
+    except ValueError as exc:
+        p.error(str(exc))
     shapes = [(n, n) for n in parse_sizes(args.sizes)]
     shapes += parse_shapes(args.rect)
     env = environment()
@@ -224,10 +265,11 @@ def main(argv=None):
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
           "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
     rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb,
-                          precisions=precisions, devices=devices)
-    print_table(COLUMNS, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
+                          precisions=precisions, devices=devices, tuning=settings)
+    columns = [c for c in COLUMNS if c[0] != "tuning" or args.tuning]
+    print_table(columns, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
     write_json(args.json, "lu", rows, {"panels": panels, "precisions": precisions,
-                                       "devices": devices})
+                                       "devices": devices, "tuning": args.tuning})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)

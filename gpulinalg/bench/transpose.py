@@ -1,26 +1,33 @@
 """gpulinalg-bench transpose: our tiled transpose against a device copy and CuPy, one run.
 
 For each m x n float32 matrix: B = A^T (C-ordered) by our kernel (the automatic variant, and
-optionally every variant), by cupy.ascontiguousarray(a.T), and a plain device-to-device copy
-of an equally sized buffer (cudaMemcpyAsync, device to device).  Three timings of each, all
-medians of CUDA-event intervals: "burst" (the headline) times --graph-calls back-to-back
-calls with the copy and ours taking turns round by round (the steady-state bandwidth of a
-loop of calls; ours through the internal entry point on CuPy arrays, "api" the same through
-the public gpulinalg.transpose(a, out=out), whose argument checks can show below ~2048^2,
-where a call's host path outlasts its kernel); "call" times one Python call with the GPU
-idle before it (argument handling and launch latency included, what one isolated call
-costs); "graph" replays the calls captured in a CUDA graph (kernel-only; a graph's memcpy
-node may run on a copy engine, so the copy's graph figure is not always the SM copy's).
-"queued" times the burst of the copy, ours and CuPy's behind a kernel that holds the stream
-until every launch is enqueued (device time of a loop of calls, host time excluded: what
-the GPU spends, the figure to compare kernels by where the host path outlasts them).  The
-copy is timed every way, so each "% copy" compares like with like.  GB/s counts bytes read + written (8 m n).  Every
-result is checked against a.T on the device.
+the --variants named: by default the baseline, the first tile "32x8", so that the progression
+baseline -> tuned -> copy shows), by cupy.ascontiguousarray(a.T), and a plain device-to-device
+copy of an equally sized buffer (cudaMemcpyAsync, device to device).  Three timings of each,
+all medians of CUDA-event intervals: "burst" (the headline) times --graph-calls back-to-back
+calls with the copy and ours taking turns round by round (the steady-state bandwidth of a loop
+of calls; ours through the internal entry point on CuPy arrays, "api" the same through the
+public gpulinalg.transpose(a, out=out), whose argument checks can show below ~2048^2, where a
+call's host path outlasts its kernel); "call" times one Python call with the GPU idle before it
+(argument handling and launch latency included, what one isolated call costs); "graph" replays
+the calls captured in a CUDA graph (kernel-only; a graph's memcpy node may run on a copy
+engine, so the copy's graph figure is not always the SM copy's).  "queued" times the burst of
+the copy, ours and CuPy's behind a kernel that holds the stream until every launch is enqueued
+(device time of a loop of calls, host time excluded: what the GPU spends, the figure to compare
+kernels by where the host path outlasts them).  The copy is timed every way, so each "% copy"
+compares like with like.  GB/s counts bytes read + written (8 m n).  Every result is checked
+against a.T on the device.
+With --tuning FIELD=v1,v2 (gpulinalg/tuning.py transpose_*) every size also runs under each
+value, the table in force with that field replaced.
 """
 
 import argparse
+import contextlib
+import itertools
 
-from .. import common
+from .. import tuning
+from ..layout.transpose import BASELINE
+from . import common
 
 DEFAULT_SIZES = "1000,2000,4000,4096,6000x10000,8000,8192,12288,16384"
 
@@ -35,7 +42,7 @@ def sweep_shapes():
 
 def measure(m, n, variants, repeat, seed=0, calls=10):
     import cupy as cp
-    from .. import transpose
+    from ..blas import transpose
     from ..layout import transpose as _transpose
     a = common.random_matrix((m, n), seed)
     out = cp.empty((n, m), dtype=cp.float32)
@@ -74,7 +81,7 @@ def measure(m, n, variants, repeat, seed=0, calls=10):
     row["api_burst_pct_copy"] = 100.0 * row["api_burst_gbs"] / row["copy_burst_gbs"]
     row["pct_copy"] = 100.0 * row["call_gbs"] / row["copy_call_gbs"]
     row["graph_pct_copy"] = 100.0 * row["graph_gbs"] / row["copy_graph_gbs"]
-    # earlier keys, kept for make_docs and older JSON readers: the call timing
+    # the call timing also under the plain keys (benchmarks/make_docs.py reads them)
     row["ms"], row["gbs"], row["copy_gbs"] = row["call_ms"], row["call_gbs"], row["copy_call_gbs"]
     out.fill(cp.nan)
     _transpose.transpose_into(a, out)
@@ -138,8 +145,9 @@ def main(argv=None):
                    help="comma-separated n (square) or MxN, e.g. 4096,6000x10000")
     p.add_argument("--sweep", action="store_true",
                    help="square sizes every 512 up to 16384 (and a few off-grid) instead")
-    p.add_argument("--variants", default="",
-                   help="extra kernel variants to time ('all' for every tile shape)")
+    p.add_argument("--variants", default=BASELINE,
+                   help="kernel variants to time beside the automatic one ('all' for every "
+                        "tile shape, '' for none; default: the baseline)")
     p.add_argument("--layouts", default="",
                    help="sizes (as --sizes) to also time on padded-pitch and 64-aligned "
                         "interior layouts, to tell row pitch from partial tiles")
@@ -147,6 +155,7 @@ def main(argv=None):
     p.add_argument("--graph-calls", type=int, default=10,
                    help="calls captured per CUDA graph for the kernel-only timing")
     p.add_argument("--json", help="write rows + environment here")
+    common.add_tuning_argument(p)
     args = p.parse_args(argv)
     from ..layout import transpose as _transpose
     variants = (list(_transpose.VARIANTS) if args.variants == "all"
@@ -158,10 +167,14 @@ def main(argv=None):
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
           f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
+    settings = common.tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
     rows = []
-    for m, n in shapes:
-        rows.append(measure(m, n, variants, args.repeat, calls=args.graph_calls))
+    for (m, n), (label, table) in itertools.product(shapes, settings):
+        with tuning.override(table) if table else contextlib.nullcontext():
+            rows.append(measure(m, n, variants, args.repeat, calls=args.graph_calls))
         r = rows[-1]
+        if table:
+            r["tuning"] = label
         print(f"{m}x{n}: ours burst {r['burst_gbs']:.0f} GB/s ({r['burst_pct_copy']:.1f}% of "
               f"copy {r['copy_burst_gbs']:.0f}), call {r['call_gbs']:.0f} GB/s "
               f"({r['pct_copy']:.1f}% of copy "
@@ -170,8 +183,23 @@ def main(argv=None):
               f"cupy {r['cupy_gbs']:.0f}, ok={r['ok']}", flush=True)
         if r["graph_how"] != "graph":
             print(f"  graph timing: {r['graph_how']}", flush=True)
+    print_rows(rows, variants, args.graph_calls)
+    layout_rows = []
+    lvariants = list(dict.fromkeys([BASELINE, tuning.current().transpose_variant] + variants))
+    for m, n in common.parse_shapes(args.layouts):
+        layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
+    if layout_rows:
+        print_layouts(layout_rows, lvariants)
+    extra = {"variants": variants, "tuning": args.tuning}
+    if layout_rows:
+        extra["layouts"] = layout_rows
+    common.write_json(args.json, "transpose", rows, extra)
+    return 0 if all(r["ok"] for r in rows + layout_rows) else 1
+
+
+def print_rows(rows, variants, calls):
     print()
-    print(f"burst: {args.graph_calls} back-to-back calls between events, copy and ours in "
+    print(f"burst: {calls} back-to-back calls between events, copy and ours in "
           "turns; queued: the same bursts enqueued behind a kernel that holds the stream "
           "(device time, host time excluded); call: one Python call between events; graph: "
           "the calls replayed from a CUDA graph (kernel-only); % copy against the copy timed "
@@ -188,6 +216,8 @@ def main(argv=None):
             ("copy_call_gbs", "copy call", "{:.0f}"), ("copy_graph_gbs", "copy graph", "{:.0f}"),
             ("cupy_gbs", "cupy .T call", "{:.0f}"), ("speedup", "vs cupy", "{:.2f}")]
     cols += [("variant", "tile", "{}"), ("ok", "ok", "{}")]
+    if any("tuning" in r for r in rows):
+        cols += [("tuning", "tuning", "{}")]
     common.print_table(cols, rows)
     if variants:
         print()
@@ -199,21 +229,14 @@ def main(argv=None):
         common.print_table(vcols, rows, title="variants, % of copy (graph = kernel-only)")
     if any(r["graph_how"] != "graph" for r in rows):
         print("NOTE: graph capture failed for some rows; their graph columns are event timings")
-    layout_rows = []
-    lvariants = variants or [_transpose.BASELINE, _transpose.DEFAULT]
-    for m, n in common.parse_shapes(args.layouts):
-        layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
-    if layout_rows:
-        print()
-        lcols = [("m", "m", "{}"), ("n", "n", "{}"), ("layout", "layout", "{}"),
-                 ("rows", "rows", "{}"), ("cols", "cols", "{}"),
-                 ("copy_burst_gbs", "copy burst", "{:.0f}")]
-        lcols += [(f"{v}_burst_pct_copy", f"{v} burst%", "{:.1f}") for v in lvariants]
-        common.print_table(lcols + [("ok", "ok", "{}")], layout_rows,
-                           title="layouts (pitch64: leading dimensions rounded up to 64; "
-                                 "interior: the 64-aligned part, original pitch)")
-    extra = {"variants": variants}
-    if layout_rows:
-        extra["layouts"] = layout_rows
-    common.write_json(args.json, "transpose", rows, extra)
-    return 0 if all(r["ok"] for r in rows + layout_rows) else 1
+
+
+def print_layouts(layout_rows, lvariants):
+    print()
+    lcols = [("m", "m", "{}"), ("n", "n", "{}"), ("layout", "layout", "{}"),
+             ("rows", "rows", "{}"), ("cols", "cols", "{}"),
+             ("copy_burst_gbs", "copy burst", "{:.0f}")]
+    lcols += [(f"{v}_burst_pct_copy", f"{v} burst%", "{:.1f}") for v in lvariants]
+    common.print_table(lcols + [("ok", "ok", "{}")], layout_rows,
+                       title="layouts (pitch64: leading dimensions rounded up to 64; "
+                             "interior: the 64-aligned part, original pitch)")

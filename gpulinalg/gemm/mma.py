@@ -1,7 +1,8 @@
-"""Tensor-core SGEMM (kernels/sgemm_tc.cu): 3xTF32 (FP32-level accuracy) and plain TF32.
+"""Tensor-core SGEMM through mma.sync (kernels/sgemm_tc.cu): 3xTF32 (FP32-level accuracy)
+and plain TF32, on GPUs without Hopper's wgmma (dispatch.py chooses).
 
-`gemm_tc_into` has exactly the semantics of `_blas.gemm_into`; the public `precision=`
-keyword of sgemm/matmul/lu is wired to it elsewhere.
+`gemm_tc_into` has exactly the semantics of `simt.gemm_into`.  The tile pick reads the Tuning
+table (gpulinalg/tuning.py: mma_variant) and the device's SM count.
 """
 
 import functools
@@ -9,11 +10,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from .simt import aligned16, row_major_problem
+from .. import tuning
+from ..core import device
 from ..core.backend import cupy
 from ..core.kernels import get_kernel
+from .common import aligned16, row_major_problem
 
-# mode name -> MODE template argument (mma products per multiply-add)
+# mode name -> MODE template argument (mma products per multiply-add); the Tuning table's
+# mma_variant pair is indexed in the order of MODES.
 MODES = ("3xtf32", "tf32")
 _MODE_ARG = {"3xtf32": 3, "tf32": 1}
 
@@ -28,7 +32,6 @@ VARIANTS = {
     "128x128": TcTile(128, 128, 32, 64, 32, 4, 1, False),
     "64x128s": TcTile(64, 128, 32, 32, 32, 4, 1, True),
 }
-DEFAULT_VARIANT = {"3xtf32": "128x128s", "tf32": "128x128"}
 
 FAMILY = "sgemm_tc"
 
@@ -54,15 +57,18 @@ KERNEL_NAMES = tuple(
     for am in (True, False) for bn in (True, False) for v in (True, False))
 
 
-def pick_variant(m, n, k, mode="3xtf32"):
-    """Tile shape for an m x n x k product (untuned: the 64-row tile when 128x128 tiles would
-    leave most SMs idle)."""
+def pick_variant(m, n, k, mode="3xtf32", sms=None, table=None):
+    """Tile shape for an m x n x k product: table.mma_variant, or table.mma_small_variant (64-row tiles)
+    where 128 x 128 tiles would leave half the `sms` SMs idle.  sms, table: default the current
+    device's SM count and the table in force."""
     if mode not in _MODE_ARG:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    sms = device.sm_count() if sms is None else sms
+    table = tuning.current() if table is None else table
     tiles = -(-m // 128) * -(-n // 128)
-    if tiles < 66:
-        return "64x128s"
-    return DEFAULT_VARIANT[mode]
+    if tiles < sms // 2:
+        return table.mma_small_variant
+    return table.mma_variant[MODES.index(mode)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,12 +91,14 @@ def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, b
             b, np.int64(ldb), np.float32(beta), c, np.int64(ldc)), shared_mem=smem)
 
 
-def gemm_tc_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
-    """c = alpha * a @ b + beta * c in place on the tensor cores (current device and stream).
+def gemm_tc_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, table=None):
+    """c = alpha * a @ b + beta * c in place on the tensor cores (current device and stream);
+    returns c.
 
     a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
     needs one unit stride (row- or column-major view).  beta == 0 never reads c.  mode
     "3xtf32": FP32-level accuracy from three TF32 products; "tf32": one (10-bit mantissa).
+    variant None: pick_variant's under `table` (default: the one in force).
     """
     if mode not in _MODE_ARG:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -98,10 +106,10 @@ def gemm_tc_into(alpha, a, b, beta, c, mode="3xtf32", variant=None):
     if args is None:
         return c
     if variant is None:
-        variant = pick_variant(args[0], args[1], args[2], mode)
+        variant = pick_variant(args[0], args[1], args[2], mode, table=table)
     if mode == "3xtf32" and not VARIANTS[variant].SPLIT:
-        # Measured on the H100: without per-slice accumulation the tensor cores' truncating
-        # adds cost 3xTF32 its FP32 accuracy (1.8x SIMT's error at 257 x 255 x 513).
+        # Without per-slice accumulation the tensor cores' truncating adds cost 3xTF32 its
+        # FP32 accuracy.
         raise ValueError(f"3xtf32 needs a SPLIT_ACC variant, {variant!r} is not one")
     _launch(variant, mode, *args)
     return c

@@ -1,10 +1,10 @@
 """Hopper tensor-core SGEMM through wgmma (kernels/sgemm_wgmma.cu): 3xTF32 and plain TF32.
 
-`gemm_wgmma_into` has exactly the semantics of `_gemm_tc.gemm_tc_into` (and `_blas.gemm_into`),
-on sm_90 devices only (wgmma exists for sm_90a alone).  A pre-pass splits the operands into
-TF32 parts, in the main kernel's shared-memory image, in a workspace; the main kernel then
-streams whole tiles (bulk copies from a producer warpgroup in the default "tma" variants,
-16-byte cp.async in the "cpasync" baseline) and multiplies with wgmma.mma_async.
+`gemm_wgmma_into` has exactly the semantics of `mma.gemm_tc_into` (and `simt.gemm_into`), on
+sm_90 devices only (wgmma exists for sm_90a alone).  A pre-pass splits the operands into TF32
+parts, in the main kernel's shared-memory image, in a workspace; the main kernel then streams
+whole tiles with a producer warpgroup's bulk copies and multiplies with wgmma.mma_async.  The
+tile picks read the Tuning table (gpulinalg/tuning.py: wgmma_*) and the device's SM count.
 """
 
 import functools
@@ -12,49 +12,31 @@ from collections import namedtuple
 
 import numpy as np
 
-from .simt import row_major_problem
+from .. import tuning
+from ..core import device
 from ..core.backend import cupy
 from ..core.kernels import Launcher, get_kernel
+from .common import row_major_problem
 
-MODES = ("3xtf32", "tf32")
+FAMILY = "sgemm_wgmma"
+MODES = ("3xtf32", "tf32")   # the Tuning table's wgmma_* pairs are indexed in this order
 _PARTS = {"3xtf32": 2, "tf32": 1}   # TF32 parts per operand element in the workspace
 
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
-# BM x BN block tile (BM/64 consumer warpgroups, each 64 rows x BN), BK the k-slice (32: one
-# 128-byte swizzle row), WN the wgmma N of one sub-block, STAGES3 / STAGES1 ring depth in
-# 3xtf32 / tf32 mode (0: mode not offered), SPLIT: each k-slice accumulated from zero in a
-# temporary tile and added to the sum with FP32 round-to-nearest (the tensor cores truncate
-# when they accumulate).  PIPE "cpasync": sgemm_wgmma (every thread copies with cp.async, one
-# __syncthreads per slice; the first version, kept as the baseline); "tma": sgemm_wgmma_tma (a
-# producer warpgroup's bulk copies, full/empty mbarriers, decoupled consumer warpgroups).
-# PERSIST ("tma" only): one block per SM walks the tiles; each tile's epilogue goes through
-# one ring stage, so the producer loads the next tile's first slices meanwhile.
-WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PIPE PERSIST",
-                    defaults=(False,))
+# BM x BN block tile (BM/64 consumer warpgroups, each 64 rows x BN, plus the producer
+# warpgroup), BK the k-slice (32: one 128-byte swizzle row), WN the wgmma N of one sub-block,
+# STAGES3 / STAGES1 ring depth in 3xtf32 / tf32 mode (0: mode not offered), SPLIT: each k-slice
+# accumulated from zero in a temporary tile and added to the sum with FP32 round-to-nearest
+# (the tensor cores truncate when they accumulate), PERSIST: one block per SM walks the tiles
+# (each tile's epilogue goes through one ring stage, so the producer loads the next tile's
+# first slices meanwhile); otherwise one block per tile.
+WgTile = namedtuple("WgTile", "BM BN BK WN STAGES3 STAGES1 SPLIT PERSIST")
 VARIANTS = {
-    "128x256s": WgTile(128, 256, 32, 128, 2, 4, True, "cpasync"),
-    "128x128s": WgTile(128, 128, 32, 128, 3, 6, True, "cpasync"),
-    "128x256": WgTile(128, 256, 32, 256, 0, 4, False, "cpasync"),
-    "128x256t": WgTile(128, 256, 32, 128, 2, 0, True, "tma"),
-    "128x128t": WgTile(128, 128, 32, 128, 3, 0, True, "tma"),
-    "128x256tf": WgTile(128, 256, 32, 256, 0, 4, False, "tma"),
-    "128x256tp": WgTile(128, 256, 32, 128, 2, 0, True, "tma", True),
+    "128x256t": WgTile(128, 256, 32, 128, 2, 0, True, False),
+    "128x128t": WgTile(128, 128, 32, 128, 3, 0, True, False),
+    "128x256tf": WgTile(128, 256, 32, 256, 0, 4, False, False),
+    "128x256tp": WgTile(128, 256, 32, 128, 2, 0, True, True),
 }
-# Measured on the H100 (benchmarks/wgmma_sweep.py, n = 2048..16384): the TMA variants are the
-# fastest in both modes; below one 128 x 256 tile per SM, 128 x 128 for 3xtf32.  The
-# persistent 128 x 256 ("128x256tp", benchmarks/wgmma_ab.py --also 128x256t): 16384^2
-# C -= A B k = 64 / 128 / 256 / 512 36.6 / 58.6 / 88.7 / 113.3 TF/s against 33.8 / 57.1 /
-# 83.7 / 110.1; squares -2% to +5% (4096^3 / 8192^3 / 16384^3 143.0 / 138.8 / 130.8 against
-# 139.6 / 141.0 / 124.4); so the 3xtf32 default, except beside other kernels.
-DEFAULT_VARIANT = {"3xtf32": "128x256tp", "tf32": "128x256tf"}
-SMALL_VARIANT = {"3xtf32": "128x128t", "tf32": "128x256tf"}
-# Where other kernels must find SMs while the product runs (the LU's look-ahead panel beside
-# its trailing update), one block per tile: blocks finish and free their SM all along.
-SHARED_VARIANT = {"3xtf32": "128x256t", "tf32": "128x256tf"}
-_NUM_SMS_GUESS = 132
-
-FAMILY = "sgemm_wgmma"
-_SMEM_LIMIT = 227 * 1024
 
 
 def _check_mode(mode):
@@ -63,8 +45,8 @@ def _check_mode(mode):
 
 
 def tile_threads(t):
-    """Threads per block: the consumer warpgroups, plus the producer warpgroup of "tma"."""
-    return (t.BM // 64) * 128 + (128 if t.PIPE == "tma" else 0)
+    """Threads per block: the consumer warpgroups plus the producer warpgroup."""
+    return (t.BM // 64) * 128 + 128
 
 
 def stages(t, mode):
@@ -89,10 +71,8 @@ def workspace_floats(m, n, k, t, mode):
 
 
 def _kernel_name(t, mode):
-    args = f"{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},{str(t.SPLIT).lower()}"
-    if t.PIPE == "tma":
-        return f"sgemm_wgmma_tma<{args},{str(t.PERSIST).lower()}>"
-    return f"sgemm_wgmma<{args}>"
+    return (f"sgemm_wgmma_tma<{t.BM},{t.BN},{t.WN},{stages(t, mode)},{_PARTS[mode]},"
+            f"{str(t.SPLIT).lower()},{str(t.PERSIST).lower()}>")
 
 
 def _split_name(kmajor, mode):
@@ -106,33 +86,30 @@ KERNEL_NAMES = tuple(
     _split_name(km, mode) for km in (True, False) for mode in MODES)
 
 
-def pick_variant(m, n, k, mode="3xtf32", persistent=True):
-    """Tile shape for an m x n x k product: DEFAULT_VARIANT[mode] once its tiles fill the
-    SMs (SHARED_VARIANT[mode] when not `persistent`), else SMALL_VARIANT[mode]."""
+def pick_variant(m, n, k, mode="3xtf32", persistent=True, sms=None, table=None):
+    """Tile shape for an m x n x k product: table.wgmma_variant once its tiles fill the `sms`
+    SMs (table.wgmma_shared_variant when not `persistent`: one block per tile, for products
+    that run beside other kernels), else table.wgmma_small_variant; each a (3xtf32, tf32)
+    pair.  sms, table: default the current device's SM count and the table in force."""
     _check_mode(mode)
-    big = (DEFAULT_VARIANT if persistent else SHARED_VARIANT)[mode]
+    sms = device.sm_count() if sms is None else sms
+    table = tuning.current() if table is None else table
+    i = MODES.index(mode)
+    big = (table.wgmma_variant if persistent else table.wgmma_shared_variant)[i]
     t = VARIANTS[big]
-    if -(-m // t.BM) * -(-n // t.BN) >= _NUM_SMS_GUESS:
+    if -(-m // t.BM) * -(-n // t.BN) >= sms:
         return big
-    return SMALL_VARIANT[mode]
+    return table.wgmma_small_variant[i]
 
 
 def available():
     """True when the current device can run these kernels (compute capability exactly 9.0:
     wgmma is an sm_90a feature, absent from later architectures)."""
-    try:
-        return _available(cupy().cuda.runtime.getDevice())
-    except Exception:
-        return False
-
-
-@functools.lru_cache(maxsize=None)
-def _available(device_id):
-    return int(cupy().cuda.Device(device_id).compute_capability) == 90
+    return device.has_wgmma()
 
 
 # The kernels' parameters, for Launcher (a small product's call is bound by its host time).
-_MAIN_ARGS = "iiifPPfPqPqPqii"   # M N ktiles alpha WA WB beta C ldc A lda B ldb K layout
+MAIN_ARGS = "iiifPPfPqPqPqii"    # M N ktiles alpha WA WB beta C ldc A lda B ldb K layout
 _SPLIT_ARGS = "PqiiiiP"          # X ld R K TR ktiles W
 
 
@@ -142,18 +119,13 @@ def _main_kernel(device_id, variant, mode):
     t = VARIANTS[variant]
     smem = dynamic_smem(t, mode)
     return Launcher(get_kernel(FAMILY, _kernel_name(t, mode), dynamic_smem=smem,
-                               arch_specific=True), _MAIN_ARGS, shared_mem=smem)
+                               arch_specific=True), MAIN_ARGS, shared_mem=smem)
 
 
 @functools.lru_cache(maxsize=None)
 def _split_kernel(device_id, kmajor, mode):
     return Launcher(get_kernel(FAMILY, _split_name(kmajor, mode), arch_specific=True),
                     _SPLIT_ARGS)
-
-
-@functools.lru_cache(maxsize=None)
-def _num_sms(device_id):
-    return cupy().cuda.Device(device_id).attributes["MultiProcessorCount"]
 
 
 def _split(x, ld, kmajor, rows, k, tr, ktiles, mode, out):
@@ -188,10 +160,10 @@ def multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands):
     t = VARIANTS[variant]
     ktiles = -(-k // t.BK)
     a, lda, a_kmajor, b, ldb, b_nmajor = operands
-    device = cp.cuda.runtime.getDevice()
-    kernel = _main_kernel(device, variant, mode)
+    dev = cp.cuda.runtime.getDevice()
+    kernel = _main_kernel(dev, variant, mode)
     tiles = -(-m // t.BM) * -(-n // t.BN)
-    grid = (min(tiles, _num_sms(device)) if t.PERSIST else tiles, 1, 1)
+    grid = (min(tiles, device.sm_count(dev)) if t.PERSIST else tiles, 1, 1)
     kernel(grid, (tile_threads(t), 1, 1), m, n, ktiles, alpha, wa.data.ptr, wb.data.ptr, beta,
            c.data.ptr, ldc, a.data.ptr, lda, b.data.ptr, ldb, k,
            int(a_kmajor) | 2 * int(b_nmajor))
@@ -203,16 +175,17 @@ def _launch(variant, mode, m, n, k, alpha, a, lda, a_kmajor, b, ldb, b_nmajor, b
     multiply(variant, mode, m, n, k, alpha, wa, wb, beta, c, ldc, operands)
 
 
-def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, persistent=True):
+def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, persistent=True,
+                    table=None):
     """c = alpha * a @ b + beta * c in place on the Hopper tensor cores (current device and
-    stream; compute capability 9.0 only).
+    stream; compute capability 9.0 only); returns c.
 
     a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
     needs one unit stride (row- or column-major view).  beta == 0 never reads c.  mode
     "3xtf32": FP32-level accuracy from three TF32 products; "tf32": one (10-bit mantissa).
-    Uses a temporary workspace of workspace_floats(...) float32 elements.  persistent=False:
-    no variant that keeps one block on every SM to the end (pick_variant), for products that
-    run beside other kernels.
+    Uses a temporary workspace of workspace_floats(...) float32 elements.  variant None:
+    pick_variant's under `table` (default: the one in force); persistent=False: no variant
+    that keeps one block on every SM to the end, for products that run beside other kernels.
     """
     _check_mode(mode)
     if not available():
@@ -222,13 +195,13 @@ def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, persisten
         if variant not in VARIANTS:
             raise ValueError(f"variant must be one of {sorted(VARIANTS)}, got {variant!r}")
         if not stages(VARIANTS[variant], mode):
-            # 3xTF32 without per-slice accumulation loses FP32 accuracy (see _gemm_tc).
+            # 3xTF32 without per-slice accumulation loses FP32 accuracy (see mma.py).
             raise ValueError(f"variant {variant!r} does not offer mode {mode!r} "
                              "(3xtf32 needs a SPLIT variant)")
     args = row_major_problem(alpha, a, b, beta, c)
     if args is None:
         return c
     if variant is None:
-        variant = pick_variant(args[0], args[1], args[2], mode, persistent)
+        variant = pick_variant(args[0], args[1], args[2], mode, persistent, table=table)
     _launch(variant, mode, *args)
     return c

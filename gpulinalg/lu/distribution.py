@@ -12,8 +12,9 @@ LU driver needs to address "the columns right of the panel", "the next panel's c
 "the columns left of the panel" on each device.  The LU's panels are the column blocks
 (panel s = block s), so panel s is factored by `owner(s * nb)`.
 
-This module is pure index arithmetic (NumPy only), shared by the GPU driver and the CPU
-tests' virtual devices.
+This module is pure index arithmetic (NumPy only), shared by the GPU driver
+(gpulinalg/lu/multi.py), its transfers (gpulinalg/lu/transfers.py) and the CPU tests'
+virtual devices (gpulinalg/testing/multi.py).
 """
 
 import numpy as np
@@ -28,9 +29,7 @@ class ColumnCyclic:
         if nb < 1 or ndev < 1 or n < 0:
             raise ValueError(f"need n >= 0, nb >= 1, ndev >= 1; got {n}, {nb}, {ndev}")
         self.n, self.nb, self.ndev = int(n), int(nb), int(ndev)
-        # local_range's answers: the driver asks the same few ranges ~50 times a step, and
-        # working one out (~3 us of Python) was a fifth of the host's enqueue per step on 4
-        # GPUs (cProfile of lu_factor, 16384^2, H200 x4)
+        # local_range's answers: the driver asks the same few ranges many times a step
         self._ranges = {}
 
     def owner(self, c):
@@ -108,6 +107,23 @@ def scatter(a, dist):
     return [np.ascontiguousarray(a[:, dist.global_columns(d)]) for d in range(dist.ndev)]
 
 
+def column_views(rows, buf, dist, d):
+    """(host view, share view) pairs that cover device d's columns of `rows` (a block of rows
+    of the whole matrix) and the same rows of its share `buf`: one strided view for all the
+    whole groups of P blocks, then the blocks of the last, partial group."""
+    p, nb, n = dist.ndev, dist.nb, dist.n
+    g, r = n // (p * nb), rows.shape[0]
+    pairs = []
+    if g:   # a view: the row splits into (group, device, column) without a copy
+        pairs.append((rows[:, :g * p * nb].reshape(r, g, p, nb)[:, :, d, :],
+                      buf[:, :g * nb].reshape(r, g, nb)))
+    for c0, c1 in dist.blocks(d):
+        if c0 >= g * p * nb:
+            l0 = dist.count_before(d, c0)
+            pairs.append((rows[:, c0:c1], buf[:, l0:l0 + c1 - c0]))
+    return pairs
+
+
 def gather(locals_, dist, out):
     """Inverse of scatter: out[:, global_columns(d)] = locals_[d] for each d; returns out."""
     for d, loc in enumerate(locals_):
@@ -117,17 +133,15 @@ def gather(locals_, dist, out):
 
 def panel_schedule(k, nb, dist, lookahead=1, blocks=None):
     """What each device does at each step of the distributed LU, in enqueue order: the steps
-    one at a time (a generator), each a list of (device, operation, global column range).
-    One at a time because working out every step first cost the driver ~3-4 ms before it
-    enqueued step 0's panel (32768 columns on 4 devices; the GPUs idle meanwhile).
+    one at a time (a generator, so that the driver enqueues step 0 before the later steps
+    are worked out), each a list of (device, operation, global column range).
 
     operation is one of "factor" (the owner's panel), "receive" (a copy of the factored panel
     on every other device, the next panel's owner first), "swap_right", "update_next" (the
     next panel's columns, on the next panel's owner, before anything else it updates),
     "update_rest", "update" (no look-ahead, or a device that does not own the next panel),
-    "swap_left".  Ranges are global and empty
-    ranges are left out.  The GPU driver (gpulinalg/_lu_multi.py) follows this list; the CPU
-    tests check its invariants.
+    "swap_left".  Ranges are global and empty ranges are left out.  The driver
+    (gpulinalg/lu/multi.py) follows this list; the CPU tests check its invariants.
     """
     n = dist.n
     blocks = panel_blocks(k, nb) if blocks is None else blocks

@@ -1,23 +1,25 @@
 """The one-GPU, GPU-panel LU replayed from a CUDA graph.
 
-For small matrices the factorization is bound by the host, not the GPU: at n = 2048 the
-driver spends ~4.6 ms issuing ~100 launches, events and the Python between them (8 steps of
-~0.6 ms), about as long as the GPU needs for the work (H100, `benchmarks/lu_profile.py`), and a
-slower host slows the LU one for one (processes that ran 5.1 ms or 6.3 ms per call, with
-driver walls of 4.6 and 5.8 ms).  With the GPU panel the driver's loop never waits on
-the host (`_lu.enqueue_steps`), so it can be captured once into a CUDA graph and replayed:
-a call then costs the host a copy in, one graph launch, a copy out and the pivots' read-back.
+For small matrices the factorization is bound by the host, not the GPU: the driver issues
+some hundred launches, events and the Python between them, about as long as the GPU needs
+for the work, and a slower host slows the LU one for one.  With the GPU panel the driver's
+loop never waits on the host (`driver.enqueue_steps`), so it is captured once into a CUDA
+graph and replayed: a call then costs the host a kernel launch that hands over its addresses,
+one graph launch and the read-back of the pivots.
 
 Policy (`factor`):
-- only the one-GPU GPU-panel path with no timeline, for m * n <= MAX_ELEMENTS;
+- only the one-GPU GPU-panel path with no timeline, for m * n up to the tuning table's
+  `graph_max_elements` (`eligible`);
 - the graph is instantiated with per-node priorities (the driver API's
   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY), so that the panel's kernels keep the panel
-  stream's priority, as in the driver;
+  stream's priority, as in the driver (CuPy's Graph would run every node at the priority of
+  the stream it is launched into);
 - the first call of a key (device, stream, shape, nb, precision, lookahead, threshold,
-  tc_min) runs the ordinary driver (the caller's path) and is only counted; the second
-  captures the loop (the capture enqueues what one call would, and instantiates the graph)
-  and replays it; later calls replay.  A one-off factorization therefore never pays for a
-  capture;
+  tc_min, tuning table) runs the ordinary driver (the caller's path) and is only counted; the
+  second captures the loop under that table (the capture enqueues what one call would, and
+  instantiates the graph) and replays it; later calls replay.  A one-off factorization
+  therefore never pays for a capture, and a replay never runs a plan captured under another
+  table;
 - an entry owns its matrix buffer, the driver's and the panel's workspaces and a private
   memory pool, so nothing the graph reads or writes is ever handed to another allocation;
   the graph starts by resetting the panel workspace's counters and tags
@@ -28,16 +30,16 @@ Policy (`factor`):
   into the entry's buffer and checked for inf/NaN on the way (scipy's check_finite: no
   separate pass), beside the workspace's reset; rows j0..j1 are copied out as soon as step
   s's left swaps have made them final, on a stream of their own, so only the last block's
-  copy follows the factorization (the first panel's columns copied ahead of the rest, so
-  that the first panel starts sooner, measured no faster: the first steps wait for the
-  update, which needs the whole matrix);
+  copy follows the factorization;
 - keys include the stream, and an entry's lock covers everything that touches its buffers
   (copies, launch, the pivots' and info's copies into per-call buffers), so two threads
-  never mix their data; at most CACHE_ENTRIES entries holding at most CACHE_BYTES of device
-  memory together (the newest entry always stays), the least recently used dropped;
-- the environment variable GPULINALG_LU_GRAPHS=0 turns replay off; `clear()` drops the
-  entries.  A failed capture (e.g. a kernel that cannot be captured) is remembered in
-  `failures` and its key runs the ordinary driver from then on.
+  never mix their data; at most `graph_cache_entries` entries holding at most
+  `graph_cache_bytes` of device memory together (the newest entry always stays), the least
+  recently used dropped;
+- the environment variable GPULINALG_LU_GRAPHS=0 turns replay off, and so does a `disabled()`
+  block (in its own thread and context); `clear()` drops the entries.  A failed capture (e.g.
+  a kernel that cannot be captured) is remembered in `failures` and its key runs the ordinary
+  driver from then on.
 
 Results are bit-identical to the ordinary driver's: the graph holds the same kernels with
 the same arguments in the same dependency order (GPU tests compare them).
@@ -45,6 +47,7 @@ the same arguments in the same dependency order (GPU tests compare them).
 
 import collections
 import contextlib
+import contextvars
 import ctypes
 import functools
 import os
@@ -52,41 +55,22 @@ import threading
 
 import numpy as np
 
+from .. import tuning
 from ..core.backend import cupy
+from ..core.device import sm_count
 from ..core.kernels import Launcher, get_kernel
 from .driver import absolute_pivots, enqueue_steps, panel_blocks
 
 FAMILY = "graph_io"
 KERNEL_NAMES = ("graph_io_set", "graph_copy<true>", "graph_copy<false>")
-_IO_THREADS = 256
-
-# H100, benchmarks/lu_ab.py --vary _lu_graph.MAX_ELEMENTS=0,67108864 (one call, alternating):
-# n = 2048 5.75 -> 4.63 ms, 4096 11.27 -> 10.43, 8192 27.87 -> 26.87 (cuSOLVER 5.24, 13.17,
-# 37.51).  Twenty-sixth session (H100, default precision): tall matrices are bound by the
-# host under the driver (`benchmarks/lu_profile.py 16384x8192,8192x16384 --calls 0
-# --enqueue`): its enqueue of 16384 x 8192 ends at 32.9-34.3 ms of a 33.7-35.2 ms call, of
-# 24576 x 8192 at 50-53 of 51-54, of 8192 x 16384 at 22 of 31 (a tall panel recurses over
-# narrower leaves: more launches a step), so they run as erratically as the host does.
-# `benchmarks/lu_ab.py SHAPES --vary _lu_graph.ENABLED=0,1`, 3 rounds: 16384 x 8192 32.2 /
-# 45.2 / 43.7 ms driven against 30.8 / 31.2 / 30.9 replayed, 24576 x 8192 47.4 / 80.7 / 82.5
-# against 46.9-47.4, 8192 x 16384 30.8 against 30.9; with the limit raised (`--set`), 32768 x
-# 8192 57.6 / 71.0 against 57.4 / 57.7; after raising it, 32768 x 8192 57.3-57.5 driven
-# (steady in that run) against 57.4-57.7, 16384^2 62.2-62.6 against 62.1-62.5.  So every
-# shape up to 2^28 elements replays; the entry's copy of the matrix (1 GiB at the limit) is
-# the price.
-MAX_ELEMENTS = 1 << 28
-CACHE_ENTRIES = 4
-CACHE_BYTES = 2**30         # device memory the entries may hold together (the newest always)
-ENABLED = os.environ.get("GPULINALG_LU_GRAPHS", "1") != "0"
+_IO_THREADS = 256           # graph_copy's block (its __launch_bounds__)
+_IO_SEG = 512               # floats of one row per warp item (IO_SEG in kernels/graph_io.cu)
 _SEEN_LIMIT = 1024          # counted first calls kept before the count restarts
 _D2D = 3                    # cudaMemcpyDeviceToDevice
-
-# Replay each kernel at the priority of the stream it was captured from (the panel stream's is
-# the greatest); CuPy's Graph runs them all at the launch stream's priority (`lu_ab.py SHAPES
-# --vary _lu_graph.NODE_PRIORITY=0,1`, 3 rounds: 16384 x 8192 34.1 against 31.1 ms, 24576 x
-# 8192 55.4 against 47.0, 16384^2 70.2 against 61.9).  False: CuPy's Graph.
-NODE_PRIORITY = True
 _USE_NODE_PRIORITY = 8      # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+
+_ENV_ENABLED = os.environ.get("GPULINALG_LU_GRAPHS", "1") != "0"
+_DISABLED = contextvars.ContextVar("gpulinalg_lu_graphs_disabled", default=False)
 
 _lock = threading.Lock()
 _seen = {}                  # key -> 1 after its first (ordinary) call
@@ -96,19 +80,18 @@ failures = {}               # key -> why its capture failed (that key no longer 
 
 def eligible(m, n, panel_name, timeline, devices):
     """Whether a factorization may be replayed (before any key is looked up)."""
-    return (ENABLED and panel_name == "gpu" and timeline is None and devices is None
-            and 0 < m * n <= MAX_ELEMENTS)
+    return (_ENV_ENABLED and not _DISABLED.get() and panel_name == "gpu" and timeline is None
+            and devices is None and 0 < m * n <= tuning.current().graph_max_elements)
 
 
 @contextlib.contextmanager
 def disabled():
     """Within the block, every factorization runs the ordinary driver (benchmarks, tests)."""
-    global ENABLED
-    saved, ENABLED = ENABLED, False
+    token = _DISABLED.set(True)
     try:
         yield
     finally:
-        ENABLED = saved
+        _DISABLED.reset(token)
 
 
 def clear():
@@ -119,17 +102,19 @@ def clear():
         failures.clear()
 
 
-def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None):
+def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table=None):
     """(piv, info, finite) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
     replay, or None when this call should run the ordinary driver (first call of its key,
-    or a key whose capture failed).  piv and info as `_lu.getrf`'s; tc_min as CupyOps's;
+    or a key whose capture failed).  piv and info as `driver.getrf`'s; tc_min as CupyOps's;
     finite: whether the matrix read held no inf/NaN.  src: the matrix to factor when it is
     not A's content (C-contiguous, A's shape, A itself or not overlapping it): read from
-    there, the factors written to A."""
+    there, the factors written to A.  table: the tuning table (default: the one in force),
+    part of the key; the capture runs under it."""
     cp = cupy()
+    table = tuning.current() if table is None else table
     stream = cp.cuda.get_current_stream()
     key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, nb, precision, lookahead,
-           inv_threshold, tc_min)
+           inv_threshold, tc_min, table)
     with _lock:
         entry = _entries.get(key)
         if entry is not None:
@@ -143,14 +128,15 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None):
             return None
         else:
             try:
-                entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold, tc_min)
+                with tuning.override(table):
+                    entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold, tc_min)
             except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
                 failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 return None
             _entries[key] = entry
             while len(_entries) > 1 and (
-                    len(_entries) > CACHE_ENTRIES
-                    or sum(e.nbytes for e in _entries.values()) > CACHE_BYTES):
+                    len(_entries) > table.graph_cache_entries
+                    or sum(e.nbytes for e in _entries.values()) > table.graph_cache_bytes):
                 _entries.popitem(last=False)
     return entry.run(A, stream, A if src is None else src)
 
@@ -204,8 +190,7 @@ class _Entry:
                               origin, rows_final)
                 self.ops.join()
             finally:
-                graph = (_PriorityGraph(self.stream) if NODE_PRIORITY
-                         else self.stream.end_capture())
+                graph = _PriorityGraph(self.stream)
             self.info = ws.info
         self.graph = graph
         self.nbytes = self.pool.total_bytes()
@@ -234,13 +219,13 @@ def _copier(into, slot, buf, flag=None):
     launch = Launcher(get_kernel(FAMILY, f"graph_copy<{'true' if into else 'false'}>"),
                       "PPiiqP")
     n = buf.shape[1]
-    sms = cupy().cuda.Device().attributes["MultiProcessorCount"]
-    per_block = _IO_THREADS // 32   # warps, one (row, 512-float segment) item each at a time
+    sms = sm_count()
+    per_block = _IO_THREADS // 32   # warps, one (row, segment) item each at a time
 
     def copy(r0, r1):
         if r1 <= r0 or n == 0:
             return
-        items = (r1 - r0) * -(-n // 512)
+        items = (r1 - r0) * -(-n // _IO_SEG)
         grid = max(1, min(-(-items // per_block), 8 * sms))
         launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, n,
                flag.data.ptr if flag is not None else 0)

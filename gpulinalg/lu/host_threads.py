@@ -1,23 +1,18 @@
-"""Process-wide host settings for the LU's threaded CPU panel, lowered while it runs.
+"""Process-wide host settings lowered while the threaded host panel runs (CpuPanel.running).
 
-The CPU-panel LU (gpulinalg/_lu.py, CpuPanel) factors each panel with SciPy's sgetrf on a
-worker thread while the driver's thread enqueues the GPU's work.  Two defaults of the host
-stand in the way, and `panel_worker_settings()` changes both for the duration of a `with`
-block, then restores them:
+The host panel (gpulinalg/lu/panel_cpu.py) factors each panel with SciPy's sgetrf on a worker
+thread while the driver's thread enqueues the GPU's work.  Two defaults of the host stand in
+the way, and `panel_worker_settings` changes both for the duration of a `with` block:
 
-* OpenBLAS splits sgetrf over one thread per core and meets at barriers, so a 17th busy
-  thread (the driver's) on 16 cores stalls every barrier that waits for a descheduled one:
-  OpenBLAS runs spare_cores() threads fewer than this process may use, a quarter of the cores
-  (at least one).  On the H100 host (16 cores), 4 spare against 1: the 8192 LU's wall / sum
-  of host panel time 1.030-1.065 in 8 calls against 1.049-1.116 (2 of 8 above 1.1), 16384's
-  1.012-1.031 against 1.012-1.075 (benchmarks/lu_ab.py 8192,16384 --panel cpu --vary
-  _host_threads.SPARE_SHARE=16,4 --rounds 8 --repeat 1; docs/performance_notes.md).  It is
-  reached through ctypes (the library SciPy loaded, found in /proc/self/maps, with SciPy's `scipy_openblas_`
-  symbol prefix or the plain `openblas_` one); where there is none (another LAPACK, another
-  OS) this setting is left alone.
+* OpenBLAS splits sgetrf over one thread per core and meets at barriers, so one more busy
+  thread (the driver's) stalls every barrier that waits for a descheduled one: OpenBLAS runs
+  `spare_cores` threads fewer than this process may use.  It is reached through ctypes (the
+  library SciPy loaded, found in /proc/self/maps, with SciPy's `scipy_openblas_` symbol prefix
+  or the plain `openblas_` one); where there is none (another LAPACK, another OS) this setting
+  is left alone.
 * A thread that wants the GIL while another runs Python waits up to the interpreter's switch
   interval (5 ms by default): the worker, back from sgetrf, would wait that long for the
-  enqueuing thread.  sys.setswitchinterval(SWITCH_US microseconds) bounds the wait.
+  enqueuing thread.  A shorter switch interval bounds the wait.
 
 Both settings are process-wide: other threads see them inside the block too.  Nested and
 concurrent blocks share one saved value per setting; the last to leave restores it.
@@ -31,8 +26,6 @@ import os
 import sys
 import threading
 
-SPARE_SHARE = 4     # cores // SPARE_SHARE (at least 1) kept from OpenBLAS; 0: none kept
-SWITCH_US = 50      # the interpreter's switch interval (microseconds) meanwhile; 0: unchanged
 _LOCK = threading.Lock()
 _saved = {}         # setting -> [depth, saved value]
 
@@ -64,15 +57,17 @@ def openblas_threads():
 
 
 def usable_cores():
+    """Cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:   # not Linux
         return os.cpu_count() or 1
 
 
-def spare_cores():
-    """Cores that OpenBLAS leaves to the driver's thread and the CUDA driver's own."""
-    return max(1, usable_cores() // SPARE_SHARE) if SPARE_SHARE else 0
+def spare_cores(spare_share):
+    """Cores that OpenBLAS leaves to the driver's thread and the CUDA driver's own:
+    usable_cores() // spare_share, at least 1 (0 where spare_share is 0)."""
+    return max(1, usable_cores() // spare_share) if spare_share else 0
 
 
 @contextlib.contextmanager
@@ -94,16 +89,18 @@ def _override(key, get, put, value):
 
 
 @contextlib.contextmanager
-def panel_worker_settings():
-    """Within the block: OpenBLAS at most usable_cores() - spare_cores() threads (at least 1),
-    and the switch interval at most SWITCH_US microseconds."""
+def panel_worker_settings(spare_share, switch_us):
+    """Within the block: OpenBLAS at most usable_cores() - spare_cores(spare_share) threads
+    (at least 1; spare_share 0: unchanged), and the switch interval at most switch_us
+    microseconds (0: unchanged).  The tuning table gives both (`openblas_spare_share`,
+    `switch_interval_us`)."""
     with contextlib.ExitStack() as stack:
         api = openblas_threads()
-        if api is not None and SPARE_SHARE:
-            cap = max(1, usable_cores() - spare_cores())
+        if api is not None and spare_share:
+            cap = max(1, usable_cores() - spare_cores(spare_share))
             stack.enter_context(_override("blas", *api, lambda n: max(1, min(n, cap))))
-        if SWITCH_US:
+        if switch_us:
             stack.enter_context(_override("switch", sys.getswitchinterval,
                                           sys.setswitchinterval,
-                                          lambda s: min(s, SWITCH_US * 1e-6)))
+                                          lambda s: min(s, switch_us * 1e-6)))
         yield

@@ -1,31 +1,26 @@
-"""Device steps of the blocked LU driver (gpulinalg/_lu.py), in two backends.
+"""Device steps of the blocked LU driver (gpulinalg/lu/driver.py) on the GPU: `CupyOps`.
 
-`CupyOps` runs them on the GPU: the matrix row-major (C-order) in device memory, a
-`panel_stream` for panel transfers, an `update_stream` for swaps and updates, CUDA events
-between them, pinned host staging buffers and asynchronous copies.  Our kernels do the work:
-`transpose_into` (panel <-> column-major buffer), `laswp_inplace` (row swaps), `gemm_into`
-(U12 = L11^{-1} A12 and A22 -= L21 U12) and `trsm_lower_unit` (U12 by triangular solve).
+The matrix lies row-major (C-order) in device memory.  A `panel_stream` carries the panel
+transfers (and, with the GPU panel, its factorization), an `update_stream` the swaps and
+updates, a `comm` stream the copies between devices; CUDA events order them.  Pinned host
+staging buffers and asynchronous copies serve the host panel.  Our kernels do the work:
+`transpose_ptr` (panel <-> column-major buffer), `laswp_ptr` (row swaps), `gemm_ptr` and
+`product_into` (U12 = L11^{-1} A12 and A22 -= L21 U12) and `trsm_ptr` (U12 by triangular
+solve).  gpulinalg/testing/emulation.py's `NumpyOps` runs the same steps on the host for the
+tests.
 
-`NumpyOps` is a test/debug backend: the same steps on the host with NumPy, with the same
-buffers, queued per stream and executed lazily (only when the host waits on an event, or at
-`finish`), in stream order, honouring the recorded waits; with ``eager=True`` every stream
-instead runs as far as its waits allow after each call (a device that never idles).  A
-missing wait in the driver therefore shows up as a wrong result, and `log` lists (stream,
-operation, step) in execution order, so tests can check the look-ahead order.  It is never a
-measure of GPU speed.
-
-Shared conventions (both backends):
+Conventions shared with NumpyOps:
 - the matrix ``a`` is m x n, C-contiguous float32, factored in place;
 - pivots on the "device" are 0-based and relative to the top row ``j0`` of their panel (what
-  ``laswp_inplace`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
+  ``laswp`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
 - host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
   (by step parity: L11^{-1} and the unit lower L11, each row-major nb*nb, for the refined
   product), ``host_piv`` (k int32), ``host_flag`` (a uint32 the host raises and the gated
-  streams wait on: `gate`, `signal`); the panel writes them, the ops copy them;
+  streams wait on: `gate`, `signal`); the host panel writes them, the ops copy them;
 - columns are global: ``cols.local_range(c0, c1)`` gives the columns of ``a`` that hold the
-  global columns [c0, c1) (all of them on one device; on several devices, `a` is this device's
-  share of a column-cyclic matrix, gpulinalg/_distribution.py, and the multi-device driver
-  gpulinalg/_lu_multi.py calls `receive` to copy another device's factored panel here);
+  global columns [c0, c1) (all of them on one device; on several devices, ``a`` is this
+  device's share of a column-cyclic matrix, gpulinalg/lu/distribution.py, and the multi-GPU
+  driver gpulinalg/lu/multi.py calls `receive` to copy another device's factored panel here);
 - a device that does not hold the panel's columns reads L11, L21, the pivots and L11^{-1} from
   what `receive` copied (the buffer ``R``, double-buffered by step parity like ``linv``).
 """
@@ -36,7 +31,9 @@ import threading
 
 import numpy as np
 
+from .. import tuning
 from ..core.backend import cupy
+from ..core.device import sm_count
 from .distribution import Identity
 
 F32 = np.float32
@@ -59,8 +56,8 @@ def _once(method):
     """A lazily computed attribute that is computed once, also when two threads ask for it at
     the same time (the driver's and CpuPanel's worker, for the staging buffers).
     functools.cached_property has no lock since Python 3.12: two threads could each allocate
-    a buffer and keep their own.  The gated chain hung that way: the GPU waited on one flag
-    word while the worker raised another."""
+    a buffer and keep their own (the GPU would then wait on one flag word while the worker
+    raises another)."""
     name = method.__name__
 
     @functools.wraps(method)
@@ -105,42 +102,22 @@ class _Columns:
 
 # ------------------------------------------------------------------------------------ GPU
 
-# The panel stream's priority: 1 = the device's greatest (the panel is the critical path: its
-# blocks go to SMs before those of an SGEMM already running), 0 = the default (A/B runs).
-PANEL_PRIORITY = 1
 _GREATEST = -(1 << 16)   # beyond any device's range: CUDA clamps it to the greatest priority
-
-# The FP32 trailing update A22 -= L21 U12 reads L21 as a column-major copy (one transpose into
-# the workspace LT per update) when it spans at least this many local columns; 0: never.  Our
-# SGEMM's rank-256 update runs 44.3 TF/s with A column-major against 41.8 with A row-major,
-# the LU's L21 (H100, docs/design.md), and the copy (8 bytes per L21 element, ~11 us at
-# n = 16384) is paid once per update: worth it only for wide updates.
-L21_COLMAJOR_MIN_COLS = 2048
-# The look-ahead product (the next panel's columns only, on the chain every panel waits for)
-# in FP32 whatever `precision` when it is at most this wide: a 128-wide 3xTF32 product adds
-# two split kernels to the chain (~19 against ~9 us a step).  H100, lu_ab.py 8192,16384
-# --vary (the knob of that call), 4 rounds: 8192 (nb 128) 18.95 -> 18.75 ms; 16384 (nb 512)
-# 59.69 -> 61.12, so only narrow ones.  Both arithmetics are FP32-accurate.
-LOOKAHEAD_FP32_COLS = 128
 
 
 def _update_priority(panel):
-    """The update stream's priority on a device of a multi-GPU factorization: one above the
-    default, which the home's streams keep (its left swaps and takes are never on the chain
-    to the next panel), when that is still below the panel stream's `panel` priority; else
-    the default.  H200 x2, 32768, FP32 (benchmarks/lu_multi_ab.py 32768 --devices 2 --nb 0
-    --precision fp32 --vary, twenty-ninth session, alternating): 310.6 / 309.9 ms at the
-    default, 309.6 / 309.5 one above (the home GPU's update stream busy 283 ms against
-    284-285); 49152: 950.4 against 950.5."""
-    return -1 if getattr(panel, "priority", 0) <= -2 else 0
+    """The update stream's priority on a device of a multi-GPU factorization, given its
+    `panel` stream: one above the default where that is still below the panel stream's (the
+    home's streams keep the default: its left swaps and takes are never on the chain to the
+    next panel), else the default."""
+    return -1 if panel.priority <= -2 else 0
 
 
 def _priority_stream(cp):
-    """A non-blocking stream of the device's greatest priority (PANEL_PRIORITY = 1) or of the
-    default one.  CuPy 14 has no query for the range (cudaDeviceGetStreamPriorityRange), so the
-    stream asks for a priority beyond it, which cudaStreamCreateWithPriority clamps."""
-    if not PANEL_PRIORITY:
-        return cp.cuda.Stream(non_blocking=True)
+    """A non-blocking stream of the device's greatest priority: the panel is the critical
+    path, so its blocks go to SMs before those of an SGEMM already running.  Without a query
+    for the range (cudaDeviceGetStreamPriorityRange; CuPy 14 has none) the stream asks for a
+    priority beyond it, which cudaStreamCreateWithPriority clamps."""
     query = getattr(cp.cuda.runtime, "deviceGetStreamPriorityRange", None)
     return cp.cuda.Stream(non_blocking=True, priority=query()[1] if query else _GREATEST)
 
@@ -149,29 +126,36 @@ class CupyOps(_Columns):
     """The device steps on the GPU (see the module docstring); ``a`` a C-contiguous CuPy array."""
 
     def __init__(self, a, nb, precision="fp32", cols=None, device=None, receive=False,
-                 npiv=None, tc_min=0):
+                 npiv=None, tc_min=0, table=None):
         """a: the matrix (or, on several devices, this device's columns), C-contiguous on
         `device` (default: the current one); cols: the column map (default: all columns
         here); receive: allocate the buffers that `receive` copies other devices' panels into;
         npiv: pivot slots, min(m, n) of the whole matrix (default: of `a`); tc_min: a
         tensor-core `precision` updates on the tensor cores only while the trailing matrix
-        has at least tc_min rows or columns, the FP32 kernels after (0: always).
+        has at least tc_min rows or columns, the FP32 kernels after (0: always); table: the
+        tuning table (default: the one in force for `device`), read here once.
         """
-        from ..gemm.simt import gemm_ptr, pick_variant, product_into
-        from ..layout.laswp import WORKSPACE_INTS, laswp_ptr
+        from ..gemm.dispatch import gemm_ptr, pick_variant, product_into
+        from ..layout.laswp import laswp_ptr
         from ..layout.transpose import transpose_ptr
         from .trsm import trsm_ptr
 
         cp = cupy()
         # The steps address their blocks by device pointer (the *_ptr launchers: no views, no
         # validation), since the CPU panel's host enqueues them between two panels; no split
-        # K (its workspace would be allocated during a graph capture).
-        self._cp, self._laswp = cp, laswp_ptr
-        self._gemm = functools.partial(gemm_ptr, split=1)
+        # K (its workspace would be allocated during a graph capture).  The table and the SM
+        # count that the tile picks read are asked for once, here.
+        self.table = table = tuning.current(device) if table is None else table
+        self._sms = sms = sm_count(device)
+        self._lookahead_fp32_cols = table.lookahead_fp32_cols
+        self._l21_colmajor_min_cols = table.l21_colmajor_min_cols
+        self._cp, self._laswp = cp, functools.partial(laswp_ptr, sms=sms)
+        self._gemm = functools.partial(gemm_ptr, split=1, sms=sms, table=table)
         self._product, self.precision = product_into, precision   # the trailing update
         self.tc_min = tc_min
         self._pick = pick_variant
-        self._transpose, self._trsm = transpose_ptr, trsm_ptr
+        self._transpose = functools.partial(transpose_ptr, table=table)
+        self._trsm = trsm_ptr
         self.device = cp.cuda.Device(device)     # every method runs in this device's context
         self.cols = cols if cols is not None else Identity()
         self.a = a
@@ -195,8 +179,6 @@ class CupyOps(_Columns):
             # update may still read the other one).
             self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
             self.piv = cp.zeros(max(k, 1), dtype=I32)
-            # laswp's plan, reused by every swap: all of them on the update stream, in order.
-            self._laswp_ws = cp.empty(WORKSPACE_INTS, dtype=I32)
             if receive:   # other devices' panels arrive here
                 self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
             # Our streams start after the caller's pending work (e.g. the upload of a, the
@@ -259,7 +241,7 @@ class CupyOps(_Columns):
 
     # -- events
     def record(self, stream):
-        with self.device:   # timing only for the timeline (_lu.getrf sets `timed`)
+        with self.device:   # timing only for the timeline (getrf sets `timed`)
             ev = self._cp.cuda.Event(disable_timing=not self.timed)
             ev.record(self.streams[stream])
         return ev
@@ -271,11 +253,11 @@ class CupyOps(_Columns):
         with self.device:   # also from CpuPanel's worker thread (the GIL is released)
             ev.synchronize()
 
-    # -- the host flag (CpuPanel's gated chain, _lu.enqueue_gated)
+    # -- the host flag (CpuPanel's gated chain, driver.enqueue_gated)
     @functools.cached_property
     def can_gate(self):
         """A driver with stream memory waits, on a host whose stores are seen in program
-        order (x86-64, `signal`).  Elsewhere the CPU panel does not gate (_lu.getrf)."""
+        order (x86-64, `signal`).  Elsewhere the host panel does not gate (driver.getrf)."""
         return _ORDERED_STORES and _stream_wait_value32() is not None
 
     def gate(self, stream, value):
@@ -333,7 +315,7 @@ class CupyOps(_Columns):
         return self.host_panel[:jb * mp].reshape(jb, mp).T
 
     def panel_to_device(self, step, j0, j1, use_inverse):
-        """Copy the factored panel, its pivots and L11^{-1} back; transpose the panel into place."""
+        """Copy the factored panel, its pivots and L11^{-1} back; transpose the panel in place."""
         mp, jb = self.shape[0] - j0, j1 - j0
         tp = self.T.data.ptr
         h2d = _H2D
@@ -361,7 +343,7 @@ class CupyOps(_Columns):
             return
         with self.device, self.streams["update"]:
             self._laswp(lc.stop - lc.start, self._ptr(j0, lc.start), self.shape[1], j1 - j0,
-                        self.piv.data.ptr + 4 * j0, wp=self._laswp_ws.data.ptr)
+                        self.piv.data.ptr + 4 * j0)
 
     def _factors_ptr(self, step, j0, j1):
         """(address of L11, address of L21, their leading dimension) of panel `step`, where
@@ -397,10 +379,12 @@ class CupyOps(_Columns):
             else:
                 # Triangular solve with the unit lower L11 (the GPU panel's path, and the
                 # stable fallback of the CPU panel), in place: kernels/trsm.cu.
-                self._trsm(jb, width, l11, ldl, u12, lda)
-            if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names
-                self._trailing(step, j0, j1, lc, l21, ldl, u12,
-                               fp32=label == "update_next" and width <= LOOKAHEAD_FP32_COLS)
+                self._trsm(jb, width, l11, ldl, u12, lda, self._sms, self.table)
+            if j1 < m:   # A22 -= L21 U12, in the arithmetic `precision` names, except that
+                # a narrow look-ahead product (on the chain every panel waits for) runs in FP32:
+                # a tensor-core product would add its two split kernels to that chain.
+                narrow = label == "update_next" and width <= self._lookahead_fp32_cols
+                self._trailing(step, j0, j1, lc, l21, ldl, u12, fp32=narrow)
 
     def _trailing(self, step, j0, j1, lc, l21, ldl, u12, fp32=False):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12;
@@ -410,23 +394,24 @@ class CupyOps(_Columns):
             # The tensor-core products, on views; one block per tile (persistent=False), so
             # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
-                          self.a[j1:, lc], self.precision, persistent=False)
+                          self.a[j1:, lc], self.precision, persistent=False, table=self.table)
             return
         mp2 = m - j1
-        # The tile of a K-major L21 also for its column-major copy: pipe128, which the public
-        # pick takes for an M-major A at k = 128, ran 1.5% slower here beside the panel (H100,
-        # lu_ab.py 8192 --vary _blas.PIPE_MAX_K_MMAJOR=0,128: 25.66 / 26.05 ms).
-        variant = self._pick(mp2, width, jb, 1.0)
+        # The tile of a K-major L21, also for its column-major copy (the public pick's pipe128
+        # for an M-major A is slower here, beside the panel).
+        variant = self._pick(mp2, width, jb, 1.0, True, self._sms, self.table)
         a, ld, kmajor = l21, ldl, True
-        if L21_COLMAJOR_MIN_COLS and width >= L21_COLMAJOR_MIN_COLS:
-            # L21 column-major: transposed into LT (update stream; the previous reader of LT
-            # is an earlier update on the same stream).
+        cols = self._l21_colmajor_min_cols
+        if cols and width >= cols:
+            # Wide updates read L21 column-major (faster SGEMM; the copy is paid once per
+            # update): transposed into LT (update stream; the previous reader of LT is an
+            # earlier update on the same stream).
             a, ld, kmajor = self.LT.data.ptr, mp2, False
             self._transpose(mp2, jb, l21, ldl, a, ld)
         self._gemm(mp2, width, jb, -1.0, a, ld, kmajor, u12, lda, True, 1.0,
                    self._ptr(j1, lc.start), lda, variant)
 
-    # -- several devices (gpulinalg/_lu_multi.py)
+    # -- several devices (gpulinalg/lu/multi.py)
     def end_step(self, step):
         """Mark the end of step `step` on the update stream; returns the event."""
         ev = self.record("update")
@@ -464,7 +449,7 @@ class CupyOps(_Columns):
         """Copy every row of the global columns [c0, c1) (one column block of `src`) from
         device `src`'s ops into this matrix, and src's pivots piv = (j0, j1) when given, once
         `after` has fired; on the comm stream.  The home of a multi-device factorization
-        (gpulinalg/_lu_multi.py) collects finished blocks this way.  Returns the event."""
+        (gpulinalg/lu/multi.py) collects finished blocks this way.  Returns the event."""
         lc, sc = self._local(c0, c1), src._local(c0, c1)
         m, rt = self.shape[0], self._cp.cuda.runtime
         comm = self.streams["comm"]
@@ -494,7 +479,7 @@ _ORDERED_STORES = platform.machine().lower() in ("x86_64", "amd64")
 @functools.lru_cache(maxsize=None)
 def _stream_wait_value32():
     """The driver's cuStreamWaitValue32 (ctypes; 32-bit waits are part of every CUDA 12+
-    driver), or None where there is no such driver (then the LU does not gate: _lu.getrf)."""
+    driver), or None where there is no such driver (then the LU does not gate: getrf)."""
     import ctypes
     try:
         lib = ctypes.CDLL("libcuda.so.1")

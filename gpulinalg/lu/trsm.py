@@ -1,6 +1,13 @@
-"""Triangular solve B := L^{-1} B with a unit lower triangular L (row-major views, in place):
-launch wrapper for kernels/trsm.cu.  The LU uses it for U12 = L11^{-1} A12, in the GPU panel's
-recursion and in the trailing update (gpulinalg/_lu_ops.py) when no inverse is used."""
+"""Triangular solve B := L^{-1} B with a unit lower triangular L, in place on row-major views:
+the launch wrapper of kernels/trsm.cu.
+
+The LU uses it for U12 = L11^{-1} A12, in the GPU panel's recursion (gpulinalg/lu/panel_gpu.py)
+and in the trailing update (gpulinalg/lu/steps.py) where no inverse is used.  A block of
+THREADS threads solves COLS columns of B (lane = column) over all rows of a diagonal block of
+at most NBMAX rows; a taller L is solved block by block, each block's coupling to the rows
+below an SGEMM.  The solve is latency-bound: its critical path is the chain of 32-row
+diagonal solves of one warp.
+"""
 
 import functools
 
@@ -9,6 +16,7 @@ import numpy as np
 from ..core.arrays import array_kind
 from ..core.backend import cupy
 from ..core.kernels import Launcher, get_kernel
+from ..gemm.dispatch import gemm_ptr
 from ..layout.laswp import row_leading_dim
 
 FAMILY = "trsm"
@@ -85,20 +93,21 @@ def trsm_lower_unit(l, b):
     return b
 
 
-def trsm_ptr(nb, ncols, lp, ldl, bp, ldb):
+def trsm_ptr(nb, ncols, lp, ldl, bp, ldb, sms=None, table=None):
     """trsm_lower_unit by device pointer, on the current device and stream: B (nb x ncols at
     bp, leading dimension ldb) := L^{-1} B with the unit lower triangle of the nb x nb L at lp
     (ldl), both row-major.  No validation and no views (the LU's steps address blocks by
-    pointer); ncols >= 1."""
+    pointer); ncols >= 1.  sms, table: the SM count and tuning table of the SGEMM between
+    blocks (gemm_ptr's; pass them on a hot path)."""
     if nb <= NBMAX:
         _launch(lp, ldl, bp, ldb, nb, ncols)
         return
-    from ..gemm.simt import gemm_ptr
     for r0, r1 in blocks(nb):
         _launch(lp + 4 * r0 * (ldl + 1), ldl, bp + 4 * r0 * ldb, ldb, r1 - r0, ncols)
         if r1 < nb:                             # rows below the block: pure L (i > k)
             gemm_ptr(nb - r1, ncols, r1 - r0, -1.0, lp + 4 * (r1 * ldl + r0), ldl, True,
-                     bp + 4 * r0 * ldb, ldb, True, 1.0, bp + 4 * r1 * ldb, ldb)
+                     bp + 4 * r0 * ldb, ldb, True, 1.0, bp + 4 * r1 * ldb, ldb,
+                     sms=sms, table=table)
 
 
 def _launch(lp, ldl, bp, ldb, nb, ncols):

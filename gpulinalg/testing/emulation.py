@@ -1,7 +1,13 @@
-"""The NumPy emulation of the LU's device steps (`NumpyOps`): the same steps as
-gpulinalg/lu/steps.py's `CupyOps`, on the host, queued per stream and run lazily in stream
-order (or eagerly), so that a missing wait in the driver shows up as a wrong result.  A test
-backend: never a measure of GPU speed."""
+"""The NumPy emulation of the LU's device steps (`NumpyOps`).
+
+The same steps as gpulinalg/lu/steps.py's `CupyOps`, with the same buffers, on the host with
+NumPy: queued per stream and run lazily (only when the host waits on an event, or at
+`finish`) in stream order, honouring the recorded waits; with ``eager=True`` every stream
+instead runs as far as its waits allow after each call (a device that never idles).  A
+missing wait in the driver therefore shows up as a wrong result, and `log` lists (stream,
+operation, step) in execution order, so tests can check the look-ahead order.  A test
+backend: never a measure of GPU speed.
+"""
 
 import collections
 import functools
@@ -46,7 +52,7 @@ class NumpyOps(_Columns):
     """The same device steps with NumPy on the host, lazily (or eagerly) in stream order
     (test backend).
 
-    Several NumpyOps act as several devices (the CPU tests of gpulinalg/_lu_multi.py): an
+    Several NumpyOps act as several devices (the CPU tests of gpulinalg/lu/multi.py): an
     event carries its ops, so a stream of one waits on a stream of another.
     """
 
@@ -72,7 +78,8 @@ class NumpyOps(_Columns):
         self.host_linv = np.full((2, 2, nb * nb), np.nan, F32)
         self.host_piv = np.zeros(max(k, 1), I32)
         self.host_flag = np.zeros(1, np.uint32)
-        self.can_gate = True
+        self.can_gate = True     # the emulated streams honour the host flag (`gate`)
+        self.timed = True        # events for the timeline (getrf sets it per call)
         self._step_end = [None, None]
 
     # -- emulated streams and events

@@ -1,0 +1,134 @@
+"""The column-cyclic shares of a matrix to and from the GPUs of the distributed LU.
+
+From and to a host matrix (`host_transfers`): device d's columns of each block of rows
+go through two pinned buffers of its own (core/host_io.staged_copy: host threads pack one
+while the copy engine moves the other), all devices at once; complete on return.
+
+From a GPU matrix (`scatter_from_gpu`): 2-D copies of whole column blocks (the copy
+engines, peer to peer) on side streams of each device, chunk by chunk
+(`ColumnCyclic.chunks`: 1, 1, 2, 4, ... blocks), so that the factorization starts with the
+first chunks; the rest is enqueued only after step 0's panel copies (`pipelined_upload`),
+which would otherwise wait behind it.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .. import tuning
+from ..core.host_io import staged_copy
+from .distribution import column_views
+
+_DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
+
+
+def host_transfers(cp, host, dist, device_ids, shares=None, table=None):
+    """Between a host matrix and the devices' shares, all devices at once (a thread each):
+    shares=None allocates the shares and uploads host's columns into them (returns the
+    shares); else downloads the shares into host.  `table`: the tuning table
+    (`staging_bytes_multi`, `pack_threads_multi`, `pack_min_bytes`), default the one in
+    force.  Complete on return."""
+    table = tuning.current() if table is None else table
+    m = host.shape[0]
+    up = shares is None
+    if up:
+        shares = []
+        for d, dev_id in enumerate(device_ids):
+            with cp.cuda.Device(dev_id):
+                shares.append(cp.empty((m, dist.local_width(d)), np.float32))
+    with ThreadPoolExecutor(len(device_ids)) as pool:
+        jobs = [pool.submit(_share_copy, cp, host, dist, d, x, up, table)
+                for d, x in enumerate(shares)]
+        for job in jobs:
+            job.result()
+    return shares
+
+
+def _share_copy(cp, host, dist, d, share, up, table):
+    """Device d's columns between the host matrix and its share (up: to the device), packed
+    by a pool of its own."""
+    if share.size == 0:
+        return
+    threads = table.pack_threads_multi
+
+    def views(rows, buf):
+        return column_views(rows, buf, dist, d)
+
+    with ThreadPoolExecutor(threads) as pool:
+        staged_copy(cp, host, share, up, views, table.staging_bytes_multi, pool, threads,
+                    table.pack_min_bytes)
+
+
+def pipelined_upload(chunks, event, copy, first):
+    """One device's pipelined upload: per chunk i an event ev = event() and copy(i, chunk, ev)
+    (the chunk's copies, then ev recorded behind them), at once for the first `first`
+    chunks (0: all), by the returned rest() for the others.  Returns (arrivals [(c0, c1, ev)]
+    as getrf_multi takes them, rest)."""
+    got, later = [], []
+    for i, chunk in enumerate(chunks):
+        ev = event()
+        got.append((chunk[0][0], chunk[-1][1], ev))
+        if first and i >= first:
+            later.append((i, chunk, ev))
+        else:
+            copy(i, chunk, ev)
+
+    def rest():
+        for job in later:
+            copy(*job)
+    return got, rest
+
+
+def scatter_from_gpu(cp, src, dist, device_ids, table):
+    """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
+    copied chunk by chunk (`pipelined_upload`, the first table.scatter_first chunks at once)
+    on table.scatter_streams side streams of the device, after the source's pending work.
+    Returns (shares, arrivals, starts, rest): arrivals[d] the (c0, c1, event) of each chunk,
+    as getrf_multi takes them; rest() enqueues the deferred chunks (getrf_multi's
+    `received`); starts[d] an event before the first copy (timeline)."""
+    m = src.shape[0]
+    with cp.cuda.Device(src.device.id):    # an event of the source device
+        ready = cp.cuda.get_current_stream().record()
+    shares, arrivals, starts, rests = [], [], [], []
+    for d, dev_id in enumerate(device_ids):
+        with cp.cuda.Device(dev_id):
+            x = cp.empty((m, dist.local_width(d)), np.float32)
+            # consecutive chunks alternate between the side streams: several copy engines pull
+            sides = [cp.cuda.Stream(non_blocking=True) for _ in range(table.scatter_streams)]
+            sides[0].wait_event(ready)
+            start = sides[0].record()
+            for side in sides[1:]:
+                side.wait_event(start)
+            starts.append(start)
+            got, rest = pipelined_upload(dist.chunks(d), cp.cuda.Event,
+                                         _chunk_copier(cp, dist, d, dev_id, src, x, sides),
+                                         table.scatter_first)
+            shares.append(x)
+            arrivals.append(got)
+            rests.append(rest)
+    # The deferred chunks go to the last device first: the copies out of the source's device
+    # run one after another, and device d updates steps 0 .. d - 2 on all its columns before
+    # its first panel (step d), so the last device needs its columns soonest.
+    return shares, arrivals, starts, lambda: [rest() for rest in reversed(rests)]
+
+
+def _chunk_copier(cp, dist, d, dev_id, src, share, sides):
+    """copy(i, chunk, ev) for pipelined_upload: device d's chunk i on side stream
+    i % len(sides)."""
+    def copy(i, chunk, ev):
+        side = sides[i % len(sides)]
+        with cp.cuda.Device(dev_id):
+            _copy_blocks(cp, dist, d, chunk, src, share, side)
+            ev.record(side)
+    return copy
+
+
+def _copy_blocks(cp, dist, d, blocks, matrix, share, stream):
+    """Copy the column blocks `blocks` (global ranges, device d's) of the whole row-major
+    matrix into d's share, one 2-D copy per block (all rows of the block's width; the copy
+    engines, no kernel; both CuPy arrays, on any devices); enqueued on `stream`."""
+    m, n, nd = matrix.shape[0], dist.n, share.shape[1]
+    for c0, c1 in blocks:
+        src, dst = matrix.data.ptr + 4 * c0, share.data.ptr + 4 * dist.count_before(d, c0)
+        cp.cuda.runtime.memcpy2DAsync(dst, 4 * nd, src, 4 * n, 4 * (c1 - c0), m, _DEFAULT,
+                                      stream.ptr)

@@ -1,0 +1,96 @@
+"""The LU's test hooks: `lu_factor`, `lu` and `lu_solve` as gpulinalg's, plus
+
+- emulate=True: the same plan run on the host, on the NumPy emulation of the device steps
+  (gpulinalg/testing/emulation.py: `NumpyOps`), with the CPU panel (`CpuPanel`) or the GPU
+  panel's recursion on the host (`EmulatedGpuPanel`); `devices` then counts virtual devices
+  (gpulinalg/testing/multi.py: `factor_host`).  Needs no GPU; never a measure of speed.
+  precision="auto" means "fp32" there.
+- timeline: a list that receives the driver's per-step record (a `driver.HostClock` for the
+  host's clock only);
+- inv_threshold: the norm of L11^{-1} below which U12 is a product with it (CPU panel).
+"""
+
+import functools
+
+import numpy as np
+
+from .. import linalg
+from ..core import arrays
+from ..lu import plan as lu_plan
+from ..lu.driver import INV_THRESHOLD, getrf
+
+__all__ = ["lu_factor", "lu", "lu_solve", "emulated_panel", "run"]
+
+
+def _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
+             inv_threshold):
+    return lu_plan.Options(panel, block_size, lookahead, precision, devices, timeline,
+                           INV_THRESHOLD if inv_threshold is None else inv_threshold,
+                           bool(emulate))
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_size=None,
+              lookahead=1, precision="auto", devices=None, emulate=False, timeline=None,
+              inv_threshold=None):
+    """gpulinalg.lu_factor with the test hooks (see the module docstring)."""
+    options = _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
+                       inv_threshold)
+    return linalg._factor(a, overwrite_a, check_finite, options, linalg._finish_factor,
+                          to_host=True, run=run)
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
+       panel="auto", block_size=None, lookahead=1, precision="auto", devices=None,
+       emulate=False, timeline=None, inv_threshold=None):
+    """gpulinalg.lu with the test hooks (see the module docstring)."""
+    options = _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
+                       inv_threshold)
+    return linalg._factor(a, overwrite_a, check_finite, options,
+                          functools.partial(linalg._finish_lu, permute_l, p_indices), run=run)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, emulate=False):
+    """gpulinalg.lu_solve; with emulate, the same steps on the host (SciPy's triangular
+    solves, the reference laswp), inputs taken as NumPy."""
+    if not emulate:
+        return linalg.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
+    import scipy.linalg
+    from ..layout.laswp import laswp_reference
+    _, lu_, b, piv, n, bshape = linalg._solve_inputs(lu_and_piv, b, trans, kind="numpy")
+    bh = arrays.host_view(b, "b")
+    if check_finite and not np.isfinite(bh).all():
+        raise ValueError(arrays.NONFINITE)
+    LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=np.float32)
+    X = np.array(bh, dtype=np.float32, order="C").reshape(n, -1)
+    return linalg._solve(np, scipy.linalg.solve_triangular, LU, X, piv, trans,
+                         lambda v, p, inv: laswp_reference(v, p, inv)).reshape(bshape)
+
+
+def emulated_panel(name, devices=1, table=None):
+    """The panel object of the emulated route: "gpu" or "cpu", on `devices` virtual devices
+    (as lu.plan.make_panel builds them on the GPU)."""
+    if name == "gpu":
+        from .panel_models import EmulatedGpuPanel
+        return EmulatedGpuPanel(devices=devices, table=table)
+    from ..lu.panel_cpu import CpuPanel
+    return CpuPanel(threaded=devices <= 1, table=table)
+
+
+def run(plan, host=None, src=None):
+    """lu.plan.run, and the route "emulated": the plan's driver on NumpyOps, the host matrix
+    factored in place or in a float32 C-ordered copy.  Returns (numpy, lu, piv, info)."""
+    if plan.route != lu_plan.EMULATED:
+        return lu_plan.run(plan, host, src)
+    from .emulation import NumpyOps
+    A = host if plan.source == lu_plan.IN_PLACE else np.array(host, dtype=np.float32,
+                                                               order="C")
+    if plan.devices > 1:   # the several-GPU driver on virtual devices
+        from .multi import factor_host
+        panels = functools.partial(emulated_panel, plan.panel, devices=plan.devices,
+                                   table=plan.table)
+        piv, info = factor_host(A, plan.nb, plan.devices, panels, plan.lookahead,
+                                plan.inv_threshold, table=plan.table)
+    else:
+        piv, info = getrf(NumpyOps(A, plan.nb), emulated_panel(plan.panel, table=plan.table),
+                          plan.nb, plan.lookahead, plan.inv_threshold, plan.timeline)
+    return np, A, piv, info

@@ -1,0 +1,54 @@
+// getrf_common.cuh -- device code shared by the GPU panel's leaf kernels (getrf_leaf_tile.cu,
+// getrf_leaf_row.cu, getrf_panel_cols.cu), pasted into each family's source by
+// gpulinalg/core/kernels.py.
+//
+// The leaves' common contract (LAPACK sgetf2's pivot rule): the first max |A(i, j)| over the
+// candidate rows, ties to the smallest row, as isamax; a column whose candidates are all NaN
+// has no pivot.  GETRF_THREADS is the block's row-holding threads (THREADS in
+// gpulinalg/lu/panel_gpu.py, which tests/test_panel_gpu.py checks against it).
+#pragma once
+
+#include "async_copy.cuh"
+
+#define GETRF_THREADS 256
+
+namespace {
+
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// (v, i) beats (bv, bi): larger |value|, ties to the smaller row (LAPACK isamax: first max).
+__device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
+    return v > bv || (v == bv && i < bi);
+}
+
+// The warp's first max in two redux.sync steps (instead of a 5-round shuffle butterfly): the
+// largest key, then the smallest position among the lanes holding it.  key = |v| bits + 1 for
+// a candidate (|v| >= 0 and not NaN: its bits order as the value), 0 for none; positions are
+// distinct, so the winner is unique.  Returns the position, INT_MAX when no lane has one.
+__device__ __forceinline__ int warp_first_max(unsigned key, int pos, unsigned& best_key) {
+    best_key = __reduce_max_sync(0xffffffffu, key);
+    const unsigned p = __reduce_min_sync(0xffffffffu, key == best_key && key != 0u
+                                                          ? static_cast<unsigned>(pos)
+                                                          : 0x7fffffffu);
+    return static_cast<int>(p);
+}
+
+}  // namespace
+
+// The cases of a switch on a column index: case J: STEP(J) for the J < N (the leaves keep
+// their column loops rolled and reach the register-indexed work of column J through it).
+#define GETRF_CASE(J, N, STEP)                                                            \
+    case J:                                                                                \
+        if constexpr ((J) < (N))                                                           \
+            STEP(J);                                                                       \
+        break;
+#define GETRF_CASES4(J, N, STEP) GETRF_CASE(J, N, STEP) GETRF_CASE(J + 1, N, STEP)         \
+    GETRF_CASE(J + 2, N, STEP) GETRF_CASE(J + 3, N, STEP)
+#define GETRF_CASES16(J, N, STEP) GETRF_CASES4(J, N, STEP) GETRF_CASES4(J + 4, N, STEP)   \
+    GETRF_CASES4(J + 8, N, STEP) GETRF_CASES4(J + 12, N, STEP)
+#define GETRF_CASES64(J, N, STEP) GETRF_CASES16(J, N, STEP) GETRF_CASES16(J + 16, N, STEP) \
+    GETRF_CASES16(J + 32, N, STEP) GETRF_CASES16(J + 48, N, STEP)
