@@ -14,7 +14,7 @@ tuning: they come from the device (gpulinalg/core/device.py).
 
 import contextlib
 import contextvars
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from .core import device
 
@@ -96,6 +96,15 @@ class Tuning:
     transpose_off_sector: str    # tile where B's pitch or start is off the 32-byte sectors
     transpose_small: str         # tile of small matrices
     transpose_small_tiles_per_sm: int  # the small tile below this many 64x64 tiles per SM
+
+    def __hash__(self):
+        # A graph cache key holds the table: its hash is computed once.
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = hash(tuple(getattr(self, f.name) for f in fields(self)))
+            object.__setattr__(self, "_hash", h)
+            return h
 
 
 # Measured on the H100 (and the H200 for several GPUs): docs/tuning.md.

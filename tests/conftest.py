@@ -1,7 +1,11 @@
 """Markers: `gpu` skips without CuPy + a CUDA device; `multi_gpu(n)` needs n devices.
 
 GPULINALG_SHARD=k/N keeps every N-th collected test from the k-th on (0 <= k < N), so that
-N pytest processes share one GPU (benchmarks/gpu_check.sh runs the GPU suite that way)."""
+N pytest processes share one GPU (benchmarks/gpu_check.sh runs the GPU suite that way).
+
+GPULINALG_TEST_TUNING="FIELD=value[;FIELD=value...]" runs every test under a Tuning table with
+those fields replaced (gpulinalg.tuning.override): the suite checks a candidate table before
+it becomes the default."""
 
 import os
 import zlib
@@ -41,6 +45,23 @@ def pytest_collection_modifyitems(config, items):
             need = mark.args[0] if mark.args else 2
             if ndev < need:
                 item.add_marker(pytest.mark.skip(reason=f"needs {need} CUDA devices"))
+
+
+@pytest.fixture(autouse=True)
+def _tuning_from_environment():
+    spec = os.environ.get("GPULINALG_TEST_TUNING", "")
+    if not spec:
+        yield
+        return
+    import dataclasses
+    from gpulinalg import tuning
+    from gpulinalg.bench.common import parse_tuning
+    fields = {}
+    for item in filter(None, spec.split(";")):
+        name, values = parse_tuning(item)
+        fields[name] = values[0]
+    with tuning.override(dataclasses.replace(tuning.current(), **fields)):
+        yield
 
 
 @pytest.fixture

@@ -36,16 +36,21 @@ def free_bytes(device_id=None):
     """Device memory free for a new allocation on the current (or given) device: the driver's
     free memory plus the blocks CuPy's pool holds unused (they are reused first)."""
     cp = cupy()
-    with cp.cuda.Device(_device_id(device_id)):
+    if device_id is None:
+        free, total = cp.cuda.Device().mem_info
+        return free + cp.get_default_memory_pool().free_bytes(), total
+    with cp.cuda.Device(device_id):
         free, total = cp.cuda.Device().mem_info
         return free + cp.get_default_memory_pool().free_bytes(), total
 
 
 def require_memory(need, what, device_id=None):
     """Raise MemoryError, with the numbers, unless `need` bytes are free on the device.
-    `what` says what needs them ("LU of a 1000x1000 float32 matrix needs")."""
+    `what` says what needs them ("LU of a 1000x1000 float32 matrix needs"), or is a callable
+    that returns it (formatted only for the error)."""
     free, total = free_bytes(device_id)
     if need > free:
+        what = what() if callable(what) else what
         gib = 2.0 ** 30
         dev = cupy().cuda.runtime.getDevice() if device_id is None else device_id
         raise MemoryError(f"{what} {need / gib:.2f} GiB of GPU memory on GPU {dev}, but only "

@@ -266,9 +266,9 @@ def check_memory(m, n, nb, copy_matrix):
     gib = 2.0 ** 30
     matrix = 4 * m * n if copy_matrix else 0
     work = workspace_bytes(m, n, nb)
-    device.require_memory(matrix + work, f"LU of a {m}x{n} float32 matrix (matrix copy "
-                                         f"{matrix / gib:.2f} GiB + workspace "
-                                         f"{work / gib:.2f} GiB) needs")
+    device.require_memory(matrix + work, lambda: f"LU of a {m}x{n} float32 matrix (matrix "
+                                                 f"copy {matrix / gib:.2f} GiB + workspace "
+                                                 f"{work / gib:.2f} GiB) needs")
 
 
 def make_panel(name, devices=1, table=None):
