@@ -32,15 +32,12 @@ class Tuning:
     gpu_nb_steps_tc: tuple       # GPU panel, tensor-core (3xTF32 / TF32) updates, one GPU
     gpu_nb_steps_2gpu: tuple     # GPU panel on two GPUs
     gpu_nb_steps_multi: tuple    # GPU panel on three or more GPUs
-    cols_nb: int                 # nb where every panel fits the column-slab leaf (several GPUs)
 
-    # ---- LU: the GPU panel's leaves (kernels/getrf_leaf_row.cu, getrf_panel_cols.cu)
+    # ---- LU: the GPU panel's row leaf (kernels/getrf_leaf_row.cu)
     row_block_cap: int           # most blocks of a row leaf on one GPU (more rows per thread above)
     row_block_cap_2gpu: int      # the same on each of two GPUs
     row_block_cap_multi: int     # the same on each of three or more GPUs
     row_early_rpt: int           # row leaves with at most this many rows per thread publish early
-    cols_max_rows_multi: int     # tallest panel the column-slab leaf takes on several GPUs (0: never)
-    cols_groups: int             # handoff groups per column slab
 
     # ---- LU: precision="auto" and the update's arithmetic
     lu_tc_min_mn: int            # tensor-core updates from this many matrix elements (m * n)
@@ -116,13 +113,10 @@ SM90 = Tuning(
     gpu_nb_steps_tc=((8192, 512), (24576, 1024)),
     gpu_nb_steps_2gpu=((8192, 256), (16384, 512)),
     gpu_nb_steps_multi=((4096, 256), (8192, 512), (28672, 256), (40960, 512)),
-    cols_nb=256,
     row_block_cap=32,
     row_block_cap_2gpu=64,
     row_block_cap_multi=160,
     row_early_rpt=2,
-    cols_max_rows_multi=4096,
-    cols_groups=2,
     lu_tc_min_mn=8192 * 8192,
     lu_tc_min_trailing=4096,
     lu_tc_tail_nb=256,

@@ -1,6 +1,5 @@
 // getrf_common.cuh -- device code shared by the GPU panel's leaf kernels (getrf_leaf_tile.cu,
-// getrf_leaf_row.cu, getrf_panel_cols.cu), pasted into each family's source by
-// gpulinalg/core/kernels.py.
+// getrf_leaf_row.cu), pasted into each family's source by gpulinalg/core/kernels.py.
 //
 // The leaves' common contract (LAPACK sgetf2's pivot rule): the first max |A(i, j)| over the
 // candidate rows, ties to the smallest row, as isamax; a column whose candidates are all NaN

@@ -1,8 +1,7 @@
 // getrf_leaf_row.cu -- getrf_leaf_row<LW, RPT, EARLY>: the GPU panel's row leaf, LU with
 // partial pivoting of a tall block of up to LW = 128 columns (LAPACK sgetf2) in ONE
 // cooperative launch, one grid-wide flag barrier per column.  The panel recursion
-// (gpulinalg/lu/panel_gpu.py) takes it for every panel whose grid is co-resident (on several
-// GPUs, short panels take getrf_panel_cols first).
+// (gpulinalg/lu/panel_gpu.py) takes it for every panel whose grid is co-resident.
 //
 // Computes, for a block A of mp rows and ncols <= LW columns, kk = min(mp, ncols) steps of
 // right-looking unblocked LU, exactly as getrf_leaf (getrf_leaf_tile.cu): first max |A(i, j)|

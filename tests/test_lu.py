@@ -196,7 +196,7 @@ def test_block_size_rule():
     assert bs(8193, 20000, "gpu", "fp32", 1, t) == 256
     assert bs(16384, 16384, "gpu", "fp32", 1, t) == 256
     assert bs(16385, 40000, "gpu", "fp32", 1, t) == 512
-    assert bs(4096, 4096, "gpu", "fp32", 1, t) == 128     # one GPU: no column-slab nb
+    assert bs(4096, 4096, "gpu", "fp32", 1, t) == 128
     assert bs(100, 100, "gpu", "fp32", 1, t) == 128
     assert bs(8192, 8192, "gpu", "3xtf32", 1, t) == 128
     assert bs(8193, 20000, "gpu", "3xtf32", 1, t) == 512
@@ -204,8 +204,10 @@ def test_block_size_rule():
     assert bs(32768, 32768, "gpu", "3xtf32", 1, t) == 1024
     assert bs(32768, 32768, "gpu", "3xtf32", 2, t) == 512
     assert bs(16384, 16384, "gpu", "3xtf32", 2, t) == 256
-    assert bs(4096, 9000, "gpu", "fp32", 2, t) == t.cols_nb == 256   # column-slab leaf
+    assert bs(4096, 9000, "gpu", "fp32", 2, t) == 128
     assert bs(4097, 4097, "gpu", "fp32", 2, t) == 128
+    assert bs(4096, 4096, "gpu", "fp32", 4, t) == 128
+    assert bs(4097, 4097, "gpu", "fp32", 4, t) == 256
     assert bs(32768, 32768, "gpu", "3xtf32", 3, t) == 256
     assert bs(8192, 8192, "gpu", "fp32", 4, t) == 256
     assert bs(8193, 8193, "gpu", "fp32", 4, t) == 512
@@ -312,7 +314,7 @@ def test_plan_several_gpus_host_input():
     plan = _plan(x, devices=2, device_ids=(0, 1))
     assert _placement(plan) == ("several GPUs", "host", "read in place", "new host array",
                                 "host")
-    assert (plan.nb, plan.devices, plan.device_ids) == (256, 2, (0, 1))
+    assert (plan.nb, plan.devices, plan.device_ids) == (128, 2, (0, 1))
     assert _plan(x, overwrite_a=True, devices=2, device_ids=(0, 1)).source == "in place"
     plan = _plan(_host((1000, 1000), order="F"), devices=2, device_ids=(0, 1))
     assert (plan.source, plan.result) == ("converted", "the copy")

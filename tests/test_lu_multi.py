@@ -378,12 +378,11 @@ def _check(a, lu, piv):
 
 def _one_gpu_same_plan(cp, a, panel, ndev, block_size=None):
     """One GPU's factors of `a` with the plan that a call on `ndev` GPUs takes: its block
-    size, and for GPU panels the panel object of `ndev` GPUs (its leaves: the column-slab
-    leaf up to cols_max_rows_multi rows), run by the one-GPU driver.  The same sums in the
-    same order, so the same pivots.  With each path's own defaults the plans differ (the
-    column-slab leaf and nb = 256 on several GPUs, the row leaf and nb = 128 on one), and a
-    near-tie may then pick the other row (it did at 2500 on four GPUs: rows 2498 / 2499 of
-    the last 2 x 2 block); both are LAPACK-accurate."""
+    size, and for GPU panels the panel object of `ndev` GPUs (its leaves: the row leaf's
+    block cap on `ndev` GPUs), run by the one-GPU driver.  The same sums in the same order,
+    so the same pivots.  With each path's own defaults the plans may differ (the row leaf's
+    block cap, nb on three or more GPUs), and a near-tie may then pick the other row (rows
+    2498 / 2499 of the last 2 x 2 block at 2500 on four GPUs); both are LAPACK-accurate."""
     m, n = a.shape
     if panel == "cpu":
         return gpulinalg.lu_factor(cp.asarray(a), panel=panel, block_size=block_size)

@@ -15,15 +15,12 @@ from gpulinalg import tuning
 from gpulinalg.lu.driver import getrf
 from gpulinalg.testing.emulation import NumpyOps
 from gpulinalg.lu import panel_gpu as _panel_gpu
-from gpulinalg.lu.panel_gpu import (COLS_FAMILY, COLS_LW, COLS_SHAPES, COLS_THREADS, GCAP,
-                                    GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES, ROW_FAMILY, ROW_LW,
-                                    ROW_SHAPES, ROW_WIDTHS, THREADS, TILE_FAMILY, GpuPanel,
-                                    cols_kernel_name, cols_max_rows, cols_shape, factor_panel,
-                                    leaf_key, leaf_plan, leaf_shape, row_block_cap,
-                                    row_kernel_name, split)
+from gpulinalg.lu.panel_gpu import (GCAP, GMAX_ROW, KERNEL_NAMES, LEAF_SHAPES, ROW_FAMILY,
+                                    ROW_LW, ROW_SHAPES, ROW_WIDTHS, THREADS, TILE_FAMILY,
+                                    GpuPanel, factor_panel, leaf_key, leaf_plan, leaf_shape,
+                                    row_block_cap, row_kernel_name, split)
 from gpulinalg.testing.panel_models import (EmulatedGpuPanel, emulated_leaf_width, getf2_host,
-                                            getf2_rows_host, getrf_cols_host,
-                                            getrf_panel_host)
+                                            getf2_rows_host, getrf_panel_host)
 
 
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
@@ -70,7 +67,7 @@ CAP = tuning.SM90.row_block_cap        # the row leaf's block cap on one H100
 
 
 def _plan(mp, row_blocks, row_cap=CAP, **kw):
-    """leaf_plan on one GPU (the column-slab leaf only where cols_rows is given)."""
+    """leaf_plan under the one-GPU block cap unless row_cap is given."""
     return leaf_plan(mp, row_blocks, row_cap, **kw)
 
 
@@ -107,21 +104,19 @@ def test_leaf_plan():
 
 
 def test_leaf_plan_on_several_gpus():
-    """Several GPUs: a larger row-leaf block cap, and the column-slab leaf up to
-    cols_max_rows_multi rows; one GPU never takes the column-slab leaf."""
+    """Several GPUs: a larger row-leaf block cap (the same leaves as one GPU)."""
     sm90 = tuning.SM90
     assert row_block_cap(1, sm90) == CAP
     assert row_block_cap(1, sm90) < row_block_cap(2, sm90) < row_block_cap(3, sm90)
     assert row_block_cap(3, sm90) == row_block_cap(8, sm90) == GMAX_ROW
-    assert cols_max_rows(1, sm90) == 0
-    cols = cols_max_rows(2, sm90)        # several GPUs: every panel one column-slab launch
-    assert cols == cols_max_rows(4, sm90) == 4096
-    assert _plan(cols, 132, cols_rows=cols)[0] == "cols"
-    assert _plan(cols + 1, 132, cols_rows=cols)[0] == "row"
+    for devices in (2, 4):
+        cap = row_block_cap(devices, sm90)
+        assert _plan(1, 132, row_cap=cap) == ("row", ROW_LW, 1, 1)
+        assert _plan(4096, 132, row_cap=cap) == ("row", ROW_LW, 1, 16)
 
 
 def test_gpu_block_size_rule():
-    """lu/plan.py's block size of the GPU panel (the table's gpu_nb* and cols_nb)."""
+    """lu/plan.py's block size of the GPU panel (the table's gpu_nb*)."""
     from gpulinalg.lu.plan import block_size
 
     def nb(m, n, precision="fp32", devices=1):
@@ -150,29 +145,24 @@ def test_gpu_block_size_rule():
     assert nb(40960, 40960, "fp32", devices=4) == 256
     assert nb(40961, 40961, "3xtf32", devices=4) == 512
     assert nb(49152, 49152, "fp32", devices=4) == 512
-    assert nb(4096, 4096) == 128      # one GPU: row leaves
-    cols = cols_max_rows(2, tuning.SM90)
-    assert nb(cols, 9000, devices=2) == 256
-    assert nb(cols + 1, cols + 1, devices=2) == 128
+    assert nb(4096, 4096) == 128
+    assert nb(4096, 9000, devices=2) == 128
+    assert nb(4097, 4097, devices=2) == 128
+    assert nb(4096, 4096, devices=4) == 128
+    assert nb(4097, 4097, devices=4) == 256
 
 
 def test_kernel_names():
     """Every instantiation the tables launch is listed (tests/test_kernels_compile.py compiles
-    them): the row leaf EARLY up to row_early_rpt rows per thread and late, the column slabs
-    in cols_groups groups."""
+    them): the row leaf EARLY up to row_early_rpt rows per thread and late, the tile leaf."""
     for t in (tuning.SM90, tuning.DEFAULT):
         for lw, rpt in ROW_SHAPES:
             assert row_kernel_name(lw, rpt, rpt <= t.row_early_rpt) in KERNEL_NAMES[ROW_FAMILY]
             assert row_kernel_name(lw, rpt, False) in KERNEL_NAMES[ROW_FAMILY]
-        assert all(cols_kernel_name(*shape, t.cols_groups) in KERNEL_NAMES[COLS_FAMILY]
-                   for shape in COLS_SHAPES)
     assert KERNEL_NAMES[TILE_FAMILY] == tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
     assert row_kernel_name(128, 1, True) == "getrf_leaf_row<128,1,1>"
     assert row_kernel_name(32, 4, False) == "getrf_leaf_row<32,4,0>"
-    # the handoff group: CW / groups columns, at least one
-    assert cols_kernel_name(8, 8, 512, 2) == "getrf_panel_cols<8,8,512,4>"
-    assert cols_kernel_name(8, 8, 512, 1) == "getrf_panel_cols<8,8,512,8>"
-    assert cols_kernel_name(4, 16, 512, 8) == "getrf_panel_cols<4,16,512,1>"
+    assert set(KERNEL_NAMES) == {TILE_FAMILY, ROW_FAMILY}
 
 
 def test_gpu_panel_protocol():
@@ -193,7 +183,7 @@ def test_emulated_leaf_width_is_the_device_plan():
     assert emulated_leaf_width(4096, 1, 132, sm90) == ROW_LW
     assert emulated_leaf_width(16384, 1, 132, sm90) == 64       # the one-GPU cap: 2 rows
     assert emulated_leaf_width(16384, 4, 132, sm90) == ROW_LW   # a larger cap on 4 GPUs
-    assert emulated_leaf_width(4096, 2, 132, sm90) == COLS_LW   # the column-slab leaf
+    assert emulated_leaf_width(4096, 2, 132, sm90) == ROW_LW
     assert emulated_leaf_width(THREADS * 528 + 1, 1, 132, sm90) == leaf_shape(THREADS * 528 + 1)[0]
     assert emulated_leaf_width(THREADS * 33 + 1, 1, 32, sm90) == 64   # fewer SMs
 
@@ -241,60 +231,14 @@ def test_row_leaf_model_is_getf2(rng, m, w, kind):
     np.testing.assert_array_equal(b, c)
 
 
-@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (3, 5), (40, 40), (300, 17), (100, 128),
-                                 (700, 128), (129, 100), (17, 128), (64, 128)])
-@pytest.mark.parametrize("cw", sorted({cw for cw, _, _ in COLS_SHAPES}))
-@pytest.mark.parametrize("groups", [1, 2, 4])
-@pytest.mark.parametrize("kind", ["normal", "ties"])
-def test_cols_model_is_getf2(rng, m, w, cw, groups, kind):
-    """Column slabs handed over in groups (interchanges followed back as entries, forward
-    substitution, the mask of pivot columns) give getf2's factors, pivots and info bit for
-    bit, whatever the group width."""
-    a = (rng.standard_normal((m, w)).astype(np.float32) if kind == "normal"
-         else _tie_matrix(rng, m, w))
-    b, c = a.copy(), a.copy()
-    pc = np.zeros(min(m, w), np.int32)
-    info_c = getf2_host(c, pc, 7)
-    pb, info_b = getrf_cols_host(b, cw, 7, gw=max(1, cw // groups))
-    assert info_b == info_c
-    np.testing.assert_array_equal(pb, pc)
-    np.testing.assert_array_equal(b, c)
-
-
 def test_leaf_key_every_kind():
     """The steps cache key of every leaf kind (the plan less its grid size)."""
     assert leaf_key(("tile", 32, 4, 48)) == ("tile", 32, 4)
     assert leaf_key(("row", 128, 1, 32)) == ("row", 128, 1)
-    assert leaf_key(("cols", COLS_LW, 8, 8, 512)) == ("cols", COLS_LW, 8, 8, 512)
     for mp in (1, 2048, 4096, 8192, 40000, 200000):
-        for cols_rows in (0, 4096):
-            plan = _plan(mp, 132, cols_rows=cols_rows)
-            key = leaf_key(plan)
-            assert plan[:len(key)] == key and key[0] in ("tile", "row", "cols")
-
-
-def test_cols_plan():
-    """getrf_panel_cols: the widest slab whose 512*RPT rows hold the panel, up to
-    cols_rows (0: never), before every other leaf; never for a forced row width."""
-    assert all(cw * rpt == 64 and cw % 4 == 0 and t % 32 == 0 for cw, rpt, t in COLS_SHAPES)
-    small = (16, 4, 512)
-    assert cols_shape(1, 8192) == small and cols_shape(2048, 8192) == small
-    assert cols_shape(2049, 8192) == (8, 8, 512) and cols_shape(8192, 8192) == (4, 16, 512)
-    assert cols_shape(8193, 8192) is None and cols_shape(100, 0) is None
-    assert cols_shape(4097, 4096) is None
-    assert _plan(2048, 132, cols_rows=8192) == ("cols", COLS_LW, small[1], small[0], small[2])
-    assert _plan(8192, 132, cols_rows=8192) == ("cols", COLS_LW, 16, 4, 512)
-    assert _plan(8193, 132, cols_rows=8192)[0] == "row"
-    assert _plan(2048, 132, cols_rows=0)[0] == "row"
-    assert _plan(2048, 132, row_lw=128, cols_rows=8192)[0] != "cols"
-    # A device without COLS_LW / CW co-resident blocks (one per SM) takes another leaf.
-    assert _plan(2048, COLS_LW // 16, cols_rows=8192)[0] == "cols"
-    assert _plan(2048, COLS_LW // 16 - 1, cols_rows=8192)[0] != "cols"
-    assert _plan(4096, COLS_LW // 8 - 1, cols_rows=8192)[0] != "cols"
-    assert cols_max_rows(1, tuning.SM90) == 0                   # one GPU: never
-    assert _plan(1, 132)[0] == "row" and _plan(4096, 132)[0] == "row"
-    assert _plan(4096, 132, cols_rows=4096)[0] == "cols"
-    assert _plan(4097, 132, cols_rows=4096)[0] != "cols"
+        plan = _plan(mp, 132)
+        key = leaf_key(plan)
+        assert plan[:len(key)] == key and key[0] in ("tile", "row")
 
 
 @pytest.mark.parametrize("m", [1, 2, 9, 31, 64, 65, 300])
@@ -692,130 +636,6 @@ def test_panel_ties_take_first_row(cp, rng):
     lu, piv, info = _device_panel(cp, a)
     assert piv[0] == 17
     check_panel(a, lu, piv, info)
-
-
-# ---------------------------------------------------------------- GPU: the column-slab leaf
-
-def _check_cols(cp, a, col_base=0, lapack=True, ws=None):
-    """getrf_panel_cols against row<128> (bit for bit: the same fmaf per element; panels of
-    at most 128 columns, one leaf on both sides) and, with lapack=True, against sgetrf (same
-    pivots, close factors)."""
-    lu, piv, info = _device_panel(cp, a, leaf=("cols",), col_base=col_base, ws=ws)
-    if lapack:
-        check_panel(a, lu, piv, info - col_base if info else 0)
-    if a.shape[1] > 128:   # row<128> recurses (trsm, SGEMM): another order of operations
-        assert lapack
-        return lu, piv, info
-    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128), col_base=col_base)
-    np.testing.assert_array_equal(piv, ref_piv)
-    np.testing.assert_array_equal(lu, ref_lu)
-    assert info == ref_info
-    return lu, piv, info
-
-
-@pytest.mark.gpu
-def test_panel_plan_takes_the_cols_leaf(cp, rng):
-    """On several GPUs panels up to cols_max_rows_multi rows take the column-slab leaf;
-    taller panels take another leaf (one workspace for all); one GPU never takes it."""
-    from gpulinalg.lu.panel_gpu import PanelWorkspace
-    cols_rows = 4096
-    ws = PanelWorkspace(devices=2, table=_table(cols_max_rows_multi=cols_rows))
-    assert PanelWorkspace(devices=1, table=ws.tuning).plan(cols_rows)[0] == "row"
-    for m, w in [(cols_rows, 128), (300, 256), (cols_rows + 1, 128), (2000, 100)]:
-        plan = ws.plan(m)
-        assert (plan[0] == "cols") == (m <= cols_rows), plan
-        a = rng.standard_normal((m, w)).astype(np.float32)
-        ws.info.fill(0)
-        lu, piv, info = _device_panel(cp, a, ws=ws)
-        check_panel(a, lu, piv, info)
-
-
-@pytest.mark.gpu
-def test_cols_smoke(cp, rng):
-    """Tiny blocks first: a broken slab kernel shows here (-k cols_smoke)."""
-    for m, w in [(1, 1), (5, 3), (3, 5), (40, 40), (17, 128)]:
-        _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("groups", [1, 2, 4])
-@pytest.mark.parametrize("shape", COLS_SHAPES)
-@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (300, 128), (2047, 128), (1000, 100),
-                                 (77, 61)])
-def test_panel_cols_every_shape(cp, rng, groups, shape, m, w):
-    """Each compiled shape (not only the plan's pick), handed over in groups of CW / groups
-    columns (the default's and the others), against row<128>, bit for bit."""
-    from gpulinalg.lu.panel_gpu import PanelWorkspace
-    ws = PanelWorkspace(table=_table(cols_groups=groups))
-    a = rng.standard_normal((m, w)).astype(np.float32)
-    lu, piv, info = _device_panel(cp, a, ws=ws, leaf=("cols",) + shape)
-    ref_lu, ref_piv, ref_info = _device_panel(cp, a, leaf=("row", 128))
-    np.testing.assert_array_equal(piv, ref_piv)
-    np.testing.assert_array_equal(lu, ref_lu)
-    assert info == ref_info
-    check_panel(a, lu, piv, info)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(300, 128), (2048, 128), (2049, 128), (4096, 128),
-                                 (4097, 100), (8192, 128), (8000, 33), (50, 128), (129, 128),
-                                 (1000, 1), (1000, 4), (700, 256), (6000, 256), (2048, 17)])
-def test_panel_cols_leaf(cp, rng, m, w):
-    _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,w", [(2000, 128), (4000, 64), (8000, 32), (300, 128)])
-def test_panel_cols_ties_zero_and_nan_columns(cp, rng, m, w):
-    """Ties everywhere (first max = smallest position, within a thread's rows, across warps),
-    a zero column (info, with col_base, no update from it), then an all-NaN column (left
-    alone): bit for bit the row leaf."""
-    a = _tie_matrix(rng, m, w)
-    a[:, 0] = np.clip(a[:, 0], -1, 1)
-    r2 = min(m - 1, 17 + COLS_THREADS)                  # same thread as row 17
-    a[[17, r2, m // 2, m - 1], 0] = [2.0, -2.0, 2.0, -2.0]
-    lu, piv, info = _check_cols(cp, a, col_base=1000, lapack=False)
-    assert piv[0] == 17 and info == 1000 + w // 2 + 1
-    assert backward_error(a, lu, piv) <= 10.0
-    b = rng.standard_normal((m, w)).astype(np.float32)
-    b[:, 5] = np.nan
-    _check_cols(cp, b, lapack=False)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("col0", [0, 1, 64])
-def test_panel_cols_strided_view(cp, rng, col0):
-    """A column strip at an offset row and column (aligned: float4 path; col0 = 1: scalar
-    path; the last block partial): same results as row<128>, nothing outside written."""
-    from gpulinalg.lu.panel_gpu import getrf_panel_device
-    big = rng.standard_normal((3000, 301 if col0 == 1 else 300)).astype(np.float32)
-    for width in (128, 126):
-        d = cp.asarray(big)
-        piv, ws = getrf_panel_device(d[40:, col0:col0 + width], leaf=("cols",))
-        out = cp.asnumpy(d)
-        np.testing.assert_array_equal(out[:40], big[:40])
-        np.testing.assert_array_equal(out[:, :col0], big[:, :col0])
-        np.testing.assert_array_equal(out[:, col0 + width:], big[:, col0 + width:])
-        d2 = cp.asarray(big)
-        piv2, _ = getrf_panel_device(d2[40:, col0:col0 + width], leaf=("row", 128))
-        np.testing.assert_array_equal(cp.asnumpy(piv), cp.asnumpy(piv2))
-        np.testing.assert_array_equal(out, cp.asnumpy(d2))
-
-
-@pytest.mark.gpu
-def test_panel_cols_reused_workspace_and_tag_reset(cp, rng):
-    """One workspace over many launches of every shape (the flag's tags only grow), then
-    across the reset before the tags wrap."""
-    from gpulinalg.lu.panel_gpu import PanelWorkspace
-    ws = PanelWorkspace()
-    for m, w in [(2048, 128), (5000, 128), (300, 64), (8192, 128), (2048, 128)]:
-        ws.info.fill(0)
-        _check_cols(cp, rng.standard_normal((m, w)).astype(np.float32), ws=ws)
-    assert ws.cols_epoch > 1
-    ws.cols_epoch = 2**31 - 5                           # the next launch resets the flag
-    ws.info.fill(0)
-    _check_cols(cp, rng.standard_normal((3000, 128)).astype(np.float32), ws=ws)
-    assert ws.cols_epoch == 1 + 2 * 128             # two tags per group, kk groups at most
 
 
 # ---------------------------------------------------------------- GPU: lu_factor(panel="gpu")

@@ -5,7 +5,7 @@
 
 For each mp x w panel (row-major, random normal): median of CUDA-event timings of
 gpulinalg.lu.panel_gpu.getrf_panel_device with the automatic plan and with each forced leaf
-that fits (("cols", CW, RPT, T), ("row", LW) and (LW, RPT) for the tile leaf), and the
+that fits (("row", LW) and (LW, RPT) for the tile leaf), and the
 microseconds per pivot column.  The panel is restored from a copy before every call (outside
 the timed region).  With --tuning FIELD=v1,v2 (fields of gpulinalg/tuning.py) every leaf runs
 under each value, `gpulinalg.tuning.override(dataclasses.replace(current(), FIELD=v))`, with a
@@ -15,9 +15,8 @@ workspace of its own (a workspace keeps the plans it made), the settings alterna
 import argparse
 import statistics
 
-LEAVES = {"auto": None, "cols16": ("cols", 16, 4, 512), "cols8": ("cols", 8, 8, 512),
-          "cols4": ("cols", 4, 16, 512), "row128": ("row", 128), "row64": ("row", 64),
-          "row32": ("row", 32), "tile32": (32, 4)}
+LEAVES = {"auto": None, "row128": ("row", 128), "row64": ("row", 64), "row32": ("row", 32),
+          "tile32": (32, 4)}
 
 
 def time_panel(a0, leaf, ws, repeat=20):

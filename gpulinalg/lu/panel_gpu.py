@@ -15,12 +15,8 @@ columns:
               A[w1:, :w1]    <- swaps of A22           (laswp), then piv[w1:k] += w1
 
 The leaves (`leaf_plan` takes the first that fits):
-- "cols" (getrf_panel_cols<CW, RPT, T, GW>, kernels/getrf_panel_cols.cu): on several GPUs
-  only, panels of at most `cols_max_rows_multi` rows (tuning) and COLS_LW = 256 columns in
-  one launch, distributed by columns (CW per block, all rows in registers), one cross-block
-  handoff per GW columns.
-- "row" (getrf_leaf_row<LW, RPT, EARLY>, kernels/getrf_leaf_row.cu): every panel of one GPU
-  up to 33792 * 4 rows on an H100.  RPT rows per thread, LW columns in registers, (LW, RPT)
+- "row" (getrf_leaf_row<LW, RPT, EARLY>, kernels/getrf_leaf_row.cu): every panel up to
+  33792 * 4 rows on an H100.  RPT rows per thread, LW columns in registers, (LW, RPT)
   = (128, 1), (64, 2), (32, 4), one flag barrier per column: the widest whose grid of
   ceil(mp / (256 RPT)) blocks is co-resident and at most `row_block_cap` blocks (tuning;
   else the fewest co-resident blocks).  A panel of nb <= 128 columns is one launch; nb = 256
@@ -49,7 +45,6 @@ from .driver import PanelResult, mark
 
 TILE_FAMILY = "getrf_leaf_tile"         # kernels/<family>.cu
 ROW_FAMILY = "getrf_leaf_row"
-COLS_FAMILY = "getrf_panel_cols"
 
 THREADS = 256           # GETRF_THREADS: row-holding threads per block (getrf_common.cuh)
 # Tile leaf (getrf_leaf_tile.cu's #defines).
@@ -64,23 +59,12 @@ ROW_SHAPES = ((128, 1), (64, 2), (32, 4))   # (LW, RPT), widest first: LW*RPT = 
 ROW_WIDTHS = tuple(lw for lw, _ in ROW_SHAPES)
 ROW_LW = ROW_SHAPES[0][0]
 TAG_LIMIT = 2**32 - 2 * ROW_LW          # column tags are uint32; reset before a wrap
-# Column-slab leaf (getrf_panel_cols.cu): (CW, RPT, T), widest first, RPT*CW = 64 floats in
-# registers, mp <= T*RPT rows.
-COLS_SHAPES = ((16, 4, 512), (8, 8, 512), (4, 16, 512))
-COLS_THREADS = 512      # T of every shape
-COLS_LW = 256           # the widest panel one launch factors (the workspace's width)
 
 
 def row_block_cap(devices, table):
     """The row leaf's block cap on one of `devices` GPUs factoring one matrix."""
     return (table.row_block_cap if devices <= 1 else table.row_block_cap_2gpu if devices == 2
             else table.row_block_cap_multi)
-
-
-def cols_max_rows(devices, table):
-    """The tallest panel the plan gives the column-slab leaf on one of `devices` GPUs (one
-    GPU: 0, never)."""
-    return 0 if devices <= 1 else table.cols_max_rows_multi
 
 
 def row_threads(early):
@@ -96,33 +80,22 @@ def tile_kernel_name(lw, rpt):
     return f"getrf_leaf<{lw},{rpt}>"
 
 
-def cols_group(cw, groups):
-    """Columns per handoff group of getrf_panel_cols<cw, ...> with `groups` groups a slab."""
-    return max(1, cw // groups)
-
-
-def cols_kernel_name(cw, rpt, t, groups):
-    return f"getrf_panel_cols<{cw},{rpt},{t},{cols_group(cw, groups)}>"
-
-
 def _kernel_names(tables):
     """Every instantiation that `tables` launch, and the late row leaves (the reference the
     EARLY ones are tested against): tests/test_kernels_compile.py compiles them."""
     row = (row_kernel_name(lw, rpt, early) for lw, rpt in ROW_SHAPES
            for early in (False,) + tuple(rpt <= t.row_early_rpt for t in tables))
-    cols = (cols_kernel_name(*shape, t.cols_groups) for t in tables for shape in COLS_SHAPES)
     return {TILE_FAMILY: tuple(tile_kernel_name(lw, rpt) for lw, rpt in LEAF_SHAPES),
-            ROW_FAMILY: tuple(dict.fromkeys(row)),
-            COLS_FAMILY: tuple(dict.fromkeys(cols))}
+            ROW_FAMILY: tuple(dict.fromkeys(row))}
 
 
 KERNEL_NAMES = _kernel_names((tuning.SM90, tuning.DEFAULT))
 
 
 def leaf_key(plan):
-    """The part of a leaf_plan that names the kernel and its launch shape: ("tile", LW, RPT),
-    ("row", LW, RPT) or ("cols", LW, RPT, CW, T)."""
-    return plan if plan[0] == "cols" else plan[:3]
+    """The part of a leaf_plan that names the kernel and its launch shape: ("tile", LW, RPT)
+    or ("row", LW, RPT) (the plan less its grid size)."""
+    return plan[:3]
 
 
 def leaf_shape(mp, max_blocks=GCAP):
@@ -135,33 +108,15 @@ def leaf_shape(mp, max_blocks=GCAP):
                      f"({max_blocks * THREADS * LEAF_SHAPES[-1][1]} rows); use panel='cpu'")
 
 
-def cols_shape(mp, max_rows):
-    """(CW, RPT, T) of getrf_panel_cols for mp rows (the first of COLS_SHAPES whose T*RPT rows
-    hold them), or None above max_rows (0: never)."""
-    if mp > max_rows:
-        return None
-    return next((sh for sh in COLS_SHAPES if mp <= sh[1] * sh[2]), None)
-
-
-def cols_smem(cw, rpt, t):
-    """Dynamic shared memory of getrf_panel_cols<cw, rpt, t>: s_L, [CW][T*RPT] floats."""
-    return 4 * cw * rpt * t
-
-
-def leaf_plan(mp, row_blocks, row_cap, tile_blocks=GCAP, row_lw=None, cols_rows=0):
+def leaf_plan(mp, row_blocks, row_cap, tile_blocks=GCAP, row_lw=None):
     """The leaf for a panel of mp rows, given the co-resident blocks of the row leaf
     (row_blocks) and of the tile leaf (tile_blocks):
 
-    ("cols", COLS_LW, RPT, CW, T) when mp <= cols_rows, no row_lw is given and its
-    COLS_LW / CW blocks (one per SM, like the row leaf's) are co-resident (at most
-    row_blocks); else ("row", LW, RPT, G) when some shape of ROW_SHAPES (only LW = row_lw
-    when given) fits: its G blocks at most row_blocks and GMAX_ROW.  Of those, the widest
-    whose G is at most row_cap (not applied to a given row_lw), else the one of fewest
-    blocks.  Else ("tile", LW, RPT, G) of leaf_shape (the recursion with narrow leaves).
+    ("row", LW, RPT, G) when some shape of ROW_SHAPES (only LW = row_lw when given) fits:
+    its G blocks at most row_blocks and GMAX_ROW.  Of those, the widest whose G is at most
+    row_cap (not applied to a given row_lw), else the one of fewest blocks.  Else ("tile",
+    LW, RPT, G) of leaf_shape (the recursion with narrow leaves).
     """
-    shape = cols_shape(mp, cols_rows) if row_lw is None else None
-    if shape is not None and -(-COLS_LW // shape[0]) <= row_blocks:
-        return ("cols", COLS_LW, shape[1], shape[0], shape[2])
     fits = [("row", lw, rpt, max(1, -(-mp // (THREADS * rpt)))) for lw, rpt in ROW_SHAPES
             if row_lw is None or lw == row_lw]
     fits = [plan for plan in fits if plan[3] <= min(row_blocks, GMAX_ROW)]
@@ -213,8 +168,8 @@ class PanelWorkspace:
     tile leaf: records, barrier counter.  row leaf: `keys` (16-byte records {tag, key, tag,
     pos}) and `rows` (the candidates' rows, tagged words {tag, value}), zeroed once: tags start
     at 1.  Both: info.  Also the laswp workspace of the recursion and the per-shape launch
-    parameters (cached).  devices: how many GPUs factor the matrix (row_block_cap,
-    cols_max_rows).  table: the tuning table, read here once (default: tuning.current()).
+    parameters (cached).  devices: how many GPUs factor the matrix (row_block_cap).  table:
+    the tuning table, read here once (default: tuning.current()).
     """
 
     def __init__(self, devices=1, table=None):
@@ -222,7 +177,6 @@ class PanelWorkspace:
         self.devices = devices
         self.tuning = tuning.current() if table is None else table
         self.row_cap = row_block_cap(devices, self.tuning)
-        self.cols_rows = cols_max_rows(devices, self.tuning)
         self.rec = cp.empty(WORKSPACE_FLOATS, dtype=np.float32)
         self.counter = cp.zeros(1, dtype=np.uint32)
         self.info = cp.zeros(1, dtype=np.int32)
@@ -231,8 +185,6 @@ class PanelWorkspace:
         # Tagged words {tag, value} [2][GMAX_ROW][LW]; zeroed like the keys (no tag is 0).
         self.rows = cp.zeros(2 * GMAX_ROW * ROW_LW, dtype=np.uint64)
         self.epoch = 1                          # tag of the next row-leaf column
-        self.cols = None                        # getrf_panel_cols: (lbuf, masks, flag), lazily
-        self.cols_epoch = 1                     # its flag's next tag base
         self.device = cp.cuda.runtime.getDevice()
         self.sms = device.sm_count(self.device)
         self._steps = {}
@@ -267,8 +219,7 @@ class PanelWorkspace:
             row = get_kernel(ROW_FAMILY, row_kernel_name(lw, rpt, early), cooperative=True)
             tile = get_kernel(TILE_FAMILY, tile_kernel_name(*LEAF_SHAPES[0]), cooperative=True)
             plan = leaf_plan(mp, self.max_blocks(row, GMAX_ROW, row_threads(early)),
-                             self.row_cap, self.max_blocks(tile, GCAP), row_lw,
-                             cols_rows=self.cols_rows)
+                             self.row_cap, self.max_blocks(tile, GCAP), row_lw)
             self._plans[key] = plan
         return plan
 
@@ -280,35 +231,13 @@ class PanelWorkspace:
             st = self._steps[key] = _DeviceSteps(self, key)
         return st
 
-    def cols_state(self, ntags):
-        """(lbuf, masks, flag, tag0) of a getrf_panel_cols launch using ntags flag tags: the
-        buffers (allocated at the first launch) and its first tag; the flag is zeroed
-        (stream-ordered) before the tags would wrap (the kernel compares signed differences)."""
-        self._cols_buffers()
-        if self.cols_epoch + ntags >= 2**31:
-            self.cols[2].fill(0)
-            self.cols_epoch = 1
-        tag0 = self.cols_epoch
-        self.cols_epoch += ntags
-        return self.cols + (tag0,)
-
-    def _cols_buffers(self):
-        if self.cols is None:
-            cp = cupy()
-            rows = max(rpt * t for _, rpt, t in COLS_SHAPES)   # any shape (not only the plan's)
-            self.cols = (cp.empty(rows * COLS_LW, dtype=np.float32),
-                         cp.zeros(COLS_LW // min(cw for cw, _, _ in COLS_SHAPES),
-                                  dtype=np.uint32),
-                         cp.zeros(1, dtype=np.uint32))
-
     def reset(self):
-        """Back to a fresh workspace's state (every buffer allocated), stream-ordered on the
-        current stream: a CUDA graph of a factorization starts with it, so that each replay
-        finds the counters, tags and info that its captured launches were issued against."""
-        self._cols_buffers()
-        for x in (self.counter, self.info, self.keys, self.rows, self.cols[1], self.cols[2]):
+        """Back to a fresh workspace's state, stream-ordered on the current stream: a CUDA
+        graph of a factorization starts with it, so that each replay finds the counters, tags
+        and info that its captured launches were issued against."""
+        for x in (self.counter, self.info, self.keys, self.rows):
             x.fill(0)
-        self.arrivals, self.epoch, self.cols_epoch = 0, 1, 1
+        self.arrivals, self.epoch = 0, 1
 
     def next_tags(self, kk):
         """First tag of a row-leaf launch of kk columns; zeroes keys and rows (stream-ordered)
@@ -340,8 +269,6 @@ class _DeviceSteps:
         self._laswp = functools.partial(laswp_ptr, sms=ws.sms)
         if leaf[0] == "row":
             self._init_row(*leaf[1:3])
-        elif leaf[0] == "cols":
-            self._init_cols(*leaf[1:5])
         else:
             self.lw, self.rpt = leaf[1], leaf[2]
             self.kernel = get_kernel(TILE_FAMILY, tile_kernel_name(self.lw, self.rpt),
@@ -357,15 +284,6 @@ class _DeviceSteps:
         self.launch = Launcher(self.kernel, "iiPqPPiPPI", cooperative=True)
         self.leaf = self._leaf_row
 
-    def _init_cols(self, lw, rpt, cw, threads):
-        self.lw, self.rpt, self.cw, self.threads = lw, rpt, cw, threads
-        self.smem = cols_smem(cw, rpt, threads)
-        name = cols_kernel_name(cw, rpt, threads, self.ws.tuning.cols_groups)
-        self.kernel = get_kernel(COLS_FAMILY, name, cooperative=True, dynamic_smem=self.smem)
-        # (mp, w, A, lda, piv, info, col_base, lbuf, masks, flag, tag0)
-        self.launch = Launcher(self.kernel, "iiPqPPiPPPI", self.smem, cooperative=True)
-        self.leaf = self._leaf_cols
-
     def _leaf_row(self, a, piv, col_base):
         mp, w = a.shape
         ws = self.ws
@@ -374,18 +292,6 @@ class _DeviceSteps:
         self.launch((g, 1, 1), (self.threads, 1, 1), mp, w, a.data.ptr,
                     a.strides[0] // 4, piv.data.ptr, ws.info.data.ptr, col_base,
                     ws.keys.data.ptr, ws.rows.data.ptr, ws.next_tags(min(mp, w)))
-
-    def _leaf_cols(self, a, piv, col_base):
-        mp, w = a.shape
-        if mp > self.rpt * self.threads or w > COLS_LW:   # the workspace holds no more
-            raise ValueError(f"getrf_panel_cols<{self.cw},{self.rpt},{self.threads}> takes at "
-                             f"most {self.rpt * self.threads} x {COLS_LW}, got {mp} x {w}")
-        kk = min(mp, w)
-        lbuf, masks, flag, tag0 = self.ws.cols_state(2 * kk)   # two flag tags per group
-        # One block per CW columns (all rows), co-resident (cooperative launch).
-        self.launch((-(-w // self.cw), 1, 1), (self.threads, 1, 1), mp, w, a.data.ptr,
-                    a.strides[0] // 4, piv.data.ptr, self.ws.info.data.ptr, col_base,
-                    lbuf.data.ptr, masks.data.ptr, flag.data.ptr, tag0)
 
     def _leaf_tile(self, a, piv, col_base):
         mp, w = a.shape
@@ -421,13 +327,6 @@ class _DeviceSteps:
 
 def _forced_plan(ws, mp, leaf):
     """The plan of getrf_panel_device's `leaf` for mp rows (see there)."""
-    if leaf[0] == "cols":
-        # ("cols",): the shape for mp rows; ("cols", CW, RPT, T): that shape
-        shape = tuple(leaf[1:4]) if len(leaf) > 1 else cols_shape(mp, 1 << 30)
-        if shape not in COLS_SHAPES or mp > shape[1] * shape[2]:
-            raise ValueError(f"{mp} rows do not fit getrf_panel_cols {shape} (shapes "
-                             f"{COLS_SHAPES})")
-        return ("cols", COLS_LW, shape[1], shape[0], shape[2])
     if leaf[0] == "row":
         if leaf[1] not in ROW_WIDTHS:
             raise ValueError(f"row leaf width {leaf[1]} is not one of {ROW_WIDTHS}")
@@ -444,8 +343,7 @@ def getrf_panel_device(a, piv=None, ws=None, col_base=0, leaf=None):
     """Factor the row-major CuPy view a (mp x w, unit column stride) in place on the current
     stream; returns (piv, ws): piv int32 (min(mp, w),) 0-based relative to a's first row, and
     the workspace whose ws.info (device int32) holds col_base + the first zero column (1-based)
-    or 0.  No host synchronisation.  `leaf` forces a leaf (tests, benchmarks): ("cols",)
-    (getrf_panel_cols, up to 8192 rows) or ("cols", CW, RPT, T) of COLS_SHAPES, ("row", LW)
+    or 0.  No host synchronisation.  `leaf` forces a leaf (tests, benchmarks): ("row", LW)
     with LW in ROW_WIDTHS, or (LW, RPT) of LEAF_SHAPES (the tile leaf)."""
     cp = cupy()
     mp, w = a.shape
@@ -470,7 +368,7 @@ class GpuPanel:
     `factor` returns at once with use_inverse=False (the update uses the triangular solve, so
     no L11^{-1} is needed) and info=0; the first exactly zero pivot is kept on the device and
     read once by `final_info` after the driver's `ops.finish()`.  `devices`: how many GPUs
-    factor the matrix (the leaves' plan: row_block_cap, cols_max_rows).  `table`: the tuning
+    factor the matrix (the leaves' plan: row_block_cap).  `table`: the tuning
     table of the leaves' plan (None: the one in force when the workspace is made, on the
     panel's device).  The panel protocol is gpulinalg/lu/panel_cpu.py's.
     """

@@ -173,14 +173,10 @@ def _stepped(nb, steps, k):
 
 def block_size(m, n, panel, precision, devices, table):
     """The panel width nb of an m x n LU when the caller gives none: the host panel's steps,
-    or the GPU panel's for `devices` GPUs and updates in `precision` ("auto" resolved);
-    on several GPUs a matrix of at most table.cols_max_rows_multi rows or columns takes the
-    column-slab leaf's width table.cols_nb."""
+    or the GPU panel's for `devices` GPUs and updates in `precision` ("auto" resolved)."""
     k = min(m, n)
     if panel == "cpu":
         return _stepped(table.cpu_nb, table.cpu_nb_steps, k)
-    if devices > 1 and k <= table.cols_max_rows_multi:
-        return table.cols_nb
     steps = (table.gpu_nb_steps_multi if devices > 2
              else table.gpu_nb_steps_2gpu if devices == 2
              else table.gpu_nb_steps_fp32 if precision == "fp32"

@@ -6,7 +6,6 @@ getf2_host leaves, queued on the emulated panel stream.  The models:
 
 - getf2_host: the leaf kernels' unblocked LU (getrf_leaf, and every leaf's pivot rule);
 - getf2_rows_host: getrf_leaf_row's lazy swaps (positions move, rows stay);
-- getrf_cols_host: getrf_panel_cols' column slabs handed over in groups;
 - getrf_panel_host: factor_panel with getf2_host leaves (`HostSteps`).
 
 Their element operations are getf2_host's, in its order, so their factors agree bit for bit
@@ -17,11 +16,10 @@ import numpy as np
 
 from .. import tuning
 from ..layout.laswp import laswp_reference
-from ..lu.panel_gpu import (GCAP, GMAX_ROW, LWMAX, GpuPanel, cols_group, cols_max_rows,
-                            factor_panel, leaf_plan, row_block_cap)
+from ..lu.panel_gpu import GCAP, GMAX_ROW, LWMAX, GpuPanel, factor_panel, leaf_plan, row_block_cap
 
 __all__ = ["EmulatedGpuPanel", "HostSteps", "emulated_leaf_width", "getf2_host",
-           "getf2_rows_host", "getrf_cols_host", "getrf_panel_host"]
+           "getf2_rows_host", "getrf_panel_host"]
 
 H100_SMS = 132          # the SM count the emulation assumes unless told
 
@@ -93,76 +91,6 @@ def getf2_rows_host(a, piv, col_base=0):
     return info
 
 
-def getrf_cols_host(a, cw, col_base=0, gw=None):
-    """Host model of getrf_panel_cols (w <= COLS_LW columns in CW-wide slabs, handed over in
-    groups of gw columns, default cols_group(cw, groups) with the cols_groups of the tuning
-    table in force), in place; returns (piv, info).
-
-    Slab s is factored by getf2_host's rules on its own columns; after each group of gw of
-    them, every other column block applies the group's interchanges as the kernel does (the
-    touched positions followed back through the transpositions), and the blocks right of it
-    take U12 = L11^{-1} A12 by forward substitution and A22 -= L21 U12, one pivot column at a
-    time and skipping the columns without a pivot.  Element operations and their order are
-    getf2_host's, so the results agree bit for bit (the kernel's are getrf_leaf_row's: the
-    same with fused multiply-adds).  A column whose candidates are all NaN gets piv[j] = j
-    and is left alone (as the kernels).
-    """
-    mp, w = a.shape
-    kk = min(mp, w)
-    gw = cols_group(cw, tuning.current().cols_groups) if gw is None else gw
-    piv = np.zeros(kk, dtype=np.int32)
-    info = 0
-    tiny = np.finfo(np.float32).tiny
-    blocks = [a[:, c:c + cw].copy() for c in range(0, w, cw)]
-    for s in range(-(-kk // cw)):
-        x = blocks[s]
-        mask = 0
-        for k0 in range(0, min(cw, kk - s * cw), gw):   # group: slab columns k0 .. k0 + gs - 1
-            j0 = s * cw + k0
-            gs = min(gw, kk - j0, cw - k0)
-            for jl in range(k0, k0 + gs):
-                j = s * cw + jl
-                col = np.abs(x[j:, jl])
-                if np.isnan(col).all():
-                    piv[j] = j
-                    continue
-                p = j + int(np.nanargmax(col))     # first max
-                piv[j] = p
-                x[[j, p]] = x[[p, j]]
-                pv = x[j, jl]
-                if pv != 0:
-                    x[j + 1:, jl] = x[j + 1:, jl] * (np.float32(1) / pv) if abs(pv) >= tiny \
-                        else x[j + 1:, jl] / pv
-                    x[j + 1:, jl + 1:] -= np.outer(x[j + 1:, jl], x[j, jl + 1:])
-                    mask |= 1 << jl
-                elif info == 0:
-                    info = col_base + j + 1
-            ps = [int(p) for p in piv[j0:j0 + gs]]
-            dests = [j0 + k for k in range(gs)] + [
-                p for k, p in enumerate(ps) if p >= j0 + gs and p not in ps[:k]]
-            srcs = []
-            for d in dests:
-                for m in reversed(range(gs)):
-                    d = ps[m] if d == j0 + m else (j0 + m if d == ps[m] else d)
-                srcs.append(d)
-            for b, y in enumerate(blocks):
-                if b == s:
-                    continue
-                y[dests] = y[srcs]
-                if b > s:
-                    u = y[j0:j0 + gs].copy()
-                    for k in range(gs):
-                        for m in range(k):
-                            if mask >> (k0 + m) & 1:
-                                u[k] -= x[j0 + k, k0 + m] * u[m]
-                    y[j0:j0 + gs] = u
-                    for k in range(gs):
-                        if mask >> (k0 + k) & 1:
-                            y[j0 + gs:] -= np.outer(x[j0 + gs:, k0 + k], u[k])
-    a[...] = np.concatenate(blocks, axis=1) if blocks else a
-    return piv, info
-
-
 class HostSteps:
     """factor_panel's steps in NumPy (the CPU tests' model of the device recursion)."""
 
@@ -201,7 +129,7 @@ def emulated_leaf_width(mp, devices=1, sm_count=H100_SMS, table=None):
     table in force)."""
     table = tuning.current() if table is None else table
     plan = leaf_plan(mp, min(GMAX_ROW, sm_count), row_block_cap(devices, table),
-                     tile_blocks=min(GCAP, sm_count), cols_rows=cols_max_rows(devices, table))
+                     tile_blocks=min(GCAP, sm_count))
     return plan[1]
 
 
