@@ -71,8 +71,8 @@ if has tests; then
 fi
 # Defaults: every SGEMM kernel kind beside cuBLAS (FP32 and TF32), both LU panels with FP32,
 # 3xTF32 and the default ("auto") updates, the LU's per-step timelines in lu_timeline.json.
-SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants dbuf256x128,dbuf128,pipe128"}
-LU_ARGS=${LU_ARGS:-"--precision fp32,3xtf32,auto --timeline $OUT/lu_timeline.json"}
+SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants dbuf256x128,dbuf128,pipe128 --wide"}
+LU_ARGS=${LU_ARGS:-"--panel gpu,cpu --precision fp32,3xtf32,auto --wide --timeline $OUT/lu_timeline.json"}
 for routine in sgemm transpose laswp lu; do
     has "$routine" || continue
     var="$(echo "$routine" | tr a-z A-Z)_ARGS"

@@ -1,6 +1,8 @@
-"""Shared benchmark machinery: event timing, environment record, table and JSON output, and the
---tuning option (runs under modified tuning tables, gpulinalg/tuning.py)."""
+"""Shared benchmark machinery: event timing, environment record, the command line's common
+options (help layout, --json, --plot, --wide, --quiet, --tuning), the progress display,
+tables, JSON and plots."""
 
+import argparse
 import ast
 import dataclasses
 import datetime
@@ -13,6 +15,7 @@ import pathlib
 import platform
 import random
 import statistics
+import sys
 
 import numpy as np
 
@@ -209,6 +212,18 @@ def print_table(columns, rows, title=None):
         print("  ".join(x.rjust(w) for x, w in zip(c, widths)))
 
 
+def size_label(m, n, k=None):
+    """'4096' for a square, '6000x10000' otherwise ('16384x16384x256' with k)."""
+    if k is not None:
+        return f"{m}x{n}x{k}"
+    return f"{m}" if m == n else f"{m}x{n}"
+
+
+def varying(rows, key):
+    """Whether the rows hold more than one value of `key` (a column worth showing)."""
+    return len({repr(r.get(key)) for r in rows}) > 1
+
+
 def write_json(path, routine, rows, extra=None):
     """Write {'routine', 'environment', 'rows', ...} to path (folders created)."""
     if not path:
@@ -219,6 +234,185 @@ def write_json(path, routine, rows, extra=None):
     doc.update(extra or {})
     path.write_text(json.dumps(doc, indent=1))
     print(f"wrote {path}")
+
+
+# The command line ----------------------------------------------------------------------------
+
+PLOT_HINT = 'the plots need matplotlib: pip install "gpulinalg[plot]"'
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                    argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written, and each option's default after its help; an option whose
+    default is None, False or empty says in its help what it does by default."""
+
+    def _get_help_string(self, action):
+        default, text = action.default, action.help or ""
+        if (default is None or default is False or default == [] or "(default" in text
+                or "default:" in text):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def add_output_arguments(parser, routine):
+    """--json, --plot, --wide and --quiet: what a routine writes and prints."""
+    parser.add_argument("--json", metavar="PATH",
+                        help="write the rows and the environment to this JSON file")
+    parser.add_argument("--plot", action="store_true",
+                        help="also write the plot as a PNG next to the --json file (PATH with "
+                             f"the suffix .png; without --json: ./{routine}.png); needs "
+                             'matplotlib: pip install "gpulinalg[plot]"')
+    add_display_arguments(parser)
+
+
+def add_display_arguments(parser):
+    """--wide and --quiet."""
+    parser.add_argument("--wide", action="store_true",
+                        help="print every column (default: a short summary: size, ours, "
+                             "the vendor library, their ratio, the error)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress on stderr (by default a progress bar when stderr is "
+                             "a terminal, else one line per measurement)")
+
+
+def _argument_error(kind, text, why):
+    return argparse.ArgumentTypeError(f"{text!r} is not {kind}: {why}")
+
+
+def size_list(text):
+    """argparse type: '1024,2048' -> [1024, 2048] (positive integers)."""
+    try:
+        sizes = parse_sizes(text)
+    except ValueError as exc:
+        raise _argument_error("a list of sizes", text, exc) from None
+    if any(s < 1 for s in sizes):
+        raise _argument_error("a list of sizes", text, "sizes are positive")
+    return sizes
+
+
+def shape_list(text):
+    """argparse type: '1000,6000x10000' -> [(1000, 1000), (6000, 10000)]."""
+    try:
+        shapes = parse_shapes(text)
+    except ValueError as exc:
+        raise _argument_error("a list of shapes N or MxN", text, exc) from None
+    if any(min(s) < 1 for s in shapes):
+        raise _argument_error("a list of shapes N or MxN", text, "sizes are positive")
+    return shapes
+
+
+def name_list(choices, everything=None):
+    """argparse type: comma-separated names among `choices` -> [names]; '' gives [] and
+    `everything` (e.g. 'all') every choice."""
+    choices = list(choices)
+
+    def parse(text):
+        if everything is not None and text == everything:
+            return choices
+        names = [x.strip() for x in text.split(",") if x.strip()]
+        unknown = [x for x in names if x not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(map(repr, unknown))}; choose from {', '.join(choices)}"
+                + (f" or {everything}" if everything else ""))
+        return names
+    return parse
+
+
+def tuning_spec(text):
+    """argparse type of --tuning: the spec itself, once parse_tuning accepts it."""
+    try:
+        parse_tuning(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+class Progress:
+    """Progress over `total` measurements on stderr: a tqdm bar (the latest result beside it)
+    when stderr is a terminal and there is more than one measurement, else one line per
+    measurement; nothing when quiet.  A context manager."""
+
+    def __init__(self, total, desc, quiet=False):
+        self.quiet, self.bar = quiet, None
+        if not quiet and total > 1 and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=desc, file=sys.stderr, unit="run", leave=False,
+                            dynamic_ncols=True)
+
+    def done(self, line):
+        """One measurement finished; `line` says what it measured."""
+        if self.bar is not None:
+            self.bar.set_postfix_str(line, refresh=False)
+            self.bar.update()
+        elif not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# Plots --------------------------------------------------------------------------------------
+
+def plot_unavailable():
+    """None when matplotlib imports, else the line that says how to install it."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return PLOT_HINT
+    return None
+
+
+def plot_path(json_path, routine):
+    """Where --plot writes: the --json path with the suffix .png, else ./<routine>.png."""
+    return pathlib.Path(json_path).with_suffix(".png") if json_path else pathlib.Path(
+        f"{routine}.png")
+
+
+def figure(ncols=1):
+    """(fig, [axes]) of a new figure of `ncols` 5.5 x 4 inch plots on the Agg backend."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, ncols, figsize=(5.5 * ncols, 4), squeeze=False)
+    return fig, list(axes[0])
+
+
+def save_figure(fig, path):
+    """Write fig to path as a PNG (folders created) and close it."""
+    import matplotlib.pyplot as plt
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_rows(path, rows, labels, series, ylabel, title, logy=False):
+    """One line per (label, key, style) of `series` over the rows in their order, the x axis
+    labelled by `labels`; a missing value is a gap."""
+    fig, (ax,) = figure()
+    x = list(range(len(rows)))
+    for label, key, style in series:
+        ys = [r.get(key) for r in rows]
+        if any(y is not None for y in ys):
+            ax.plot(x, [float("nan") if y is None else y for y in ys], style, label=label)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=45, ha="right")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save_figure(fig, path)
 
 
 def random_matrix(shape, seed, xp=None):
@@ -249,7 +443,7 @@ def parse_sizes(text):
 def add_tuning_argument(parser):
     """The --tuning FIELD=v1,v2 option (repeatable) of the benchmark CLI and the tools."""
     parser.add_argument(
-        "--tuning", action="append", default=[], metavar="FIELD=v1,v2",
+        "--tuning", action="append", default=[], metavar="FIELD=v1,v2", type=tuning_spec,
         help="a field of gpulinalg.tuning.Tuning and its values; each value runs under the "
              "table in force with that field replaced (repeatable: every combination). "
              "Tuple values are Python literals: gpu_nb_steps_fp32='((8192,256),),()'")

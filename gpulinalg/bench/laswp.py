@@ -15,10 +15,10 @@ the same rows every call).  GB/s counts the rows that are actually touched:
 distinct rows * n * 4 bytes, read and written (x 2), averaged over the sets.  "% copy" is
 against a device-to-device copy of the whole matrix timed the same way (call / graph) and
 "copy same GB/s" a copy of as many bytes as the rows moved (L2-resident at these sizes).
-The result is checked on the device against the sequential CuPy reference.
+The result is checked on the device against the sequential CuPy reference.  The summary gives
+per configuration the call time of ours and of CuPy's indexing, their ratio and the check;
+--wide adds every column.
 """
-
-import argparse
 
 import numpy as np
 
@@ -103,33 +103,77 @@ def _copy_rates(row, a0, touched, moved_bytes, repeat, calls):
     row["copy_same_gbs"] = moved_bytes / ms / 1e6
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="gpulinalg-bench laswp", description=__doc__)
-    p.add_argument("--sizes", default="16384,32768", help="comma-separated n (square) or MxN")
-    p.add_argument("--npiv", default="128", help="comma-separated pivot counts, e.g. 128,256,512")
-    p.add_argument("--repeat", type=int, default=20)
+def add_arguments(p):
+    """The options of `gpulinalg-bench laswp`."""
+    p.add_argument("--sizes", default="16384,32768", type=common.shape_list,
+                   help="comma-separated n (square) or MxN")
+    p.add_argument("--npiv", default="128", type=common.size_list,
+                   help="comma-separated pivot counts, e.g. 128,256,512")
+    p.add_argument("--repeat", type=int, default=20, help="timing rounds per configuration")
     p.add_argument("--graph-calls", type=int, default=16,
                    help="calls captured per CUDA graph for the kernel-only timing")
     p.add_argument("--rotate", type=int, default=8,
                    help="pivot sets (offsets 0, npiv, ...) the timed calls rotate among")
-    p.add_argument("--json", help="write rows + environment here")
-    args = p.parse_args(argv)
-    from .common import parse_shapes
+
+
+def check(args):
+    """What is wrong with the parsed options (a message), or None."""
+    if not args.sizes or not args.npiv:
+        return "nothing to run: --sizes or --npiv is empty"
+    return None
+
+
+def execute(args):
+    """Run `gpulinalg-bench laswp` with the parsed options; the exit status (1 when a result
+    is wrong)."""
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
-          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
+          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}", flush=True)
+    configs = [(m, n, k) for m, n in args.sizes for k in args.npiv]
     rows = []
-    for m, n in parse_shapes(args.sizes):
-        for k in common.parse_sizes(args.npiv):
+    with common.Progress(len(configs), "laswp", args.quiet) as bar:
+        for m, n, k in configs:
             rows.append(measure(m, n, k, args.repeat, rotate=args.rotate,
                                 calls=args.graph_calls))
-            r = rows[-1]
-            print(f"{m}x{n} npiv={k}: ours call {r['call_ms']:.4f} ms "
-                  f"({r['call_pct_copy']:.1f}% of copy), graph {r['graph_ms']:.4f} ms "
-                  f"({r['graph_pct_copy']:.1f}% of copy), cupy {r['cupy_ms']:.2f} ms, "
-                  f"ok={r['ok']}/{r['ok_inverse']}", flush=True)
-            if r["graph_how"] != "graph":
-                print(f"  graph timing: {r['graph_how']}", flush=True)
+            bar.done(progress(rows[-1]))
+    if args.wide:
+        print_rows(rows, args)
+    else:
+        summary(rows)
+    common.write_json(args.json, "laswp", rows)
+    if args.plot:
+        path = common.plot_path(args.json, "laswp")
+        plot(rows, path)
+        print(f"wrote {path}")
+    return 0 if all(r["ok"] and r["ok_inverse"] for r in rows) else 1
+
+
+def progress(r):
+    """One line on a finished row."""
+    line = (f"{r['m']}x{r['n']} npiv={r['npiv']}: ours call {r['call_ms']:.4f} ms "
+            f"({r['call_pct_copy']:.1f}% of copy), graph {r['graph_ms']:.4f} ms "
+            f"({r['graph_pct_copy']:.1f}% of copy), cupy {r['cupy_ms']:.2f} ms, "
+            f"ok={r['ok']}/{r['ok_inverse']}")
+    if r["graph_how"] != "graph":
+        line += f"; graph timing: {r['graph_how']}"
+    return line
+
+
+def summary(rows):
+    """The short table: each size and pivot count, our and CuPy's time of one call, their
+    ratio, and whether the result is exact."""
+    cols = [("size", "size", "{}"), ("npiv", "npiv", "{}"), ("call_ms", "ours ms", "{:.4f}"),
+            ("cupy_ms", "CuPy ms", "{:.2f}"), ("speedup", "ratio", "{:.0f}"),
+            ("ok", "exact", "{}")]
+    print()
+    common.print_table(cols, [dict(r, size=common.size_label(r["m"], r["n"]), ok=r["ok"]
+                                   and r["ok_inverse"]) for r in rows],
+                       title="laswp, ours (one launch) vs CuPy fancy indexing (one swap at a "
+                             "time) in the same run; ratio: CuPy's time / ours")
+
+
+def print_rows(rows, args):
+    """Every column."""
     print()
     print(f"call: one Python call between events; graph: {args.graph_calls} calls replayed "
           "from a CUDA graph, per call (kernel-only); calls rotate among "
@@ -141,10 +185,18 @@ def main(argv=None):
             ("copy_call_gbs", "copy call", "{:.0f}"), ("copy_graph_gbs", "copy graph", "{:.0f}"),
             ("copy_same_gbs", "copy same GB/s", "{:.0f}"),
             ("cupy_ms", "cupy indexing ms", "{:.2f}"), ("speedup", "speedup", "{:.0f}"),
-            ("gather_scatter_ms", "cupy gather/scatter ms", "{:.3f}")]
-    cols += [("ok", "ok", "{}")]
+            ("gather_scatter_ms", "cupy gather/scatter ms", "{:.3f}"), ("ok", "ok", "{}")]
     common.print_table(cols, rows)
     if any(r["graph_how"] != "graph" for r in rows):
         print("NOTE: graph capture failed for some rows; their graph columns are event timings")
-    common.write_json(args.json, "laswp", rows)
-    return 0 if all(r["ok"] and r["ok_inverse"] for r in rows) else 1
+
+
+def plot(rows, path):
+    """Milliseconds of one call at each size and pivot count: ours (call and graph replay)
+    and CuPy's two baselines, on a log scale."""
+    labels = [f"{common.size_label(r['m'], r['n'])}/{r['npiv']}" for r in rows]
+    common.plot_rows(path, rows, labels,
+                     [("gpulinalg, call", "call_ms", "o-"), ("gpulinalg, graph", "graph_ms", "d-"),
+                      ("CuPy indexing", "cupy_ms", "s--"),
+                      ("CuPy gather/scatter", "gather_scatter_ms", "^:")],
+                     "ms per call", "laswp (float32): size/npiv", logy=True)

@@ -1,14 +1,19 @@
 """gpulinalg-bench lu: our blocked LU against cuSOLVER (cupyx lu_factor) in the same run.
 
-Per size: median time of `repeat` calls after a warm-up (CUDA events on the current stream;
-the driver synchronises at its end), TF/s as (2/3 n^3)/time, a normwise backward error
-estimate for ours, cuSOLVER's and (n <= 4096) SciPy's factors, and the look-ahead overlap
-check: the sum of GPU stage times (updates + panel transfers) from the timeline of the median
-of three instrumented calls, and the wall time and sum of host panel times of the median of
-three uninstrumented ones (the driver's own perf_counter reads, no events), and wall /
-max(host, GPU) -- the acceptance criterion is <= 1.1 for n = 8192, 16384, 32768 with the CPU
-panel.  The instrumented calls' own ratio is reported beside it (their events cost the host
-time between panels).
+By default it runs what a user gets: lu_factor's defaults (panel="auto", precision="auto"),
+square sizes 2048-32768 and two rectangular shapes, each against cuSOLVER's getrf on the same
+matrix.  The summary gives per shape our TF/s, cuSOLVER's, their ratio (cuSOLVER's time over
+ours: above 1, ours is faster) and our normwise backward error; --wide adds every column.
+
+Per size: median time of --repeat calls after a warm-up (CUDA events on the current stream;
+the driver synchronises at its end), TF/s as (m n^2 - n^3/3)/time (m >= n), a backward error
+estimate ||PAx - L(Ux)|| / (||A||_F ||x|| n eps) for ours, cuSOLVER's and (n <= 4096)
+SciPy's factors, and the look-ahead overlap check: the sum of GPU stage times (updates +
+panel transfers) from the timeline of the median of three instrumented calls, and the wall
+time and sum of host panel times of the median of three uninstrumented ones (the driver's own
+perf_counter reads, no events), and wall / max(host, GPU), which the look-ahead keeps at or
+below 1.1 for n = 8192, 16384, 32768 with the CPU panel.  The instrumented calls' own ratio
+is reported beside it (their events cost the host time between panels).
 
 With --devices 1,2 (,4) each configuration also runs on that many GPUs (lu_factor(...,
 devices=P), the input and the result on the current GPU, the column scatter and gather
@@ -18,7 +23,6 @@ With --tuning FIELD=v1,v2 (gpulinalg/tuning.py) every configuration also runs un
 value, the table in force with that field replaced.
 """
 
-import argparse
 import contextlib
 import json
 import pathlib
@@ -26,8 +30,10 @@ import pathlib
 import numpy as np
 
 from ..gemm.dispatch import PRECISIONS
-from .common import (add_tuning_argument, environment, parse_shapes, parse_sizes, print_table,
-                     random_matrix, time_gpu, tuning_settings, write_json)
+from ..lu.plan import PANELS
+from .common import (Progress, add_tuning_argument, environment, figure, name_list, plot_path,
+                     print_table, random_matrix, save_figure, shape_list, size_label, size_list,
+                     time_gpu, tuning_settings, varying, write_json)
 
 EPS32 = float(np.finfo(np.float32).eps)
 SCIPY_MAX_N = 4096  # the host factors at ~0.3 TF/s: skip SciPy above this
@@ -133,6 +139,7 @@ def _ours(a, x, kw, repeat):
     from .. import lu_factor
     from ..lu import graph
     from ..lu.driver import HostClock
+    from ..lu.plan import GRAPH, Options, device_matrix, make_plan
     from ..testing.lu import lu_factor as lu_factor_hooks
 
     m, n = a.shape
@@ -140,7 +147,7 @@ def _ours(a, x, kw, repeat):
     # replays one (gpulinalg/lu/graph.py); the timed calls are replays.
     ms = time_gpu(lambda: lu_factor(a, **kw), warmup=2, repeat=repeat)
     ms_driver = None
-    if graph.eligible(m, n, kw["panel"], None, kw["devices"]):
+    if make_plan(device_matrix(a, a, "cupy"), Options(**kw)).route == GRAPH:
         # the same calls without replay: what a shape's first call costs (no compile)
         with graph.disabled():
             ms_driver = time_gpu(lambda: lu_factor(a, **kw), warmup=1, repeat=repeat)
@@ -164,49 +171,60 @@ def _ours(a, x, kw, repeat):
     return row
 
 
-def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("fp32",), devices=(1,),
-        tuning=(("defaults", None),)):
+def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("auto",), devices=(1,),
+        tuning=(("defaults", None),), quiet=False):
     """Rows for every shape, tuning setting, panel kind, update precision and device count,
     cuSOLVER measured once per shape (same run); and the timelines, in the rows' order.
-    tuning: (label, table) pairs (common.tuning_settings); a table None is the one in force."""
+    tuning: (label, table) pairs (common.tuning_settings); a table None is the one in force.
+    Progress goes to stderr (common.Progress) unless quiet."""
     import cupy as cp
 
-    from .. import tuning as _tuning
-
+    configs = [(label, table, d, p, q) for label, table in tuning for d in devices
+               for q in precisions for p in panels]
     rows, timelines = [], []
-    for m, n in shapes:
-        a = random_matrix((m, n), seed + m + 7 * n, cp)
-        x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if m == n else None
-        flops = lu_flops(m, n)
-        ms_cus, err_cus = _cusolver(a, x, repeat)
-        err_sp = _scipy_error(a, x)
-        one_gpu = {}
-        for label, table in tuning:
-            for ndev, panel, prec in [(d, p, q) for d in devices for q in precisions
-                                      for p in panels]:
-                kw = dict(panel=panel, block_size=block_size, precision=prec,
-                          devices=None if ndev == 1 else ndev)
-                with _tuning.override(table) if table else contextlib.nullcontext():
-                    row = _ours(a, x, kw, repeat)
-                if ndev == 1:
-                    one_gpu[label, panel, prec] = row["ms"]
-                base = one_gpu.get((label, panel, prec))
-                tl = row.pop("timeline", None)
+    with Progress(len(shapes) * len(configs), "lu", quiet) as progress:
+        for m, n in shapes:
+            a = random_matrix((m, n), seed + m + 7 * n, cp)
+            x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if m == n else None
+            vendor = _cusolver(a, x, repeat) + (_scipy_error(a, x),)
+            one_gpu = {}
+            for config in configs:
+                row, tl = _config_row(a, x, config, block_size, repeat, vendor, one_gpu)
+                rows.append(row)
                 if tl is not None:
                     timelines.append(tl)
-                rows.append(dict(
-                    {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
-                     "tuning": label, "nb": block_size, "tflops": flops / row["ms"] / 1e9,
-                     "cusolver_ms": ms_cus, "cusolver_tflops": flops / ms_cus / 1e9,
-                     "ratio": ms_cus / row["ms"],
-                     "scaling": base / row["ms"] if base else None,
-                     "err_cusolver": err_cus, "err_scipy": err_sp}, **row))
-                print(f"{m}x{n} devices={ndev} panel={panel} {prec} {label}: "
-                      f"{rows[-1]['tflops']:.2f} TF/s, cuSOLVER "
-                      f"{rows[-1]['cusolver_tflops']:.2f}", flush=True)
-        del a
-        cp.get_default_memory_pool().free_all_blocks()
+                progress.done(f"{size_label(m, n)} GPUs={row['devices']} panel={row['panel']} "
+                              f"{row['precision']} {row['tuning']}: {row['tflops']:.2f} TF/s, "
+                              f"cuSOLVER {row['cusolver_tflops']:.2f}")
+            del a
+            cp.get_default_memory_pool().free_all_blocks()
     return rows, timelines
+
+
+def _config_row(a, x, config, block_size, repeat, vendor, one_gpu):
+    """(row, timeline or None) of one configuration (label, table, devices, panel,
+    precision) on a; vendor: cuSOLVER's (ms, error) and SciPy's error; one_gpu: the one-GPU
+    times by (label, panel, precision), filled and read for `scaling`."""
+    from .. import tuning as _tuning
+    label, table, ndev, panel, prec = config
+    m, n = a.shape
+    flops = lu_flops(m, n)
+    ms_cus, err_cus, err_sp = vendor
+    kw = dict(panel=panel, block_size=block_size, precision=prec,
+              devices=None if ndev == 1 else ndev)
+    with _tuning.override(table) if table else contextlib.nullcontext():
+        row = _ours(a, x, kw, repeat)
+    if ndev == 1:
+        one_gpu[label, panel, prec] = row["ms"]
+    base = one_gpu.get((label, panel, prec))
+    tl = row.pop("timeline", None)
+    return dict(
+        {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
+         "tuning": label, "nb": block_size, "tflops": flops / row["ms"] / 1e9,
+         "cusolver_ms": ms_cus, "cusolver_tflops": flops / ms_cus / 1e9,
+         "ratio": ms_cus / row["ms"],
+         "scaling": base / row["ms"] if base else None,
+         "err_cusolver": err_cus, "err_scipy": err_sp}, **row), tl
 
 
 COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
@@ -226,53 +244,110 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
            ("panel_ms", "sum panel ms", "{:.1f}")]
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="gpulinalg-bench lu", description=__doc__.split("\n")[0])
-    p.add_argument("--sizes", default="2048,4096,8192,16384,32768")
-    p.add_argument("--rect", default="16384x8192,8192x16384",
+SHORT = [("size", "size", "{}"), ("devices", "GPUs", "{}"), ("panel", "panel", "{}"),
+         ("precision", "updates", "{}"), ("tuning", "tuning", "{}"),
+         ("tflops", "ours TF/s", "{:.2f}"), ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"),
+         ("ratio", "ratio", "{:.2f}"), ("scaling", "vs 1 GPU", "{:.2f}"),
+         ("err", "error", "{:.3f}")]
+# Columns of the short table shown only where the rows differ in them.
+_VARYING = ("devices", "panel", "precision", "tuning", "scaling")
+
+
+def summary(rows, wide=False):
+    """Print the rows: every column with wide, else the short table (SHORT; the settings
+    that are the same for every row in the title)."""
+    if wide:
+        columns = [c for c in COLUMNS if c[0] != "tuning" or varying(rows, "tuning")]
+        print_table(columns, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
+        return
+    shown = [c for c in SHORT if c[0] not in _VARYING or varying(rows, c[0])]
+    same = [f"{head} {rows[0][key]}" for key, head, _ in SHORT
+            if key in ("panel", "precision") and rows and not varying(rows, key)]
+    if rows and not varying(rows, "devices") and rows[0]["devices"] > 1:
+        same.append(f"{rows[0]['devices']} GPUs")
+    print_table(shown, [dict(r, size=size_label(r["m"], r["n"])) for r in rows],
+                title="LU (sgetrf), ours vs cuSOLVER in the same run"
+                      + (f" ({', '.join(same)})" if same else "")
+                      + "; ratio: cuSOLVER's time / ours; error: ||PAx - L(Ux)|| / "
+                        "(||A|| ||x|| n eps)")
+
+
+def plot(rows, path):
+    """TF/s against n of the square shapes: each configuration of ours, and cuSOLVER."""
+    fig, (ax,) = figure()
+    rows = [r for r in rows if r["m"] == r["n"]]
+    configs = sorted({(r["devices"], r["panel"], r["precision"], r["tuning"]) for r in rows})
+    for config in configs:
+        sel = [r for r in rows
+               if (r["devices"], r["panel"], r["precision"], r["tuning"]) == config]
+        devices, panel, prec, label = config
+        name = f"gpulinalg, panel {panel}, updates {prec}" + (
+            f", {devices} GPUs" if devices > 1 else "") + (
+            "" if label == "defaults" else f", {label}")
+        ax.plot([r["n"] for r in sel], [r["tflops"] for r in sel], "o-", label=name)
+    cus = {r["n"]: r["cusolver_tflops"] for r in rows}
+    ax.plot(sorted(cus), [cus[n] for n in sorted(cus)], "s--", label="cuSOLVER")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("n")
+    ax.set_ylabel("TFLOP/s (2/3 n^3 / time)")
+    ax.set_title("LU factorization (float32)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save_figure(fig, path)
+
+
+def add_arguments(p):
+    """The options of `gpulinalg-bench lu`; the defaults are lu_factor's."""
+    p.add_argument("--sizes", default="2048,4096,8192,16384,32768", type=size_list,
+                   help="square sizes n, comma-separated ('' for none)")
+    p.add_argument("--rect", default="16384x8192,8192x16384", type=shape_list,
                    help="rectangular m x n shapes ('' for none)")
-    p.add_argument("--panel", default="gpu,cpu", help="panel kinds, comma-separated")
-    p.add_argument("--nb", type=int, default=None, help="block size (default: by size)")
-    p.add_argument("--precision", default="fp32",
-                   help="trailing-update arithmetic(s), comma-separated: fp32,3xtf32,tf32,auto "
-                        "(auto: lu_factor's default)")
-    p.add_argument("--devices", default="1",
+    p.add_argument("--panel", default="auto", type=name_list(PANELS),
+                   help="panel kinds, comma-separated: " + ", ".join(PANELS)
+                        + " (auto: lu_factor's default, the GPU panel)")
+    p.add_argument("--nb", type=int, default=None,
+                   help="block size (default: lu_factor's, by size)")
+    p.add_argument("--precision", default="auto", type=name_list(PRECISIONS),
+                   help="trailing-update arithmetic(s), comma-separated: "
+                        + ", ".join(PRECISIONS) + " (auto: lu_factor's default)")
+    p.add_argument("--devices", default="1", type=size_list,
                    help="GPU counts, comma-separated (e.g. 1,2: the same run on 1 and 2 GPUs)")
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json", default=None, help="write the rows (and environment) here")
-    p.add_argument("--timeline", default=None, help="write the per-step timelines here")
+    p.add_argument("--repeat", type=int, default=3, help="timed calls per configuration")
+    p.add_argument("--timeline", default=None, metavar="PATH",
+                   help="write the per-step timelines to this JSON file")
     add_tuning_argument(p)
-    args = p.parse_args(argv)
-    panels = [x for x in args.panel.split(",") if x]
-    for x in panels:
-        if x not in ("cpu", "gpu", "auto"):
-            p.error(f"unknown panel {x!r}")
-    precisions = [x for x in args.precision.split(",") if x]
-    for x in precisions:
-        if x not in PRECISIONS:
-            p.error(f"unknown precision {x!r}")
-    devices = parse_sizes(args.devices)
-    if not devices or min(devices) < 1:
-        p.error("--devices takes GPU counts >= 1")
-    try:
-        settings = tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
-    except ValueError as exc:
-        p.error(str(exc))
-    shapes = [(n, n) for n in parse_sizes(args.sizes)]
-    shapes += parse_shapes(args.rect)
+
+
+def check(args):
+    """What is wrong with the parsed options (a message), or None."""
+    for name in ("panel", "precision", "devices"):
+        if not getattr(args, name):
+            return f"--{name} names none"
+    if not args.sizes and not args.rect:
+        return "no shape to run: --sizes and --rect are both empty"
+    return None
+
+
+def execute(args):
+    """Run `gpulinalg-bench lu` with the parsed options; the exit status."""
+    shapes = [(n, n) for n in args.sizes] + args.rect
+    settings = tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
     env = environment()
     print(f"{env['device']} (cc {env['compute_capability']}), CUDA {env['cuda_runtime']}, "
-          f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n); errors are "
-          "||PAx - L(Ux)|| / (||A||_F ||x|| n eps) (square only)")
-    rows, timelines = run(shapes, panels, args.repeat, block_size=args.nb,
-                          precisions=precisions, devices=devices, tuning=settings)
-    columns = [c for c in COLUMNS if c[0] != "tuning" or args.tuning]
-    print_table(columns, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
-    write_json(args.json, "lu", rows, {"panels": panels, "precisions": precisions,
-                                       "devices": devices, "tuning": args.tuning})
+          f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n)", flush=True)
+    rows, timelines = run(shapes, args.panel, args.repeat, block_size=args.nb,
+                          precisions=args.precision, devices=args.devices, tuning=settings,
+                          quiet=args.quiet)
+    summary(rows, args.wide)
+    write_json(args.json, "lu", rows, {"panels": args.panel, "precisions": args.precision,
+                                       "devices": args.devices, "tuning": args.tuning})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"environment": env, "timelines": timelines}, indent=1))
+        print(f"wrote {path}")
+    if args.plot:
+        path = plot_path(args.json, "lu")
+        plot(rows, path)
         print(f"wrote {path}")
     return 0

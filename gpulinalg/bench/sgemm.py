@@ -4,7 +4,8 @@ Square products C = A B and LU-like rank-k updates C = C - A B, all in one run, 
 normal inputs.  "ours" is the public default (precision="auto": 3xTF32 on Hopper for large
 products, else the SIMT FP32 kernel), timed in alternating bursts with cuBLAS SGEMM and our
 SIMT FP32 pick ("SIMT").  TF/s = 2 m n k / time; error = ||C - C64||_F / ||C64||_F against
-float64.
+float64.  The summary gives per product our TF/s, cuBLAS's, their ratio (cuBLAS's time over
+ours: above 1, ours is faster) and our error; --wide adds every column.
 
 The progression, baseline -> tuned -> cuBLAS: run from a repository checkout, the benchmark
 also times the baselines kept in benchmarks/baselines/ (the library never launches them):
@@ -19,9 +20,9 @@ With --tuning FIELD=v1,v2 (gpulinalg/tuning.py, e.g. simt_pipe_max_k_mmajor=0,12
 shape also runs under each value, the table in force with that field replaced.
 """
 
-import argparse
 import contextlib
 import functools
+import itertools
 import os
 import pathlib
 
@@ -260,10 +261,9 @@ def _errors(row, cp, a, b, c0, alpha, beta, update, tc_fns):
 
 
 def plot(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    """TF/s of C = A B against n and of the rank-k updates against k: ours (the default),
+    the SIMT kernel, cuBLAS and the baselines timed."""
+    fig, axes = common.figure(2)
     for ax, op in zip(axes, ("C=AB", "C-=AB")):  # A column-major rows (op "C-=AB'") not plotted
         sel = [r for r in rows if r["op"] == op]
         x = [r["n"] if op == "C=AB" else r["k"] for r in sel]
@@ -277,14 +277,13 @@ def plot(rows, path):
             if any(r.get(f"{key}_tflops") for r in sel):
                 ax.plot(x, [r.get(f"{key}_tflops") or np.nan for r in sel], style, label=label)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("n (square)" if op == "C=AB" else "k (16384 x k x 16384 update)")
+        n = sel[0]["n"] if sel else "n"
+        ax.set_xlabel("n (square)" if op == "C=AB" else f"k ({n} x k x {n} update)")
         ax.set_ylabel("TFLOP/s")
         ax.set_title(op)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
+    common.save_figure(fig, path)
 
 
 def _baselines(no_baselines, tc):
@@ -300,68 +299,95 @@ def _baselines(no_baselines, tc):
     return (VOLKOV,) + ((WGMMA_FIRST,) if tc and device.has_wgmma() else ())
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="gpulinalg-bench sgemm", description=__doc__)
-    p.add_argument("--sizes", default=",".join(map(str, SQUARE)), help="square n list")
-    p.add_argument("--rank-k", default=",".join(map(str, RANK_K)),
-                   help="k list for 16384 x k x 16384 updates ('' for none)")
-    p.add_argument("--update-n", type=int, default=16384)
+def add_arguments(p):
+    """The options of `gpulinalg-bench sgemm`; "ours" is gpulinalg.sgemm's default,
+    precision="auto"."""
+    from ..gemm import simt
+    p.add_argument("--sizes", default=",".join(map(str, SQUARE)), type=common.size_list,
+                   help="square sizes n of C = A B, comma-separated ('' for none)")
+    p.add_argument("--rank-k", default=",".join(map(str, RANK_K)), type=common.size_list,
+                   help="k list for the n x k x n updates C -= A B, n = --update-n "
+                        "('' for none)")
+    p.add_argument("--update-n", type=int, default=16384, help="m = n of the rank-k updates")
     p.add_argument("--a-colmajor", action="store_true",
                    help="also time the rank-k updates with A column-major (rows marked C-=AB')")
-    p.add_argument("--variants", default="",
-                   help="SIMT tile variants to time beside the pick ('all' for every one)")
+    p.add_argument("--variants", default="", type=common.name_list(simt.VARIANTS, "all"),
+                   help="SIMT tile variants to time beside the pick ('all' for every one; "
+                        "default: none)")
     p.add_argument("--no-baselines", action="store_true",
                    help="leave out the baselines of benchmarks/baselines")
     p.add_argument("--tc", action="store_true",
                    help="also time the tensor-core modes (3xtf32, tf32) and cuBLAS TF32 (torch)")
-    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=10, help="timing rounds per shape")
     p.add_argument("--no-check", action="store_true", help="skip the float64 error check")
-    p.add_argument("--json", help="write rows + environment here")
-    p.add_argument("--plot", help="save a PNG plot here")
     common.add_tuning_argument(p)
-    args = p.parse_args(argv)
-    from ..gemm import simt
+
+
+def check(args):
+    """What is wrong with the parsed options (a message), or None."""
+    if not args.sizes and not args.rank_k:
+        return "no shape to run: --sizes and --rank-k are both empty"
+    return None
+
+
+def execute(args):
+    """Run `gpulinalg-bench sgemm` with the parsed options; the exit status."""
     if os.environ.get("CUPY_TF32"):
         print("warning: CUPY_TF32 is set: cuBLAS runs in TF32, not FP32")
-    variants = (list(simt.VARIANTS) if args.variants == "all"
-                else [v for v in args.variants.split(",") if v])
-    unknown = [v for v in variants if v not in simt.VARIANTS]
-    if unknown:
-        p.error(f"unknown variants {unknown}; choose from {list(simt.VARIANTS)}")
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
-          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
+          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}", flush=True)
     baselines = _baselines(args.no_baselines, args.tc)
     kw = dict(check=not args.no_check, tc=args.tc, baselines=baselines)
-    shapes = [(n, n, n, False, False) for n in common.parse_sizes(args.sizes)]
-    shapes += [(args.update_n, args.update_n, k, True, colmajor)
-               for k in common.parse_sizes(args.rank_k)
+    shapes = [(n, n, n, False, False) for n in args.sizes]
+    shapes += [(args.update_n, args.update_n, k, True, colmajor) for k in args.rank_k
                for colmajor in ((False, True) if args.a_colmajor else (False,))]
     settings = common.tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
     rows = []
-    for m, n, k, update, colmajor in shapes:
-        for label, table in settings:   # --tuning: the table in force, one field replaced
+    with common.Progress(len(shapes) * len(settings), "sgemm", args.quiet) as bar:
+        for (m, n, k, update, colmajor), (label, table) in itertools.product(shapes, settings):
             with tuning.override(table) if table else contextlib.nullcontext():
-                rows.append(measure(m, n, k, update, variants, args.repeat,
+                rows.append(measure(m, n, k, update, args.variants, args.repeat,
                                     a_colmajor=colmajor, **kw))
             if table:
                 rows[-1]["tuning"] = label
-            progress(rows[-1])
+            bar.done(progress(rows[-1]))
     print()
-    print_rows(rows, variants, baselines, args.tc)
+    if args.wide:
+        print_rows(rows, args.variants, baselines, args.tc)
+    else:
+        summary(rows)
     common.write_json(args.json, "sgemm", rows,
-                      {"variants": variants, "baselines": list(baselines), "tc": args.tc,
+                      {"variants": args.variants, "baselines": list(baselines), "tc": args.tc,
                        "tuning": args.tuning})
     if args.plot:
-        plot(rows, args.plot)
+        path = common.plot_path(args.json, "sgemm")
+        plot(rows, path)
+        print(f"wrote {path}")
     return 0
 
 
 def progress(r):
+    """One line on a finished row."""
     others = " ".join(f"{k[:-7]}={v:.1f}" for k, v in r.items()
                       if k.endswith("_tflops") and k not in ("cublas_tflops",) and v)
-    print(f"{r['op']:6} {r['m']}x{r['n']}x{r['k']}: ours {r['tflops']:.1f} TF/s "
-          f"({r['variant']}), cuBLAS {r['cublas_tflops']:.1f} | {others}", flush=True)
+    return (f"{r['op']:6} {r['m']}x{r['n']}x{r['k']}: ours {r['tflops']:.1f} TF/s "
+            f"({r['variant']}), cuBLAS {r['cublas_tflops']:.1f}"
+            + (f" | {others}" if others else ""))
+
+
+def summary(rows):
+    """The short table: each product's size, our TF/s (precision="auto"), cuBLAS SGEMM's,
+    their ratio and our error."""
+    cols = [("op", "op", "{}"), ("size", "m x n x k", "{}"), ("tflops", "ours TF/s", "{:.1f}"),
+            ("cublas_tflops", "cuBLAS TF/s", "{:.1f}"), ("ratio", "ratio", "{:.2f}"),
+            ("err", "error", "{:.1e}")]
+    if common.varying(rows, "tuning"):
+        cols.insert(2, ("tuning", "tuning", "{}"))
+    common.print_table(cols, [dict(r, size=common.size_label(r["m"], r["n"], r["k"]))
+                              for r in rows],
+                       title='SGEMM, ours (precision="auto") vs cuBLAS SGEMM (FP32) in the same '
+                             "run; ratio: cuBLAS's time / ours; error: ||C - C64|| / ||C64||")
 
 
 def print_rows(rows, variants, baselines=(), tc=False):

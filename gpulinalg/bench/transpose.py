@@ -16,17 +16,17 @@ the copy, ours and CuPy's behind a kernel that holds the stream until every laun
 (device time of a loop of calls, host time excluded: what the GPU spends, the figure to compare
 kernels by where the host path outlasts them).  The copy is timed every way, so each "% copy"
 compares like with like.  GB/s counts bytes read + written (8 m n).  Every result is checked
-against a.T on the device.
+against a.T on the device.  The summary gives per size the burst GB/s of ours and of CuPy,
+their ratio, ours as % of the copy and the check; --wide adds every column.
 With --tuning FIELD=v1,v2 (gpulinalg/tuning.py transpose_*) every size also runs under each
 value, the table in force with that field replaced.
 """
 
-import argparse
 import contextlib
 import itertools
 
 from .. import tuning
-from ..layout.transpose import BASELINE
+from ..layout.transpose import BASELINE, VARIANTS
 from . import common
 
 DEFAULT_SIZES = "1000,2000,4000,4096,6000x10000,8000,8192,12288,16384"
@@ -139,62 +139,110 @@ def measure_layouts(m, n, variants, repeat, seed=0, calls=10):
     return rows
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(prog="gpulinalg-bench transpose", description=__doc__)
-    p.add_argument("--sizes", default=DEFAULT_SIZES,
+def add_arguments(p):
+    """The options of `gpulinalg-bench transpose`."""
+    p.add_argument("--sizes", default=DEFAULT_SIZES, type=common.shape_list,
                    help="comma-separated n (square) or MxN, e.g. 4096,6000x10000")
     p.add_argument("--sweep", action="store_true",
                    help="square sizes every 512 up to 16384 (and a few off-grid) instead")
-    p.add_argument("--variants", default=BASELINE,
+    p.add_argument("--variants", default=BASELINE, type=common.name_list(VARIANTS, "all"),
                    help="kernel variants to time beside the automatic one ('all' for every "
-                        "tile shape, '' for none; default: the baseline)")
-    p.add_argument("--layouts", default="",
+                        "tile shape, '' for none; default: the baseline, %(default)s)")
+    p.add_argument("--layouts", default="", type=common.shape_list,
                    help="sizes (as --sizes) to also time on padded-pitch and 64-aligned "
-                        "interior layouts, to tell row pitch from partial tiles")
-    p.add_argument("--repeat", type=int, default=20)
+                        "interior layouts, to tell row pitch from partial tiles (default: none)")
+    p.add_argument("--repeat", type=int, default=20, help="timing rounds per size")
     p.add_argument("--graph-calls", type=int, default=10,
                    help="calls captured per CUDA graph for the kernel-only timing")
-    p.add_argument("--json", help="write rows + environment here")
     common.add_tuning_argument(p)
-    args = p.parse_args(argv)
-    from ..layout import transpose as _transpose
-    variants = (list(_transpose.VARIANTS) if args.variants == "all"
-                else [v for v in args.variants.split(",") if v])
-    unknown = [v for v in variants if v not in _transpose.VARIANTS]
-    if unknown:
-        p.error(f"unknown variants {unknown}; choose from {list(_transpose.VARIANTS)}")
-    shapes = sweep_shapes() if args.sweep else common.parse_shapes(args.sizes)
+
+
+def check(args):
+    """What is wrong with the parsed options (a message), or None."""
+    if not args.sweep and not args.sizes:
+        return "no size to run: --sizes is empty"
+    return None
+
+
+def execute(args):
+    """Run `gpulinalg-bench transpose` with the parsed options; the exit status (1 when a
+    result is wrong)."""
+    shapes = sweep_shapes() if args.sweep else args.sizes
     env = common.environment()
     print(f"# {env['device']} (sm_{env['compute_capability']}, {env['sm_count']} SMs), "
-          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}")
+          f"CUDA {env['cuda_runtime']}, CuPy {env['cupy']}, {env['date']}", flush=True)
     settings = common.tuning_settings(args.tuning) if args.tuning else [("defaults", None)]
     rows = []
-    for (m, n), (label, table) in itertools.product(shapes, settings):
-        with tuning.override(table) if table else contextlib.nullcontext():
-            rows.append(measure(m, n, variants, args.repeat, calls=args.graph_calls))
-        r = rows[-1]
-        if table:
-            r["tuning"] = label
-        print(f"{m}x{n}: ours burst {r['burst_gbs']:.0f} GB/s ({r['burst_pct_copy']:.1f}% of "
-              f"copy {r['copy_burst_gbs']:.0f}), call {r['call_gbs']:.0f} GB/s "
-              f"({r['pct_copy']:.1f}% of copy "
-              f"{r['copy_call_gbs']:.0f}), graph {r['graph_gbs']:.0f} GB/s "
-              f"({r['graph_pct_copy']:.1f}% of copy {r['copy_graph_gbs']:.0f}), "
-              f"cupy {r['cupy_gbs']:.0f}, ok={r['ok']}", flush=True)
-        if r["graph_how"] != "graph":
-            print(f"  graph timing: {r['graph_how']}", flush=True)
-    print_rows(rows, variants, args.graph_calls)
-    layout_rows = []
-    lvariants = list(dict.fromkeys([BASELINE, tuning.current().transpose_variant] + variants))
-    for m, n in common.parse_shapes(args.layouts):
-        layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
-    if layout_rows:
-        print_layouts(layout_rows, lvariants)
-    extra = {"variants": variants, "tuning": args.tuning}
+    with common.Progress(len(shapes) * len(settings), "transpose", args.quiet) as bar:
+        for (m, n), (label, table) in itertools.product(shapes, settings):
+            with tuning.override(table) if table else contextlib.nullcontext():
+                rows.append(measure(m, n, args.variants, args.repeat, calls=args.graph_calls))
+            if table:
+                rows[-1]["tuning"] = label
+            bar.done(progress(rows[-1]))
+    if args.wide:
+        print_rows(rows, args.variants, args.graph_calls)
+    else:
+        summary(rows)
+    layout_rows = _layouts(args)
+    extra = {"variants": args.variants, "tuning": args.tuning}
     if layout_rows:
         extra["layouts"] = layout_rows
     common.write_json(args.json, "transpose", rows, extra)
+    if args.plot:
+        path = common.plot_path(args.json, "transpose")
+        plot(rows, path)
+        print(f"wrote {path}")
     return 0 if all(r["ok"] for r in rows + layout_rows) else 1
+
+
+def _layouts(args):
+    """The --layouts rows (printed), each variant and the defaults' tiles."""
+    lvariants = list(dict.fromkeys([BASELINE, tuning.current().transpose_variant]
+                                   + args.variants))
+    layout_rows = []
+    for m, n in args.layouts:
+        layout_rows += measure_layouts(m, n, lvariants, args.repeat, calls=args.graph_calls)
+    if layout_rows:
+        print_layouts(layout_rows, lvariants)
+    return layout_rows
+
+
+def progress(r):
+    """One line on a finished row."""
+    line = (f"{r['m']}x{r['n']}: ours burst {r['burst_gbs']:.0f} GB/s "
+            f"({r['burst_pct_copy']:.1f}% of copy {r['copy_burst_gbs']:.0f}), call "
+            f"{r['call_gbs']:.0f} GB/s ({r['pct_copy']:.1f}% of copy {r['copy_call_gbs']:.0f}), "
+            f"graph {r['graph_gbs']:.0f} GB/s ({r['graph_pct_copy']:.1f}% of copy "
+            f"{r['copy_graph_gbs']:.0f}), cupy {r['cupy_gbs']:.0f}, ok={r['ok']}")
+    if r["graph_how"] != "graph":
+        line += f"; graph timing: {r['graph_how']}"
+    return line
+
+
+def summary(rows):
+    """The short table: each size, our and CuPy's GB/s (bursts of calls), their ratio, ours
+    as % of a device copy, and whether the result is exact."""
+    cols = [("size", "size", "{}"), ("burst_gbs", "ours GB/s", "{:.0f}"),
+            ("cupy_burst_gbs", "CuPy GB/s", "{:.0f}"), ("burst_speedup", "ratio", "{:.2f}"),
+            ("burst_pct_copy", "% of copy", "{:.1f}"), ("ok", "exact", "{}")]
+    if common.varying(rows, "tuning"):
+        cols.insert(1, ("tuning", "tuning", "{}"))
+    print()
+    common.print_table(cols, [dict(r, size=common.size_label(r["m"], r["n"])) for r in rows],
+                       title="transpose B = A^T (float32), ours vs cupy.ascontiguousarray(a.T) "
+                             "in the same run; GB/s = 8 m n / time of a call in a burst; "
+                             "ratio: CuPy's time / ours")
+
+
+def plot(rows, path):
+    """GB/s of ours, CuPy's and a device copy at each size (bursts of calls)."""
+    labels = [common.size_label(r["m"], r["n"]) + (f" {r['tuning']}" if "tuning" in r else "")
+              for r in rows]
+    common.plot_rows(path, rows, labels,
+                     [("gpulinalg", "burst_gbs", "o-"), ("CuPy a.T copy", "cupy_burst_gbs", "s--"),
+                      ("device copy", "copy_burst_gbs", "k:")],
+                     "GB/s (read + written)", "transpose (float32)")
 
 
 def print_rows(rows, variants, calls):
