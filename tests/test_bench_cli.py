@@ -191,6 +191,7 @@ def test_sgemm_ours_is_sgemms_default():
 
 
 def test_all_writes_every_json_into_out(monkeypatch, tmp_path, capsys):
+    pytest.importorskip("matplotlib")   # --plot needs the plot extra
     seen = []
     for name in cli.ROUTINES:
         module = getattr(sys.modules["gpulinalg.bench"], name)
