@@ -7,6 +7,7 @@ import pytest
 
 from gemm_helpers import check_current_stream, check_edges_and_accuracy, orders_problem, rel_err, simt_err
 from gpulinalg import tuning
+from gpulinalg.core import device
 from gpulinalg.bench import sgemm as bench_sgemm
 from gpulinalg.gemm import wgmma as wg
 
@@ -177,7 +178,7 @@ def test_packing_as_the_descriptors_read_it(variant, mode):
 
 @pytest.fixture
 def hopper(cp):
-    if not wg.available():
+    if not device.has_wgmma():
         pytest.skip("needs a compute capability 9.0 device (wgmma is sm_90a only)")
     return cp
 

@@ -86,9 +86,7 @@ def arch_option(device_id=None, specific=False):
     """'--gpu-architecture=sm_XY' for the given (default: current) device; 'sm_XYa' with
     specific=True (the architecture-specific features, e.g. Hopper's wgmma and setmaxnreg,
     which exist only for sm_90a; such code runs on that one architecture)."""
-    cp = cupy()
-    dev = cp.cuda.Device(device_id) if device_id is not None else cp.cuda.Device()
-    major, minor = divmod(int(dev.compute_capability), 10)
+    major, minor = device.capability(device_id)
     return f"--gpu-architecture=sm_{major}{minor}{'a' if specific else ''}"
 
 

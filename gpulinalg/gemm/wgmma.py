@@ -102,12 +102,6 @@ def pick_variant(m, n, k, mode="3xtf32", persistent=True, sms=None, table=None):
     return table.wgmma_small_variant[i]
 
 
-def available():
-    """True when the current device can run these kernels (compute capability exactly 9.0:
-    wgmma is an sm_90a feature, absent from later architectures)."""
-    return device.has_wgmma()
-
-
 # The kernels' parameters, for Launcher (a small product's call is bound by its host time).
 MAIN_ARGS = "iiifPPfPqPqPqii"    # M N ktiles alpha WA WB beta C ldc A lda B ldb K layout
 _SPLIT_ARGS = "PqiiiiP"          # X ld R K TR ktiles W
@@ -188,7 +182,7 @@ def gemm_wgmma_into(alpha, a, b, beta, c, mode="3xtf32", variant=None, persisten
     that keeps one block on every SM to the end, for products that run beside other kernels.
     """
     _check_mode(mode)
-    if not available():
+    if not device.has_wgmma():   # wgmma is an sm_90a feature, absent from later GPUs
         raise RuntimeError("gemm_wgmma_into needs a compute capability 9.0 (Hopper, sm_90a) "
                            "device: wgmma does not exist elsewhere")
     if variant is not None:

@@ -78,10 +78,14 @@ _entries = collections.OrderedDict()
 failures = {}               # key -> why its capture failed (that key no longer captures)
 
 
-def eligible(m, n, panel_name, timeline, devices):
-    """Whether a factorization may be replayed (before any key is looked up)."""
-    return (_ENV_ENABLED and not _DISABLED.get() and panel_name == "gpu" and timeline is None
-            and devices is None and 0 < m * n <= tuning.current().graph_max_elements)
+def eligible(m, n, panel_name, timeline, devices, table=None):
+    """Whether a factorization may be replayed (before any key is looked up); table: the
+    tuning table of the call (default: the one in force)."""
+    if not (_ENV_ENABLED and not _DISABLED.get() and panel_name == "gpu" and timeline is None
+            and devices is None):
+        return False
+    table = tuning.current() if table is None else table
+    return 0 < m * n <= table.graph_max_elements
 
 
 @contextlib.contextmanager

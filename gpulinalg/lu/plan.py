@@ -301,7 +301,7 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
     if nb is None:
         nb = block_size(m, n, panel, precision, ndev, table)
     nb = max(1, min(int(nb), k))
-    route = _route(x, options, panel, device_ids)
+    route = _route(x, options, panel, device_ids, table)
     if x.on_host:
         source, result, finite = _host_placement(x, options, route, overwrite_a,
                                                  check_finite, to_host)
@@ -316,7 +316,7 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
                 timeline=options.timeline, table=table)
 
 
-def _route(x, options, panel, device_ids):
+def _route(x, options, panel, device_ids, table):
     m, n = x.shape
     if options.emulate:
         return EMULATED
@@ -324,7 +324,7 @@ def _route(x, options, panel, device_ids):
         return EMPTY
     if device_ids is not None:
         return MULTI
-    if graph.eligible(m, n, panel, options.timeline, options.devices):
+    if graph.eligible(m, n, panel, options.timeline, options.devices, table):
         return GRAPH
     return DRIVER if panel == "gpu" else HOST_PANEL
 
