@@ -10,6 +10,7 @@
 #   STAGES="tests lu_multi" TESTS=tests/test_lu_multi.py bash benchmarks/gpu_check.sh   # 2+ GPUs
 #   STAGES="lu_large" LARGE_DEVICES=4 bash benchmarks/gpu_check.sh     # more than one GPU holds
 #   STAGES=compare bash benchmarks/gpu_check.sh          # this checkout against OLD_TREE
+#   STAGES=first_call bash benchmarks/gpu_check.sh       # a new process's first LU and GEMM
 #
 # Stage `compare` (tools/compare_trees.py: the default LU and SGEMM of this checkout and of an
 # older commit, alternating in one call, and whether their results are bit-identical) needs
@@ -27,20 +28,34 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 unset CUPY_TF32                       # cuBLAS baselines in true FP32
-STAGES=${STAGES:-"tests sgemm transpose laswp lu lu_host"}
+STAGES=${STAGES:-"first_call tests sgemm transpose laswp lu lu_host"}
 TESTS=${TESTS:-tests}
 LOG="$OUT/bench.log"
 : > "$LOG"
 status=0
 
-# At most 8 files come back from $OUT: the install log only when the install fails.
-python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/gpulinalg-install.log 2>&1 \
+# At most 8 files come back from $OUT: the install log only when the install fails.  The
+# install compiles the kernel families (kernels/compiled/, skipped where up to date).
+start=$SECONDS
+python3 -m pip install -v --no-deps --no-build-isolation -e . > /tmp/gpulinalg-install.log 2>&1 \
     || { cp /tmp/gpulinalg-install.log "$OUT/"; cat /tmp/gpulinalg-install.log; exit 1; }
-# The machine at the head of the log (a file of its own would be a 9th).
+# The install's time and its kernel lines, then the machine, at the head of the log (a file
+# of its own would be a 9th).
+{ echo "install: $((SECONDS - start)) s on $(nproc) cores"
+  grep -o 'gpulinalg kernels: .*' /tmp/gpulinalg-install.log; } | tee -a "$LOG"
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total \
       --format=csv; python3 -c "import cupy; cupy.show_config()"; } >> "$LOG" 2>&1
 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# A new user's first calls (benchmarks/first_call.py: fresh processes, empty CuPy cache), on
+# the idle GPU before anything else, into first_call.json.
+if has first_call; then
+    echo "== first_call ${FIRST_CALL_ARGS:-}" | tee -a "$LOG"
+    python3 benchmarks/first_call.py --out "$OUT/first_call.json" ${FIRST_CALL_ARGS:-} 2>&1 \
+        | tee -a "$LOG"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
 
 # The GPU suite runs as SHARDS pytest processes sharing the GPU (GPULINALG_SHARD, every
 # SHARDS-th test each: tests/conftest.py), each with its share of the host's BLAS threads; in
@@ -90,10 +105,10 @@ if has lu_host; then
         | tail -n 8
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
-# Optional (STAGES="... lu_multi", a machine of several GPUs): the LU on 1 and DEVICES GPUs,
-# same run, into lu_multi.json.
+# Optional (STAGES="... lu_multi", a machine of several GPUs): the LU at the library's
+# defaults on 1 and DEVICES GPUs, same run, into lu_multi.json.
 if has lu_multi; then
-    args=${LU_MULTI_ARGS:-"--devices ${DEVICES:-1,2} --sizes 8192,16384,32768,49152 --rect '' --panel gpu"}
+    args=${LU_MULTI_ARGS:-"--devices ${DEVICES:-1,2} --sizes 8192,16384,32768,49152 --rect ''"}
     echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
     eval python3 -m gpulinalg.bench lu --json "$OUT/lu_multi.json" $args 2>&1 \
         | tee -a "$LOG" | tail -n 25

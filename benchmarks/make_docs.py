@@ -258,8 +258,10 @@ def lu_multi_args(doc):
     rows = doc["rows"]
     devices = doc.get("devices") or sorted({r["devices"] for r in rows})
     precisions = doc.get("precisions") or ["fp32"]
-    return (f"--devices {','.join(map(str, devices))} --sizes {sizes_arg(rows)} --rect '' "
-            f"--panel gpu --precision {','.join(precisions)}")
+    panels = doc.get("panels") or ["gpu"]
+    return (f"--devices {','.join(map(str, devices))} --sizes {sizes_arg(rows)} --rect ''"
+            + ("" if panels == ["auto"] else f" --panel {','.join(panels)}")
+            + ("" if precisions == ["auto"] else f" --precision {','.join(precisions)}"))
 
 
 # How the multi-GPU table is measured (said once, before the first such table).
@@ -268,8 +270,8 @@ LU_MULTI_HOW = (
     "new array: `a` is kept, the upload reads it where it lies): the column scatter to the P "
     "GPUs and the gather are inside the time.  The one-GPU rows are the same call without "
     "`devices`, with the same `precision`, in the same run; `1-GPU time / time` is the scaling "
-    "against that call (not against the one-GPU default, which takes 3xTF32 updates from "
-    "8192²: the LU table above).  GPU panel.  The phase columns come from one more call: "
+    "against that call, which is our default one-GPU call where `precision` is auto.  "
+    "The phase columns come from one more call: "
     "`scatter` is the upload of the columns (first to last chunk, slowest GPU; the "
     "factorization starts with the first chunk), `factor` the time until every GPU is done "
     "(from the start, so it includes the scatter), `gather` what is left after that (the last "
@@ -419,7 +421,39 @@ def plot_lu(doc, path):
     _save(fig, ax, path, "n", "TFLOP/s (2/3 n³ / time)")
 
 
-SECTIONS = {"sgemm": sgemm_section, "transpose": transpose_section,
+FIRST_CALL_STEPS = [
+    ("import_lu_1000", "`import gpulinalg` + `lu_factor` of a 1000² NumPy matrix"),
+    ("matmul_4096", "then the first `matmul` 4096² (CuPy)"),
+    ("lu_large_first", "then `lu_factor` {n}² (CuPy): first call"),
+    ("lu_large_second", "its second call"),
+    ("lu_large_extra", "first − second")]
+
+
+def first_call_section(doc, img=None):
+    """What a new process waits for: benchmarks/first_call.py's runs against its targets."""
+    runs, dev = doc["runs"], doc["runs"][0]["device"]
+    head = "| step | " + " | ".join(f"run {i + 1} s" for i in range(len(runs))) + " | target s |"
+    lines = [head, "|---|" + "---:|" * (len(runs) + 1)]
+    for key, label in FIRST_CALL_STEPS:
+        target = doc["targets_s"].get(key)
+        lines.append(f"| {label.format(n=doc['n_large'])} | "
+                     + " | ".join(f"{r[key]:.2f}" for r in runs)
+                     + f" | {'' if target is None else f'≤ {target:.1f}'} |")
+    compiled = "; ".join(f"run {i + 1}: {r['nvrtc_modules']} NVRTC modules of ours, "
+                         f"{len(r['gpulinalg_kernels_in_cache'])} of our kernels among the "
+                         f"{r['cache_files']} files of CuPy's cache" for i, r in enumerate(runs))
+    return "\n".join([
+        f"## First call\n\n{dev['name']} ({dev['capability']}), CUDA runtime "
+        f"{dev['cuda_runtime']} / driver {dev['cuda_driver']}, CuPy {dev['cupy']}, "
+        f"{doc['date']}\n",
+        "Each run is a new Python process with an empty CuPy kernel cache (`CUPY_CACHE_DIR`), "
+        "the steps in this order, each synchronised; the kernels come compiled in the package.  "
+        f"Compiled at run time: {compiled}.  Reproduce: "
+        "`python3 benchmarks/first_call.py` (`STAGES=first_call bash benchmarks/gpu_check.sh`).\n",
+        "\n".join(lines)])
+
+
+SECTIONS = {"first_call": first_call_section, "sgemm": sgemm_section, "transpose": transpose_section,
             "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section,
             "lu_host": lu_host_section, "lu_large": lu_large_section}
 PLOTS = {"sgemm": "img/sgemm.png", "lu": "img/lu.png", "lu_multi": "img/lu_multi.png"}
@@ -454,6 +488,11 @@ def summary(docs):
     """README lines: the headline ratios against the vendor libraries."""
     from gpulinalg.tuning import SM90
     lines = []
+    if "first_call" in docs:
+        runs = docs["first_call"]["runs"]
+        lines.append(f"| first `lu_factor` 1000² of a new process, import included (empty "
+                     f"kernel cache) | {max(r['import_lu_1000'] for r in runs):.2f} s | "
+                     f"target {docs['first_call']['targets_s']['import_lu_1000']:.1f} s | – |")
     if "sgemm" in docs:
         for r in docs["sgemm"]["rows"]:
             if (r["op"] == "C=AB" and r["n"] in (4096, 16384)
@@ -500,11 +539,14 @@ def summary(docs):
     if "lu_multi" in docs:
         gpu = docs["lu_multi"]["environment"]["device"].replace("NVIDIA ", "").split()[0]
         for r in docs["lu_multi"]["rows"]:
-            if r["devices"] > 1 and r.get("m", r["n"]) == r["n"] and r["n"] >= 32768:
+            if r["devices"] > 1 and r.get("m", r["n"]) == r["n"] and r["n"] >= 16384:
                 prec = r.get("precision", "fp32")
-                lines.append(f"| LU n={r['n']} on {r['devices']} {gpu}s, {prec} updates | "
-                             f"{r['tflops']:.1f} TF/s | our one-GPU call with "
-                             f"precision='{prec}' (the multi-GPU rows' arithmetic), same run: "
+                what = ("default options" if prec == "auto" and r.get("panel") == "auto"
+                        else f"{prec} updates")
+                base = ("our default one-GPU call" if what == "default options" else
+                        f"our one-GPU call with precision='{prec}'")
+                lines.append(f"| LU n={r['n']} on {r['devices']} {gpu}s, {what} | "
+                             f"{r['tflops']:.1f} TF/s | {base}, same run: "
                              f"{r['tflops'] / r['scaling']:.1f} | {r['scaling']:.2f}× |")
     if "lu_host" in docs:
         for r in docs["lu_host"]["rows"]:

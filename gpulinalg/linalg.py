@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from .core import arrays as _arrays
+from .core import finite as _finite
 from .core.backend import cupy
 from .layout.laswp import laswp_reference
 from .lu import plan as _plan
@@ -51,8 +52,8 @@ def _factor(a, overwrite_a, check_finite, options, finish, to_host=False, run=No
     options.check()   # everything checkable without a GPU comes before the GPU is asked for
     host = _host_input(a, kind, options.emulate)
     if (host is not None and check_finite and _plan.finite_on_host(options)
-            and not _arrays.host_all_finite(host)):
-        raise ValueError(_arrays.NONFINITE)
+            and not _finite.host_all_finite(host)):
+        raise ValueError(_finite.NONFINITE)
     settings = dict(overwrite_a=overwrite_a, check_finite=check_finite, to_host=to_host)
     if options.emulate or (host is not None and host.size == 0):   # no GPU needed
         plan = _plan.make_plan(_plan.host_matrix(host, kind), options, **settings)
@@ -429,15 +430,15 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     kind, lu_, b, piv, n, bshape = _solve_inputs(lu_and_piv, b, trans)
     if kind in _HOST_KINDS:
         if check_finite and not np.isfinite(_arrays.host_view(b, "b")).all():
-            raise ValueError(_arrays.NONFINITE)
+            raise ValueError(_finite.NONFINITE)
         check_finite = False
         if 0 in bshape:
             return _out(np.empty(bshape, np.float32), kind, np)
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
         B = _arrays.to_device(b, kind, "b")
-        if check_finite and not _arrays.device_all_finite(B):
-            raise ValueError(_arrays.NONFINITE)
+        if check_finite and not _finite.device_all_finite(B):
+            raise ValueError(_finite.NONFINITE)
         if B.size == 0:
             return _out(cp.empty(bshape, np.float32), kind, cp)
         LU = _arrays.to_device(lu_, kind, "lu")

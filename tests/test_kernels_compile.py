@@ -18,7 +18,7 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "laswp": "gpulinalg.layout.laswp", "sgemm_tc": "gpulinalg.gemm.mma",
             "trsm": "gpulinalg.lu.trsm", "sgemm_wgmma": "gpulinalg.gemm.wgmma",
             "graph_io": "gpulinalg.lu.graph", "getrf_leaf_tile": "gpulinalg.lu.panel_gpu",
-            "getrf_leaf_row": "gpulinalg.lu.panel_gpu"}
+            "getrf_leaf_row": "gpulinalg.lu.panel_gpu", "finite": "gpulinalg.core.finite"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"

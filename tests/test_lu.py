@@ -388,7 +388,7 @@ def test_resolve_devices():
 
 
 def test_finite_rules():
-    from gpulinalg.core.arrays import host_all_finite
+    from gpulinalg.core.finite import host_all_finite
     a = np.ones((10, 6), np.float32)
     assert host_all_finite(a, rows=3)
     a[9, 5] = np.inf
@@ -650,6 +650,47 @@ def test_gpu_rejects_non_finite_device_input(cp, rng, panel, overwrite_a, order)
         np.testing.assert_array_equal(cp.asnumpy(d), a)
         lu, piv = gpulinalg.lu_factor(d, check_finite=False, panel=panel)   # no hang, no error
         assert lu.shape == a.shape
+
+
+def test_finite_check_lines():
+    """The GPU check reads x as lines along its smaller stride (one line when contiguous)."""
+    from gpulinalg.core.finite import _lines
+    a = np.zeros((6, 10), np.float32)
+    assert _lines(a) == (1, 60, 0, 1) and _lines(np.asfortranarray(a)) == (1, 60, 0, 1)
+    assert _lines(a[:, 2:7]) == (6, 5, 10, 1)
+    assert _lines(np.asfortranarray(a)[1:4]) == (10, 3, 6, 1)
+    assert _lines(a[::-2, ::3]) == (3, 4, -20, 3)
+    assert _lines(a[1, ::2]) == (1, 5, 0, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("view", ["C", "F", "cols", "rows_f", "reversed", "strided", "vector"])
+@pytest.mark.parametrize("shape", [(1, 1), (33, 31), (131, 1031), (2048, 3)])
+def test_gpu_finite_check(cp, rng, view, shape):
+    """core.finite's kernel finds one inf or NaN anywhere in any layout, and nothing in a
+    finite view whose parent holds NaNs outside it."""
+    from gpulinalg.core.finite import device_all_finite
+    m, n = shape
+    base = rng.standard_normal((m + 3, 2 * n + 5)).astype(np.float32)
+    base[-1, -1] = np.nan                     # outside every view below but "vector"/"C"/"F"
+    make = {"C": lambda d: cp.ascontiguousarray(d[:m, :n]),
+            "F": lambda d: cp.asfortranarray(d[:m, :n]),
+            "cols": lambda d: d[1:m + 1, 2:n + 2],
+            "rows_f": lambda d: cp.asfortranarray(d)[1:m + 1, :n],
+            "reversed": lambda d: d[m - 1::-1, n - 1::-1],
+            "strided": lambda d: d[:m, 1:2 * n + 1:2],
+            "vector": lambda d: d[:m, 0].copy() if n > 1 else d[:m, 0]}[view]
+    view_of = make(cp.asarray(base))
+    assert device_all_finite(view_of)
+    cells = {(0, 0), (view_of.shape[0] - 1, 0), (view_of.shape[0] // 2, 0)}
+    if view_of.ndim == 2:
+        cells |= {(0, view_of.shape[1] - 1), (view_of.shape[0] - 1, view_of.shape[1] - 1)}
+    for cell in cells:
+        for value in (np.nan, np.inf, -np.inf):
+            v = make(cp.asarray(base))
+            v[cell if v.ndim == 2 else cell[0]] = value
+            assert not device_all_finite(v), (cell, value)
+    assert device_all_finite(cp.empty((0, 5), cp.float32))
 
 
 @pytest.mark.gpu

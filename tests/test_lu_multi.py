@@ -339,7 +339,7 @@ def test_virtual_devices_overwrite_a(rng):
 @pytest.mark.parametrize("bad_row", [0, 7, 9])
 def test_host_finite_check_in_blocks(rng, bad_row):
     """The host input's finite check, block of rows by block of rows (first, middle, last)."""
-    from gpulinalg.core.arrays import host_all_finite
+    from gpulinalg.core.finite import host_all_finite
     a = rng.standard_normal((10, 6)).astype(np.float32)
     assert host_all_finite(a, rows=3)
     a[bad_row, 5] = np.inf

@@ -153,33 +153,6 @@ def device_ptr(x, kind):
     return x.data.ptr if kind == "cupy" else x.data_ptr()
 
 
-NONFINITE = "array must not contain infs or NaNs"   # SciPy's check_finite message
-_ALL_FINITE = None
-
-
-def host_all_finite(x, rows=None):
-    """True when a 2-D host matrix holds no inf/NaN; in blocks of rows (about 16 MiB of
-    temporaries at a time, never one the size of the matrix)."""
-    rows = rows or max(1, (1 << 22) // max(1, x.shape[1]))
-    return all(np.isfinite(x[i:i + rows]).all() for i in range(0, x.shape[0], rows))
-
-
-def device_finite_flag(x):
-    """A 0-d device bool: x (a CuPy array) holds no inf/NaN.  One reduction on the current
-    stream, no temporary of x's size, no host wait."""
-    global _ALL_FINITE
-    cp = cupy()
-    if _ALL_FINITE is None:
-        _ALL_FINITE = cp.ReductionKernel("T x", "bool y", "isfinite(x)", "a && b", "y = a",
-                                         "true", "gpulinalg_all_finite")
-    return _ALL_FINITE(x)
-
-
-def device_all_finite(x):
-    """True when a CuPy array holds no inf/NaN (waits for the reduction)."""
-    return x.size == 0 or bool(device_finite_flag(x))
-
-
 def to_device(x, kind, name):
     """x as a CuPy array on the current device (a view for CuPy/torch CUDA input when float32)."""
     cp = cupy()

@@ -29,6 +29,7 @@ import numpy as np
 from .. import tuning
 from ..core import arrays, device, host_io
 from ..core.backend import cupy, gpu_available
+from ..core.finite import NONFINITE, device_all_finite, device_finite_flag
 from . import graph
 from .driver import INV_THRESHOLD, getrf
 from .steps import CupyOps, workspace_bytes
@@ -396,7 +397,7 @@ def run(plan, host=None, src=None):
 
 def _require_finite(flag):
     if flag is not None and not bool(flag):
-        raise ValueError(arrays.NONFINITE)
+        raise ValueError(NONFINITE)
 
 
 def _one_gpu_from_host(plan, host):
@@ -405,7 +406,7 @@ def _one_gpu_from_host(plan, host):
     # Layout: any host layout and dtype -> row-major float32 on the GPU, converted on the way
     # through pinned staging (core/host_io.py); the check runs on that copy, its flag read last.
     A = host_io.upload(cp, host)
-    flag = arrays.device_finite_flag(A) if plan.finite == FLAG else None
+    flag = device_finite_flag(A) if plan.finite == FLAG else None
     dest, ready = None, None
     if plan.result == INPUT:
         dest = host
@@ -432,7 +433,7 @@ def _one_gpu(plan, A, src):
             piv, info, finite = res
             return piv, info, finite if plan.finite == LATE else None
     # Enqueued before anything overwrites what it reads.
-    late = arrays.device_finite_flag(src) if plan.finite == LATE else None
+    late = device_finite_flag(src) if plan.finite == LATE else None
     if read_in_place:
         A[...] = src
     ops = CupyOps(A, plan.nb, plan.precision, tc_min=plan.tc_min, table=plan.table)
@@ -442,9 +443,9 @@ def _one_gpu(plan, A, src):
 
 
 def _from_device(plan, src):
-    if plan.finite == WAIT and not arrays.device_all_finite(src):
-        raise ValueError(arrays.NONFINITE)
-    flag = arrays.device_finite_flag(src) if plan.finite == FLAG else None
+    if plan.finite == WAIT and not device_all_finite(src):
+        raise ValueError(NONFINITE)
+    flag = device_finite_flag(src) if plan.finite == FLAG else None
     plan.check_memory()
     A = _working_matrix(plan, src)
     if plan.route == EMPTY:
@@ -488,7 +489,7 @@ def _several_gpus_from_device(plan, A, src):
     late = []
 
     def beside():   # the finite check of an input read in place, beside the upload
-        late.append(arrays.device_finite_flag(src))
+        late.append(device_finite_flag(src))
 
     read_in_place = plan.source == READ_IN_PLACE
     piv, info = factor_devices(src if read_in_place else A, plan.device_ids, plan.nb,

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from .. import linalg
-from ..core import arrays
+from ..core import arrays, finite
 from ..lu import plan as lu_plan
 from ..lu.driver import INV_THRESHOLD, getrf
 
@@ -59,7 +59,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
     _, lu_, b, piv, n, bshape = linalg._solve_inputs(lu_and_piv, b, trans, kind="numpy")
     bh = arrays.host_view(b, "b")
     if check_finite and not np.isfinite(bh).all():
-        raise ValueError(arrays.NONFINITE)
+        raise ValueError(finite.NONFINITE)
     LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=np.float32)
     X = np.array(bh, dtype=np.float32, order="C").reshape(n, -1)
     return linalg._solve(np, scipy.linalg.solve_triangular, LU, X, piv, trans,

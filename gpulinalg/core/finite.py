@@ -1,0 +1,67 @@
+"""scipy's check_finite: whether a matrix holds an inf or a NaN, on the host or on the GPU.
+
+The GPU check is kernels/finite.cu, one read of the matrix in whatever layout it has, no
+temporary of its size; its answer stays on the device until the caller needs it, so a
+factorization can be enqueued behind it without a host wait.
+"""
+
+import functools
+
+import numpy as np
+
+from .backend import cupy
+from .device import sm_count
+from .kernels import Launcher, get_kernel
+
+NONFINITE = "array must not contain infs or NaNs"   # SciPy's check_finite message
+FAMILY = "finite"
+KERNEL_NAMES = ("all_finite",)
+_THREADS = 256          # all_finite's block (its __launch_bounds__)
+_SEG = 1024             # elements of one line per warp item (FIN_SEG in kernels/finite.cu)
+
+
+def host_all_finite(x, rows=None):
+    """True when a 2-D host matrix holds no inf/NaN; in blocks of rows (about 16 MiB of
+    temporaries at a time, never one the size of the matrix)."""
+    rows = rows or max(1, (1 << 22) // max(1, x.shape[1]))
+    return all(np.isfinite(x[i:i + rows]).all() for i in range(0, x.shape[0], rows))
+
+
+def _lines(x):
+    """(outer, inner, outer stride, inner stride) in elements: x's elements as lines along
+    its smaller stride (one line where x is contiguous)."""
+    if x.flags.c_contiguous or x.flags.f_contiguous:
+        return 1, x.size, 0, 1
+    if x.ndim == 1:
+        return 1, x.size, 0, x.strides[0] // x.itemsize
+    (m, n), (s0, s1) = x.shape, (s // x.itemsize for s in x.strides)
+    return (m, n, s0, s1) if abs(s1) <= abs(s0) else (n, m, s1, s0)
+
+
+def device_finite_flag(x):
+    """A 0-d device bool, true when x (a float32 CuPy array of at most 2 dimensions) holds no
+    inf/NaN: one kernel on the current stream, no host wait."""
+    cp = cupy()
+    ok = cp.empty((), dtype=np.bool_)
+    cp.cuda.runtime.memsetAsync(ok.data.ptr, 1, 1, cp.cuda.get_current_stream().ptr)
+    if x.size == 0:
+        return ok
+    if x.dtype != np.float32 or x.ndim > 2:
+        raise TypeError(f"the finite check takes float32 matrices, got {x.dtype} {x.shape}")
+    outer, inner, s_outer, s_inner = _lines(x)
+    items = outer * -(-inner // _SEG)
+    grid = max(1, min(-(-items // (_THREADS // 32)), 8 * sm_count()))
+    _launcher(cp.cuda.runtime.getDevice())((grid, 1, 1), (_THREADS, 1, 1), x.data.ptr, outer, inner, s_outer, s_inner,
+                ok.data.ptr)
+    return ok
+
+
+def device_all_finite(x):
+    """True when a float32 CuPy array holds no inf/NaN (waits for the check)."""
+    return x.size == 0 or bool(device_finite_flag(x))
+
+
+@functools.lru_cache(maxsize=None)
+def _launcher(device_id):
+    """all_finite's launcher on the device (current when called)."""
+    return Launcher(get_kernel(FAMILY, "all_finite"), "PqqqqP")
