@@ -7,8 +7,9 @@ defines every symbol, the fatbin holds the expected architectures (read from its
 cuobjdump, where installed, agrees), and a kernel's SASS there is that of a module of the
 kernel alone.  An installation without compiled kernels skips these, except under CI=true,
 where it fails.  The loader's choices (fatbin or NVRTC, and the one warning) run against a
-fake CuPy.  On a GPU: every kernel loads from the fatbin, with NVRTC's lowered name, registers,
-memory sizes and SASS bytes.
+fake CuPy.  On a GPU: every kernel loads from the fatbin, with NVRTC's lowered name and static
+memory, no more local memory and a block limit no lower; where nvcc and NVRTC are the same
+release, the same SASS bytes.
 """
 
 import functools
@@ -479,12 +480,15 @@ def test_every_kernel_loads_from_the_fatbin(compiled):
             assert kernel.name == kernels.manifest(family)["symbols"][name]
 
 
-_ATTRIBUTES = ("num_regs", "local_size_bytes", "shared_size_bytes", "const_size_bytes",
-               "max_threads_per_block", "binary_version")
+# Attributes the source fixes, whichever compiler builds it.  Registers and local memory are
+# the compiler's own choice: nvcc and NVRTC of one CUDA release but different patch levels
+# allocate them differently (ptxas' limits for nvcc's code: tests/test_kernels_compile.py).
+_SAME = ("shared_size_bytes", "const_size_bytes", "binary_version")
 
 
 def _same_as_nvrtc(family, names):
-    """Each shipped kernel has NVRTC's lowered name and the same registers, memory, limits."""
+    """Each shipped kernel has NVRTC's lowered name, static memory and binary version, a
+    block limit no lower than NVRTC's and no more local memory."""
     cupy = pytest.importorskip("cupy")
     dev = cupy.cuda.runtime.getDevice()
     cooperative, specific = _flags(family)
@@ -495,8 +499,21 @@ def _same_as_nvrtc(family, names):
                                      arch_specific=specific)
         reference = kernels.nvrtc_function(dev, family, name, cooperative, specific)
         assert shipped.name == reference.name, name
-        for attr in _ATTRIBUTES:
+        for attr in _SAME:
             assert getattr(shipped, attr) == getattr(reference, attr), (name, attr, versions)
+        assert shipped.max_threads_per_block >= reference.max_threads_per_block, (name, versions)
+        assert shipped.local_size_bytes <= reference.local_size_bytes, (name, versions)
+
+
+def _nvrtc_release():
+    """The full version of the NVRTC library CuPy loads (its pip package), or None."""
+    import importlib.metadata
+    for package in ("nvidia-cuda-nvrtc", "nvidia-cuda-nvrtc-cu13", "nvidia-cuda-nvrtc-cu12"):
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 @pytest.mark.gpu
@@ -523,10 +540,11 @@ def test_shipped_sass_is_the_nvrtc_sass(compiled, tmp_path):
     skips, saying which."""
     cupy = pytest.importorskip("cupy")
     from gpulinalg.core import device
-    nvrtc = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
+    nvrtc = _nvrtc_release() or ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
     nvcc = kernels.manifest("trsm")["nvcc"]
-    if not nvcc.startswith(nvrtc + "."):
-        pytest.skip(f"NVRTC {nvrtc} and the nvcc {nvcc} that built the package differ")
+    if nvrtc.split(".")[:3] != nvcc.split(".")[:3]:
+        pytest.skip(f"NVRTC {nvrtc} and the nvcc {nvcc} that built the package are "
+                    "different releases")
     major, minor = device.capability(0)
     arch = lambda f: f"sm_{major}{minor}{'a' if f in SPECIFIC else ''}"
     picks = {f: ALONE.get(f) or launchers()[f][1][0] for f in _device_families()
