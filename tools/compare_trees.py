@@ -1,4 +1,4 @@
-"""Same speed, same bits: the default LU and SGEMM of two source trees, alternating, one GPU.
+"""Same speed, same bits: the default LU and SGEMM of two source trees, alternating.
 
     mkdir -p .ab_old && git archive da719eb gpulinalg kernels | tar -x -C .ab_old   # here
     python3 tools/compare_trees.py --old .ab_old --new . --out "$OUT"            # on the GPU
@@ -40,6 +40,7 @@ def run_worker(tree, label, round_, args, work):
     out = work / f"{label}_{round_}.json"
     cmd = [sys.executable, str(HERE / "compare_worker.py"), "--tree", str(tree),
            "--label", label, "--out", str(out), "--sizes", args.sizes,
+           "--devices", args.devices,
            "--squares", args.squares, "--rank-k", args.rank_k, "--repeat", str(args.repeat),
            "--calls", str(args.calls)] + (["--hash"] if round_ == 0 else [])
     # the tree first; what PYTHONPATH held already (e.g. packages installed beside) after it
@@ -123,6 +124,8 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=5, help="timed calls (bursts) per case")
     p.add_argument("--calls", type=int, default=3, help="SGEMM calls per burst")
     p.add_argument("--sizes", default="2048,4096,8192,16384,32768", help="LU sizes n")
+    p.add_argument("--devices", default="1",
+                   help="GPU counts of the LU, e.g. 2,4 (lu_factor(a, devices=P); 1: without)")
     p.add_argument("--squares", default="4096,8192,16384", help="SGEMM squares")
     p.add_argument("--rank-k", default="64,128,256,512",
                    help="k of the rank-k updates C -= A B, 16384 x 16384 x k")

@@ -1,14 +1,16 @@
 """One tree's side of tools/compare_trees.py: time the default LU and SGEMM, write JSON.
 
     PYTHONPATH=TREE python3 tools/compare_worker.py --tree TREE --label new --out FILE \
-        [--sizes 2048,4096] [--squares 4096] [--rank-k 64,128] [--repeat 5] [--hash]
+        [--sizes 2048,4096] [--devices 1,2] [--squares 4096] [--rank-k 64,128] [--repeat 5]
+        [--hash]
 
 Runs in a process of its own with `gpulinalg` imported from TREE (two trees' packages cannot
 share a process), and uses only the public API that every tree has: `gpulinalg.lu_factor`,
 `gpulinalg.matmul` and `gpulinalg.sgemm`, with their default options.  Inputs are seeded
 standard-normal float32 CuPy matrices on the GPU (never zeros), the same in every process.
 
-- LU, per n: `lu_factor(a)` on an n x n matrix; two warm-up calls (compilation, and the CUDA
+- LU, per n and per P of --devices: `lu_factor(a)` (P = 1) or `lu_factor(a, devices=P)` on
+  an n x n matrix on the current GPU; two warm-up calls (compilation, and the CUDA
   graph a shape's second call captures where the LU replays one), then --repeat calls, each
   timed by the host clock between two device synchronisations (the LU runs on streams of its
   own: the wall time with the device drained is what a caller waits).
@@ -48,23 +50,30 @@ def _sha256(cp, *arrays):
     return h.hexdigest()
 
 
-def time_lu(cp, gpulinalg, n, repeat, hash_):
+def _synchronize_all(cp):
+    for d in range(cp.cuda.runtime.getDeviceCount()):
+        with cp.cuda.Device(d):
+            cp.cuda.Device().synchronize()
+
+
+def time_lu(cp, gpulinalg, n, devices, repeat, hash_):
     a = _matrix(cp, (n, n), 1000 + n)
+    kw = {} if devices == 1 else {"devices": devices}
     t = time.perf_counter()
-    gpulinalg.lu_factor(a)
-    cp.cuda.Device().synchronize()
+    gpulinalg.lu_factor(a, **kw)
+    _synchronize_all(cp)
     first_s = time.perf_counter() - t
-    gpulinalg.lu_factor(a)
+    gpulinalg.lu_factor(a, **kw)
     times = []
     for _ in range(repeat):
-        cp.cuda.Device().synchronize()
+        _synchronize_all(cp)
         t = time.perf_counter()
-        gpulinalg.lu_factor(a)
-        cp.cuda.Device().synchronize()
+        gpulinalg.lu_factor(a, **kw)
+        _synchronize_all(cp)
         times.append((time.perf_counter() - t) * 1e3)
     row = {"ms": statistics.median(times), "times_ms": times, "first_call_s": first_s}
     if hash_:
-        lu, piv = gpulinalg.lu_factor(a)
+        lu, piv = gpulinalg.lu_factor(a, **kw)
         row["sha256"] = _sha256(cp, lu, piv)
         del lu, piv
     return row
@@ -126,8 +135,10 @@ def _cases(args):
     sizes = [int(x) for x in args.sizes.split(",") if x]
     squares = [int(x) for x in args.squares.split(",") if x]
     ks = [int(x) for x in args.rank_k.split(",") if x]
-    return ([("lu", str(n), lambda cp, g, n=n: time_lu(cp, g, n, args.repeat, args.hash))
-             for n in sizes]
+    devices = [int(x) for x in args.devices.split(",") if x]
+    return ([("lu", str(n) + ("" if p == 1 else f" on {p} GPUs"),
+              lambda cp, g, n=n, p=p: time_lu(cp, g, n, p, args.repeat, args.hash))
+             for n in sizes for p in devices]
             + [("sgemm", f"{s}^3", lambda cp, g, s=s: time_square(
                 cp, g, s, args.repeat, args.calls, args.hash)) for s in squares]
             + [("sgemm", f"{RANK_K_N}^2 x {k}", lambda cp, g, k=k: time_rank_k(
@@ -140,6 +151,7 @@ def main(argv=None):
     p.add_argument("--label", required=True)
     p.add_argument("--out", required=True, help="JSON file to write")
     p.add_argument("--sizes", default="2048,4096,8192,16384,32768", help="LU sizes")
+    p.add_argument("--devices", default="1", help="GPU counts of the LU (1: no devices=)")
     p.add_argument("--squares", default="4096,8192,16384", help="SGEMM squares")
     p.add_argument("--rank-k", default="64,128,256,512", help="k of the rank-k updates")
     p.add_argument("--repeat", type=int, default=5)
