@@ -24,6 +24,7 @@ MAX_LINES = 400     # docs/performance.md stays a page of tables, not a journal
 
 # Files of earlier runs kept in docs/data beside the current ones: what each holds.
 EXTRA = {
+    "lu_multi_h100x4_rerun": "LU at 16384 and 32768 on 1, 2 and 4 H100s, a rerun at defaults",
     "lu_multi_h100x2": "LU on 1 and 2 GPUs of an H100 pair (FP32 updates)",
     "lu_multi_h200x2": "LU on 1 and 2 H200s, an earlier design",
     "lu_multi_3xtf32_h200x2": "LU on 1 and 2 H200s, FP32 and 3xTF32 updates",
@@ -437,7 +438,7 @@ def first_call_section(doc, img=None):
     for key, label in FIRST_CALL_STEPS:
         target = doc["targets_s"].get(key)
         lines.append(f"| {label.format(n=doc['n_large'])} | "
-                     + " | ".join(f"{r[key]:.2f}" for r in runs)
+                     + " | ".join(f"{r[key]:.3f}" for r in runs)
                      + f" | {'' if target is None else f'≤ {target:.1f}'} |")
     compiled = "; ".join(f"run {i + 1}: {r['nvrtc_modules']} NVRTC modules of ours, "
                          f"{len(r['gpulinalg_kernels_in_cache'])} of our kernels among the "

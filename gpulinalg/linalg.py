@@ -177,12 +177,15 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         sequence the devices with those ids.  With more than one, the matrix is distributed
         in blocks of `block_size` columns, column-cyclically, each device keeping its columns
         row-major (pivoting needs no exchange between GPUs); each panel is factored by its
-        owner and copied to the others (peer copies).  The result is the same as on one GPU
-        and comes back where a one-GPU call returns it (the host for host input, the
-        input's device otherwise).  Host input is sent to each GPU column share by share, so
-        the matrix only has to fit in the GPUs' memory together.  Several GPUs pay off for
-        large matrices; below about 16384**2 the host's issuing of the distributed work
-        bounds the factorization and one GPU is faster (docs/tuning.md).
+        owner and copied to the others (peer copies).  The result has the form and the
+        pivoting rule of a one-GPU call (its rounding follows the block size) and comes
+        back where a one-GPU call returns it (the host for host input, the input's device
+        otherwise).  Host input is sent to each GPU column share by share, so the matrix
+        only has to fit in the GPUs' memory together.  Several GPUs pay from about
+        32768**2: on H100s at default options, against the default one-GPU call, 1.6x on
+        two and 1.3-2.1x on four at 32768**2, 1.7x and 2.8x at 49152**2.  At 16384**2 two
+        GPUs run 0.8-1.1x and four 0.6-0.9x one GPU, and below they are slower: the host's
+        issuing of the distributed work bounds them (docs/performance.md).
 
     Returns
     -------
