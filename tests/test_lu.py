@@ -661,6 +661,7 @@ def test_finite_check_lines():
     assert _lines(np.asfortranarray(a)[1:4]) == (10, 3, 6, 1)
     assert _lines(a[::-2, ::3]) == (3, 4, -20, 3)
     assert _lines(a[1, ::2]) == (1, 5, 0, 2)
+    assert _lines(a[:, 3:4]) == (1, 6, 0, 10) and _lines(a[::-1, 3]) == (1, 6, 0, -10)
 
 
 @pytest.mark.gpu

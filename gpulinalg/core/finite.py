@@ -29,12 +29,13 @@ def host_all_finite(x, rows=None):
 
 def _lines(x):
     """(outer, inner, outer stride, inner stride) in elements: x's elements as lines along
-    its smaller stride (one line where x is contiguous)."""
+    its smaller stride (one line where x is contiguous or has one dimension longer than 1)."""
     if x.flags.c_contiguous or x.flags.f_contiguous:
         return 1, x.size, 0, 1
-    if x.ndim == 1:
-        return 1, x.size, 0, x.strides[0] // x.itemsize
-    (m, n), (s0, s1) = x.shape, (s // x.itemsize for s in x.strides)
+    dims = [(d, s // x.itemsize) for d, s in zip(x.shape, x.strides) if d != 1]
+    if len(dims) == 1:
+        return 1, x.size, 0, dims[0][1]
+    (m, s0), (n, s1) = dims
     return (m, n, s0, s1) if abs(s1) <= abs(s0) else (n, m, s1, s0)
 
 
@@ -51,8 +52,9 @@ def device_finite_flag(x):
     outer, inner, s_outer, s_inner = _lines(x)
     items = outer * -(-inner // _SEG)
     grid = max(1, min(-(-items // (_THREADS // 32)), 8 * sm_count()))
-    _launcher(cp.cuda.runtime.getDevice())((grid, 1, 1), (_THREADS, 1, 1), x.data.ptr, outer, inner, s_outer, s_inner,
-                ok.data.ptr)
+    launch = _launcher(cp.cuda.runtime.getDevice())
+    launch((grid, 1, 1), (_THREADS, 1, 1), x.data.ptr, outer, inner, s_outer, s_inner,
+           ok.data.ptr)
     return ok
 
 
