@@ -1,8 +1,8 @@
-"""gpulinalg: fast dense single-precision linear algebra on NVIDIA GPUs, SciPy-compatible.
+"""gpulinalg: fast dense linear algebra on NVIDIA GPUs, SciPy-compatible.
 
 Public API
 ----------
-sgemm, matmul           -- SGEMM (gpulinalg/blas.py; kernels/sgemm.cu and the tensor-core kernels)
+sgemm, dgemm, matmul    -- GEMM (gpulinalg/blas.py; kernels/sgemm*.cu, kernels/dgemm.cu)
 transpose, laswp        -- row-major support kernels (kernels/transpose.cu, kernels/laswp.cu)
 lu, lu_factor, lu_solve -- blocked LU with partial pivoting (gpulinalg/linalg.py)
 
@@ -10,11 +10,11 @@ The tuning table is `gpulinalg.tuning`; the test hooks are in `gpulinalg.testing
 Importing works without CUDA; GPU routines then raise CudaUnavailableError.
 """
 
-from .blas import laswp, matmul, sgemm, transpose
+from .blas import dgemm, laswp, matmul, sgemm, transpose
 from .core.backend import CudaUnavailableError, gpu_available
 from .linalg import lu, lu_factor, lu_solve
 
 __version__ = "0.1.0"
 
-__all__ = ["CudaUnavailableError", "gpu_available", "matmul", "sgemm", "transpose", "laswp",
-           "lu", "lu_factor", "lu_solve"]
+__all__ = ["CudaUnavailableError", "gpu_available", "matmul", "sgemm", "dgemm", "transpose",
+           "laswp", "lu", "lu_factor", "lu_solve"]

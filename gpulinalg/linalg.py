@@ -13,6 +13,7 @@ import numpy as np
 from .core import arrays as _arrays
 from .core import finite as _finite
 from .core.backend import cupy
+from .core.element import element as _element
 from .layout.laswp import laswp_reference
 from .lu import plan as _plan
 
@@ -32,8 +33,8 @@ def _as_input(a):
 
 
 def _host_input(a, kind, emulate):
-    """The host matrix to factor (a NumPy view, dtype checked), or None for device input
-    that the GPU factors."""
+    """The host matrix to factor (a NumPy view of the input's own dtype, checked against the
+    policy), or None for device input that the GPU factors."""
     if kind in _HOST_KINDS or emulate:
         return _arrays.host_view(a.cpu() if kind == "torch" else a, "a")
     return None
@@ -49,7 +50,8 @@ def _factor(a, overwrite_a, check_finite, options, finish, to_host=False, run=No
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     _arrays.check_matrix(a, "a")
-    options.check()   # everything checkable without a GPU comes before the GPU is asked for
+    # Everything checkable without a GPU comes before the GPU is asked for.
+    options.check(_element(_arrays.dtype_of(a)))
     host = _host_input(a, kind, options.emulate)
     if (host is not None and check_finite and _plan.finite_on_host(options)
             and not _finite.host_all_finite(host)):
@@ -62,7 +64,7 @@ def _factor(a, overwrite_a, check_finite, options, finish, to_host=False, run=No
         ids = _plan.resolve_devices(options.devices)
         if host is not None:
             src, x = None, _plan.host_matrix(host, kind)
-        else:   # a view for float32 input, else a converted copy
+        else:   # a view for input of the working dtype, else a converted copy
             src = _arrays.to_device(a, kind, "a")
             x = _plan.device_matrix(src, a, kind)
         plan = _plan.make_plan(x, options, device_ids=ids, **settings)
@@ -94,13 +96,14 @@ def _finish_lu(permute_l, p_indices, kind, xp, A, piv, info):
     """lu's result from the factors: (p, l, u) or (pl, u), formed where the factors are."""
     m, n = A.shape
     k = min(m, n)
+    real = A.real.dtype   # SciPy's P is real: of the factors' real dtype
     if m == 0 or n == 0:
         # SciPy's empty case: P has shape (0,) / (0, 0) whatever m is.
-        L = xp.empty((m, k), np.float32)
-        U = xp.empty((k, n), np.float32)
+        L = xp.empty((m, k), A.dtype)
+        U = xp.empty((k, n), A.dtype)
         if permute_l:
             return _out(L, kind, xp), _out(U, kind, xp)
-        P = xp.empty(0, np.int32) if p_indices else xp.empty((0, 0), np.float32)
+        P = xp.empty(0, np.int32) if p_indices else xp.empty((0, 0), real)
         return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
     L = xp.tril(A[:, :k], -1)
     xp.fill_diagonal(L, 1.0)
@@ -116,7 +119,7 @@ def _finish_lu(permute_l, p_indices, kind, xp, A, piv, info):
         # SciPy returns int64 zeros for a 1 x 1 input and int32 otherwise.
         P = xp.asarray(p, dtype=np.int64 if (m, n) == (1, 1) else np.int32)
     else:
-        P = xp.zeros((m, m), np.float32)
+        P = xp.zeros((m, m), real)
         P[xp.arange(m), xp.asarray(p)] = 1.0
     return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
 
@@ -352,8 +355,9 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
 
 def _solve_inputs(lu_and_piv, b, trans, kind=None):
-    """lu_solve's arguments checked (no GPU needed): (kind, lu, b, piv, n, bshape), piv as
-    host int32.  kind: the kind to treat them as (default: theirs, which must agree)."""
+    """lu_solve's arguments checked (no GPU needed): (kind, lu, b, piv, n, bshape, dtype), piv
+    as host int32, dtype the solve's: SciPy's, the promotion of the working dtypes of lu and
+    b.  kind: the kind to treat them as (default: theirs, which must agree)."""
     lu_, piv = lu_and_piv
     if trans not in (0, 1, 2) or isinstance(trans, float):
         raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
@@ -363,7 +367,8 @@ def _solve_inputs(lu_and_piv, b, trans, kind=None):
     bshape = tuple(b.shape)
     if len(bshape) not in (1, 2):
         raise ValueError(f"b must be 1-D or 2-D, got shape {bshape}")
-    _arrays.check_dtype(_arrays.dtype_of(b), "b")
+    dtype = np.promote_types(_arrays.check_dtype(_arrays.dtype_of(lu_), "lu"),
+                             _arrays.check_dtype(_arrays.dtype_of(b), "b"))
     if n != bshape[0]:
         raise ValueError(f"Shapes of lu {(n, n2)} and b {bshape} are incompatible")
     if n != n2:
@@ -373,7 +378,7 @@ def _solve_inputs(lu_and_piv, b, trans, kind=None):
         raise ValueError(f"piv must have shape ({n},), got {piv_h.shape}")
     if n and (piv_h.min() < 0 or piv_h.max() >= n):  # the laswp kernel trusts its pivots
         raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
-    return kind, lu_, b, piv_h, n, bshape
+    return kind, lu_, b, piv_h, n, bshape, dtype
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
@@ -385,27 +390,29 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         The factorization from `lu_factor` (or `scipy.linalg.lu_factor`): lu (N, N), piv
         (N,) 0-based pivot indices.
     b : (N,) or (N, NRHS) array_like
-        Right-hand side(s); NumPy/CuPy/torch of the same kind as lu; dtype policy as in
-        `lu_factor` (float32, exact upcasts only).
+        Right-hand side(s); NumPy/CuPy/torch of the same kind as lu.
     trans : {0, 1, 2}, optional
-        Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the same for reals).
+        Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the conjugate
+        transpose; the same as 1 for real factors).
     overwrite_b : bool, optional
-        Accepted for SciPy compatibility; b is never modified (the solve works on a
-        row-major copy).
+        Accepted for SciPy compatibility; b is never modified (the solve works on a copy).
     check_finite : bool, optional
         Check that b holds only finite numbers (SciPy checks b only, and so do we).
 
     Returns
     -------
     x : (N,) or (N, NRHS) array
-        Same shape as b, float32, of the inputs' kind.
+        Same shape as b, of the inputs' kind.  Its dtype is SciPy's: the promotion of the
+        working dtypes of lu and b (as `lu_factor` maps them: float32 factors and a float64
+        b give float64; complex when either is complex).  Like SciPy's, a 2-D x is
+        F-ordered.
 
     Raises
     ------
     ValueError
         Incompatible shapes, lu not square, non-finite b with `check_finite`, a bad `trans`.
     TypeError
-        A dtype that does not convert exactly to float32, or inputs of mixed kinds.
+        A dtype without a working precision (`lu_factor`), or inputs of mixed kinds.
 
     See Also
     --------
@@ -414,45 +421,54 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
     Notes
     -----
-    For trans = 0: the row interchanges are applied to a row-major copy of b with the laswp
-    kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on the GPU
-    (cuBLAS trsm through cupyx).  For trans = 1, 2: ``U^T`` and ``L^T`` solves, then the
-    interchanges in reverse order.  ``2 N^2`` flops per right-hand side.
+    Real dtypes, trans = 0: the row interchanges are applied to a row-major copy of b with
+    our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on
+    the GPU (cuBLAS trsm through cupyx).  trans = 1, 2: ``U^T`` and ``L^T`` solves, then the
+    interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
+    `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
 
     Examples
     --------
     >>> import numpy as np
     >>> from gpulinalg import lu_factor, lu_solve
-    >>> A = np.array([[2, 5, 8, 7], [5, 2, 2, 8], [7, 5, 6, 6], [5, 4, 4, 8]],
-    ...              dtype=np.float32)
-    >>> b = np.array([1, 1, 1, 1], dtype=np.float32)
+    >>> A = np.array([[2, 5, 8, 7], [5, 2, 2, 8], [7, 5, 6, 6], [5, 4, 4, 8]])
+    >>> b = np.array([1, 1, 1, 1])
     >>> x = lu_solve(lu_factor(A), b)
-    >>> np.allclose(A @ x, b, atol=1e-5)
-    True
+    >>> x.dtype, np.allclose(A @ x, b)
+    (dtype('float64'), True)
     """
-    kind, lu_, b, piv, n, bshape = _solve_inputs(lu_and_piv, b, trans)
+    kind, lu_, b, piv, n, bshape, dtype = _solve_inputs(lu_and_piv, b, trans)
     if kind in _HOST_KINDS:
         if check_finite and not np.isfinite(_arrays.host_view(b, "b")).all():
             raise ValueError(_finite.NONFINITE)
         check_finite = False
         if 0 in bshape:
-            return _out(np.empty(bshape, np.float32), kind, np)
+            return _out(np.empty(bshape, dtype), kind, np)
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
-        B = _arrays.to_device(b, kind, "b")
+        B = _arrays.to_device(b, kind, "b", dtype)
         if check_finite and not _finite.device_all_finite(B):
             raise ValueError(_finite.NONFINITE)
         if B.size == 0:
-            return _out(cp.empty(bshape, np.float32), kind, cp)
-        LU = _arrays.to_device(lu_, kind, "lu")
+            return _out(cp.empty(bshape, dtype), kind, cp)
+        LU = _arrays.to_device(lu_, kind, "lu", dtype)
+        if dtype.kind == "c":
+            from cupyx.scipy.linalg import lu_solve as cupyx_lu_solve
+            X = cupyx_lu_solve((LU, cp.asarray(piv)), B, trans=trans, check_finite=False)
+            return _out(X, kind, cp)
         from cupyx.scipy.linalg import solve_triangular
         from .layout.laswp import laswp_inplace
         # Layout: right-hand sides row-major (n x nrhs, C-order), so laswp moves whole rows.
-        X = cp.array(B.reshape(n, -1), dtype=np.float32, order="C")
+        X = cp.array(B.reshape(n, -1), dtype=dtype, order="C")
         P = cp.asarray(piv)  # 0-based absolute = relative to row 0 of X
         X = _solve(cp, solve_triangular, LU, X, P, trans,
                    lambda v, p, inv: laswp_inplace(v, p, inverse=inv))
-        return _out(X.reshape(bshape), kind, cp)
+        return _out(_solution(cp, X, bshape), kind, cp)
+
+
+def _solution(xp, X, bshape):
+    """The n x nrhs solution X in b's shape; F-ordered when 2-D (SciPy's, LAPACK's)."""
+    return X.reshape(bshape) if len(bshape) == 1 else xp.asfortranarray(X)
 
 
 def _solve(xp, trsm, LU, X, piv, trans, laswp):

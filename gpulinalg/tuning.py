@@ -1,12 +1,16 @@
-"""Every tuning choice of gpulinalg, in one table per architecture.
+"""Every tuning choice of gpulinalg, in one table per architecture and element type.
 
 `Tuning` is a frozen dataclass: each field is one block size, cut-over, cap or tile pick,
 with one line of meaning here; `docs/tuning.md` gives for each what it trades, the command
-that reproduces the evidence, the GPU and the date.  The library reads the table of the
-current device (`current()`).  An experiment builds a modified table and runs under it,
+that reproduces the evidence, the GPU and the date.  As MAGMA's block sizes are looked up per
+routine and precision, a table belongs to one architecture and one element type (its
+`dtype` field): the library reads the table of the current device and the working dtype
+(`current(element=...)`).  An experiment builds a modified table and runs under it,
 
     with gpulinalg.tuning.override(dataclasses.replace(tuning.current(), row_block_cap=64)):
         lu_factor(a)
+
+(the override applies to the work of its table's dtype only),
 
 never by changing module globals.  Device properties (SM count, compute capability) are not
 tuning: they come from the device (gpulinalg/core/device.py).
@@ -17,12 +21,16 @@ import contextvars
 from dataclasses import dataclass, fields, replace
 
 from .core import device
+from .core.element import F32, F64
 
-__all__ = ["Tuning", "SM90", "DEFAULT", "current", "for_capability", "override"]
+__all__ = ["Tuning", "SM90", "SM90_F64", "DEFAULT", "DEFAULT_F64", "current",
+           "for_capability", "override"]
 
 
 @dataclass(frozen=True)
 class Tuning:
+    dtype: str                   # the element type the table tunes ("float32", "float64")
+
     # ---- LU: block size (panel width nb) when the caller gives none
     # Steps are ((k, nb), ...): nb for min(m, n) > k, the last that applies wins.
     cpu_nb: int                  # host (LAPACK) panel: nb up to cpu_nb_steps' first k
@@ -86,6 +94,10 @@ class Tuning:
     mma_variant: tuple           # (3xtf32, tf32) mma.sync tile (tensor cores without wgmma)
     mma_small_variant: str       # mma.sync tile where the 128x128 one leaves most SMs idle
 
+    # ---- DGEMM (gemm/dmma.py, float64 tables): FP64 tensor-core tile picks
+    dmma_variant: str            # tile of large products
+    dmma_small_variant: str      # tile where the large one leaves most SMs idle
+
     # ---- transpose (layout/transpose.py)
     transpose_variant: str       # tile of aligned matrices
     transpose_off_grid: str      # tile where B's rows are off the 128-byte grid
@@ -106,6 +118,7 @@ class Tuning:
 
 # Measured on the H100 (and the H200 for several GPUs): docs/tuning.md.
 SM90 = Tuning(
+    dtype="float32",
     cpu_nb=128,
     cpu_nb_steps=((8192, 256),),
     gpu_nb=128,
@@ -154,6 +167,8 @@ SM90 = Tuning(
     wgmma_shared_variant=("128x256t", "128x256tf"),
     mma_variant=("128x128s", "128x128"),
     mma_small_variant="64x128s",
+    dmma_variant="128x128",
+    dmma_small_variant="64x64",
     transpose_variant="64x4-pair",
     transpose_off_grid="32x8-pf256",
     transpose_off_grid_el="32x8-pf256-el",
@@ -162,35 +177,55 @@ SM90 = Tuning(
     transpose_small_tiles_per_sm=4,
 )
 
+# float64 on the H200: the fields of the float64 LU (its panels, the DGEMM's tiles); the
+# float32 kernels' fields (SIMT and TF32 tiles) are not read for float64 work.
+SM90_F64 = replace(
+    SM90,
+    dtype="float64",
+    gpu_nb_steps_tc=((4096, 256), (16384, 512)),   # FP64 tensor-core updates
+    l21_colmajor_min_cols=0,
+)
+
 # Other architectures: sm_90's values (not measured elsewhere; the tensor-core fields
 # apply only where those kernels run).
 DEFAULT = replace(SM90)
+DEFAULT_F64 = replace(SM90_F64)
 
-_TABLES = {(9, 0): SM90}
-_OVERRIDE = contextvars.ContextVar("gpulinalg_tuning", default=None)
-
-
-def for_capability(major, minor):
-    """The table of a device of compute capability major.minor."""
-    return _TABLES.get((major, minor), DEFAULT)
+_TABLES = {((9, 0), "float32"): SM90, ((9, 0), "float64"): SM90_F64}
+_DEFAULTS = {"float32": DEFAULT, "float64": DEFAULT_F64}
+_OVERRIDE = contextvars.ContextVar("gpulinalg_tuning", default=())
 
 
-def current(device_id=None):
-    """The table in force: the innermost `override`, else the current (or given) device's,
-    else (no GPU) DEFAULT."""
-    table = _OVERRIDE.get()
-    if table is not None:
-        return table
+def _real_name(element):
+    """The dtype whose table serves `element` (complex work, cuSOLVER's, reads only the LU's
+    plan fields: those of its real counterpart)."""
+    return {"complex64": "float32", "complex128": "float64"}.get(element.name, element.name)
+
+
+def for_capability(major, minor, element=F32):
+    """The table of a device of compute capability major.minor for `element`'s work."""
+    name = _real_name(element)
+    return _TABLES.get(((major, minor), name), _DEFAULTS[name])
+
+
+def current(device_id=None, element=F32):
+    """The table in force for `element`'s work: the innermost `override` of that dtype, else
+    the current (or given) device's, else (no GPU) the DEFAULT of that dtype."""
+    name = _real_name(element)
+    for table in reversed(_OVERRIDE.get()):
+        if table.dtype == name:
+            return table
     cc = device.capability(device_id)
-    return DEFAULT if cc is None else for_capability(*cc)
+    return _DEFAULTS[name] if cc is None else for_capability(*cc, element)
 
 
 @contextlib.contextmanager
 def override(table):
-    """Run the block under `table` (a Tuning) instead of the device's own."""
+    """Run the block under `table` (a Tuning) instead of the device's own table of
+    table.dtype."""
     if not isinstance(table, Tuning):
         raise TypeError(f"override takes a Tuning, got {type(table).__name__}")
-    token = _OVERRIDE.set(table)
+    token = _OVERRIDE.set(_OVERRIDE.get() + (table,))
     try:
         yield table
     finally:

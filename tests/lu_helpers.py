@@ -39,7 +39,7 @@ EPS = np.finfo(np.float32).eps
 
 def factors(lu, piv):
     """(perm, L, U) in float64: (L U)[i] = A[perm[i]]."""
-    lu = np.asarray(lu, dtype=np.float64)
+    lu = np.asarray(lu, dtype=np.complex128 if np.iscomplexobj(lu) else np.float64)
     m, n = lu.shape
     k = min(m, n)
     L = np.tril(lu[:, :k], -1) + np.eye(m, k)
@@ -47,33 +47,42 @@ def factors(lu, piv):
     return laswp_reference(np.arange(m), np.asarray(piv)), L, U
 
 
-def backward_error(a, lu, piv):
-    """||PA - LU||_F / (||A||_F n eps), products in float64."""
-    a = np.asarray(a, dtype=np.float64)
-    perm, L, U = factors(lu, piv)
-    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * EPS
+def eps_of(dtype):
+    """The machine epsilon of a working dtype (complex: of its real part)."""
+    return float(np.finfo(np.dtype(dtype)).eps)
+
+
+def backward_error(a, lu, piv, eps=EPS):
+    """||PA - LU||_F / (||A||_F n eps), products in float64 (complex128 for complex)."""
+    wide = np.complex128 if np.iscomplexobj(a) or np.iscomplexobj(lu) else np.float64
+    a = np.asarray(a, dtype=wide)
+    perm, L, U = factors(np.asarray(lu, dtype=wide), piv)
+    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * eps
     return np.linalg.norm(a[perm] - L @ U) / scale
 
 
-def wilkinson(n):
+def wilkinson(n, dtype=np.float32):
     """Pivot growth 2^(n-1) under partial pivoting."""
     a = np.tril(-np.ones((n, n)), -1) + np.eye(n)
     a[:, -1] = 1
-    return a.astype(np.float32)
+    return a.astype(dtype)
 
 
-def with_cond(rng, n, cond):
+def with_cond(rng, n, cond, dtype=np.float32):
     u, _ = np.linalg.qr(rng.standard_normal((n, n)))
     v, _ = np.linalg.qr(rng.standard_normal((n, n)))
-    return ((u * np.logspace(0, -np.log10(cond), n)) @ v.T).astype(np.float32)
+    return ((u * np.logspace(0, -np.log10(cond), n)) @ v.T).astype(dtype)
 
 
 def assert_matches_lapack(a, lu, piv, same_pivots=True):
-    """Pivots as LAPACK's (up to near-ties) and ||PA - LU|| within 2x of LAPACK's sgetrf."""
+    """Pivots as LAPACK's (up to near-ties) and ||PA - LU|| within 2x of LAPACK's xgetrf in
+    the working dtype of `a` (sgetrf for float32, dgetrf for float64, ...)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref_lu, ref_piv = sl.lu_factor(a)
+    eps = eps_of(ref_lu.dtype)
     if same_pivots:
-        assert_same_pivots(piv, ref_lu, ref_piv)
-    ours, ref = backward_error(a, lu, piv), backward_error(a, ref_lu, ref_piv)
+        assert_same_pivots(piv, ref_lu, ref_piv,
+                           rtol=max(1e-4 if eps > 1e-10 else 1e-10, ref_lu.shape[0] * eps))
+    ours, ref = backward_error(a, lu, piv, eps), backward_error(a, ref_lu, ref_piv, eps)
     assert ours <= 2 * ref + 1e-3, (ours, ref)

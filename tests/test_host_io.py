@@ -43,34 +43,36 @@ def test_one_gpu_pack(rng, m, n, threads, min_bytes):
 @pytest.mark.parametrize("m,n", [(8192, 8192), (100, 100), (3, 100000), (100000, 3)])
 @pytest.mark.parametrize("table", [tuning.SM90, dataclasses.replace(
     tuning.SM90, staging_bytes_one=1 << 20, staging_parts=3, pack_threads_one=2)])
-def test_one_gpu_staging_size(m, n, table):
+@pytest.mark.parametrize("size", [4, 8])
+def test_one_gpu_staging_size(m, n, table, size):
     """At least one row a buffer; else at most staging_bytes_one and a staging_parts-th of
     the matrix, so that packing and copying overlap; pack_threads_one threads."""
-    b, _, threads = _host_io._one_gpu(m, n, table)
+    b, _, threads = _host_io._one_gpu(m, n, size, table)
     assert threads == table.pack_threads_one
-    assert b >= 4 * n
-    if 4 * n <= 4 * m * n // table.staging_parts:
-        assert b <= min(table.staging_bytes_one, 4 * m * n // table.staging_parts)
+    assert b >= size * n
+    if size * n <= size * m * n // table.staging_parts:
+        assert b <= min(table.staging_bytes_one, size * m * n // table.staging_parts)
 
 
 @pytest.mark.parametrize("shape", [(1000, 1025), (7, 3000), (1, 1)])
-def test_prefault_touches_every_page(shape):
-    """One write of 0 at every page start (every _PAGE_FLOATS-th float), nothing else; below
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_prefault_touches_every_page(shape, dtype):
+    """One write of 0 at every page start (every _PAGE_BYTES-th byte), nothing else; below
     staged_min_bytes nothing at all."""
-    out = np.full(shape, np.nan, np.float32)
+    out = np.full(shape, np.nan, dtype)
     with tuning.override(dataclasses.replace(tuning.current(), staged_min_bytes=0)):
         _host_io.prefault(out)()
     flat = out.reshape(-1)
     touched = np.zeros(flat.size, bool)
-    touched[::_host_io._PAGE_FLOATS] = True
+    touched[::_host_io._PAGE_BYTES // out.itemsize] = True
     assert (flat[touched] == 0).all() and np.isnan(flat[~touched]).all()
-    out = np.full(shape, np.nan, np.float32)
+    out = np.full(shape, np.nan, dtype)
     with tuning.override(dataclasses.replace(tuning.current(), staged_min_bytes=out.nbytes + 1)):
         _host_io.prefault(out)()
-        new, ready = _host_io.result_array(shape)
+        new, ready = _host_io.result_array(shape, dtype)
     assert np.isnan(out).all()
     ready()
-    assert new.shape == shape and new.dtype == np.float32 and new.flags.c_contiguous
+    assert new.shape == shape and new.dtype == dtype and new.flags.c_contiguous
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import scipy.linalg as sl
 from lu_helpers import EPS, assert_same_pivots, backward_error, wilkinson, with_cond
 import gpulinalg
 from gpulinalg import tuning
+from gpulinalg.core.element import working_dtype
 from gpulinalg.lu import plan as lu_plan
 from gpulinalg.testing import lu as glt
 
@@ -106,10 +107,43 @@ def test_rejects_non_2d(bad):
         gpulinalg.lu(bad)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int64])
-def test_rejects_lossy_dtype(dtype):
-    with pytest.raises(TypeError, match="float32"):
-        gpulinalg.lu_factor(np.eye(3, dtype=dtype))
+@pytest.mark.parametrize("dtype, working", [
+    (np.float16, np.float32), (np.float32, np.float32), (np.bool_, np.float32),
+    (np.int8, np.float32), (np.uint16, np.float32), (np.int32, np.float64),
+    (np.uint64, np.float64), (np.float64, np.float64), (np.complex64, np.complex64),
+    (np.complex128, np.complex128)])
+def test_dtype_policy_is_scipys(dtype, working):
+    """The working dtype is scipy.linalg.lu_factor's result dtype, never a downcast."""
+    import scipy.linalg
+    assert working_dtype(dtype) == working
+    a = np.eye(3, dtype=dtype)
+    assert scipy.linalg.lu_factor(a)[0].dtype == working
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble, object, "U3"])
+def test_rejects_dtypes_without_working_precision(dtype):
+    if np.dtype(dtype) in (np.dtype(np.float64), np.dtype(np.complex128)):
+        pytest.skip("long double is double on this platform")
+    a = np.eye(3).astype(dtype)
+    with pytest.raises(TypeError, match="float64|unsupported"):
+        gpulinalg.lu_factor(a)
+    with pytest.raises(TypeError, match="float64|unsupported"):
+        gpulinalg.lu_solve((np.eye(3), np.arange(3)), np.ones(3).astype(dtype))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "3xtf32", "tf32"])
+def test_float64_refuses_float32_arithmetic(precision):
+    with pytest.raises(ValueError, match="float64 input computes in FP64"):
+        gpulinalg.lu_factor(np.eye(3), precision=precision)
+
+
+def test_complex_takes_no_driver_options():
+    a = np.eye(3, dtype=np.complex64)
+    for kw in ({"panel": "cpu"}, {"block_size": 64}, {"lookahead": 0}, {"devices": 2}):
+        with pytest.raises(ValueError, match="cuSOLVER"):
+            gpulinalg.lu_factor(a, **kw)
+    with pytest.raises(ValueError, match="cuSOLVER"):
+        gpulinalg.lu_factor(a, precision="fp32")
 
 
 @pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
@@ -162,7 +196,7 @@ def _update_precision_args(monkeypatch, **kw):
     class Stop(Exception):
         pass
 
-    def spy(precision, m, n, table, wgmma=None):
+    def spy(precision, m, n, table, wgmma=None, element=None):
         seen.append((precision, m, n, wgmma))
         raise Stop
 
@@ -408,8 +442,8 @@ def test_lu_solve_validation():
         gpulinalg.lu_solve((lu, piv), np.ones(3, np.float32), trans=3)
     with pytest.raises(ValueError, match="piv"):
         gpulinalg.lu_solve((lu, piv + 5), np.ones(3, np.float32))
-    with pytest.raises(TypeError, match="float32"):
-        gpulinalg.lu_solve((lu, piv), np.ones(3))
+    with pytest.raises(TypeError, match="unsupported"):
+        gpulinalg.lu_solve((lu, piv), np.ones(3, object))
 
 
 @pytest.mark.skipif(gpulinalg.gpu_available(), reason="checks the no-GPU error")

@@ -76,8 +76,25 @@ def test_rejects_lossy_dtypes(dtype):
     a = np.ones((3, 3), dtype)
     with pytest.raises(TypeError, match="float32"):
         gpulinalg.sgemm(1.0, a, a)
-    with pytest.raises(TypeError, match="float32"):
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.longdouble, object])
+def test_dgemm_and_matmul_reject_what_they_cannot_compute(dtype):
+    a = np.ones((3, 3)).astype(dtype)
+    if a.dtype == np.float64:
+        pytest.skip("long double is double on this platform")
+    with pytest.raises(TypeError):
+        gpulinalg.dgemm(1.0, a, a)
+    with pytest.raises(TypeError):
         gpulinalg.matmul(a, a)
+
+
+def test_matmul_precision_follows_the_dtype():
+    a = np.ones((3, 3))
+    with pytest.raises(ValueError, match="FP64"):
+        gpulinalg.matmul(a, a, precision="3xtf32")
+    with pytest.raises(ValueError, match="precision"):
+        gpulinalg.matmul(a.astype(np.float32), a.astype(np.float32), precision="fp64")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int16, np.uint8, np.bool_])

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from .backend import cupy
+from .element import working_dtype
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -61,18 +62,25 @@ def plain_cupy(*arrays):
     return True
 
 
-def check_dtype(dtype, name):
-    """Single-precision policy: float32, or a type that converts to it exactly; never downcast."""
-    if dtype is FLOAT32:   # the common case first: the builtin dtype is a singleton
-        return
+def check_dtype(dtype, name, target=None):
+    """The dtype `name` is computed in: SciPy's policy (element.working_dtype: float16/float32
+    in float32, float64/integers/bool in float64, complex in itself), or with `target` (a
+    routine of one precision, e.g. sgemm) target itself when `dtype` converts to it exactly.
+    TypeError otherwise: nothing is downcast silently."""
+    if dtype is FLOAT32 and (target is None or target is FLOAT32):   # the common case first
+        return FLOAT32
     dtype = np.dtype(dtype)
-    if dtype == FLOAT32:
-        return
-    if dtype.kind in "biuf" and np.can_cast(dtype, FLOAT32, casting="safe"):
-        return
+    if target is None:
+        try:
+            return working_dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"{name}: {exc}") from None
+    target = np.dtype(target)
+    if dtype == target or (dtype.kind in "biufc" and np.can_cast(dtype, target, "safe")):
+        return target
     raise TypeError(
-        f"{name} has dtype {dtype}; gpulinalg computes in float32 and does not downcast "
-        f"silently. Convert explicitly, e.g. {name}.astype(numpy.float32)")
+        f"{name} has dtype {dtype}; this routine computes in {target} and does not downcast "
+        f"silently. Convert explicitly, e.g. {name}.astype(numpy.{target})")
 
 
 def _torch_dtype_name(t):
@@ -87,21 +95,23 @@ def dtype_of(x):
     return x.dtype if hasattr(x, "dtype") else np.asarray(x).dtype
 
 
-def check_matrix(x, name):
-    """Validate ndim == 2 and the dtype policy before any device work; return the shape."""
+def check_matrix(x, name, target=None):
+    """Validate ndim == 2 and the dtype policy (check_dtype's `target`) before any device
+    work; return the shape."""
     shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
     if len(shape) != 2:
         raise ValueError(f"{name} must be 2-D, got shape {shape}")
-    check_dtype(dtype_of(x), name)
+    check_dtype(dtype_of(x), name, target)
     return shape
 
 
-def host_view(x, name):
-    """x (NumPy-like or CPU torch) as a NumPy array, dtype checked, no copy when possible."""
+def host_view(x, name, target=None):
+    """x (NumPy-like or CPU torch) as a NumPy array of its own dtype, checked against the
+    policy (check_dtype's `target`), no copy when possible."""
     if array_kind(x) == "torch_cpu":
         x = x.detach().numpy() if _torch_dtype_name(x) != "bfloat16" else x.float().numpy()
     x = np.asarray(x)
-    check_dtype(x.dtype, name)
+    check_dtype(x.dtype, name, target)
     return x
 
 
@@ -153,26 +163,29 @@ def device_ptr(x, kind):
     return x.data.ptr if kind == "cupy" else x.data_ptr()
 
 
-def to_device(x, kind, name):
-    """x as a CuPy array on the current device (a view for CuPy/torch CUDA input when float32)."""
+def to_device(x, kind, name, target=None):
+    """x as a CuPy array on the current device in the dtype it is computed in (check_dtype's
+    policy, or `target`): a view for CuPy/torch CUDA input already of that dtype, else a
+    converted copy."""
     cp = cupy()
     if kind == "cupy":
-        if is_float32(x.dtype):
+        if is_float32(x.dtype) and (target is None or target is FLOAT32):
             return x
-        check_dtype(x.dtype, name)
-        return x.astype(FLOAT32)
+        dtype = check_dtype(x.dtype, name, target)
+        return x if x.dtype == dtype else x.astype(dtype)
     if kind == "torch":
         dname = _torch_dtype_name(x)
         if dname == "bfloat16":  # no NumPy/CuPy dtype: widen on the torch side (exact)
             x = x.float()
         y = cp.from_dlpack(x.detach())
-        check_dtype(y.dtype, name)
-        return y if y.dtype == FLOAT32 else y.astype(FLOAT32)
-    h = host_view(x, name)
+        dtype = check_dtype(y.dtype, name, target)
+        return y if y.dtype == dtype else y.astype(dtype)
+    h = host_view(x, name, target)
+    dtype = check_dtype(h.dtype, name, target)
     if h.ndim == 2:   # a large one through pinned staging (core/host_io.py)
         from .host_io import upload
-        return upload(cp, h, layout=True)
-    return cp.asarray(h, dtype=FLOAT32)
+        return upload(cp, h, layout=True, dtype=dtype)
+    return cp.asarray(h, dtype=dtype)
 
 
 def from_device(y, kind):
@@ -191,7 +204,7 @@ def from_device(y, kind):
 
 
 def matrix_layout(a):
-    """(ld, row_major) describing a 2-D float32 CuPy array, or None when it needs a copy.
+    """(ld, row_major) describing a 2-D CuPy array, or None when it needs a copy.
 
     row_major: element (i, j) at i*ld + j.  Otherwise column-major: at i + j*ld.  Dimensions of
     length 1 have meaningless strides, so such arrays fit either layout.

@@ -265,7 +265,7 @@ class Launcher:
     scalar), most of the host time of a small call; here one `struct.pack_into` writes the
     whole parameter block, and cuLaunchKernel gets the addresses of its fields (`kernelParams`,
     fixed per launcher and thread).  `fmt` lists the kernel's parameters in order ('i' int,
-    'I' unsigned, 'q' long long, 'f' float, 'P' pointer), native alignment being the kernel's
+    'I' unsigned, 'q' long long, 'f' float, 'd' double, 'P' pointer), native alignment being the kernel's
     parameter layout; `shared_mem`: the launch's dynamic shared memory bytes (a kernel asking
     beyond 48 KiB must have been opted in, as get_kernel's dynamic_smem does); `cooperative`:
     launch with cuLaunchCooperativeKernel (a kernel of get_kernel(..., cooperative=True),
@@ -274,7 +274,8 @@ class Launcher:
     (`array.data.ptr`), on CuPy's current stream.  Where this CuPy exposes no CUfunction
     handle, CuPy's own launch is used."""
 
-    _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "f": "float32", "P": "uint64"}
+    _SCALAR = {"i": "int32", "I": "uint32", "q": "int64", "f": "float32", "d": "float64",
+               "P": "uint64"}
 
     def __init__(self, kernel, fmt, shared_mem=0, cooperative=False):
         self.kernel, self.pack = kernel, struct.Struct("@" + fmt)

@@ -10,19 +10,32 @@ pick_variant, gemm_into).
 
 from .. import tuning
 from ..core import device
+from ..core.element import F64
 from . import mma, simt, wgmma
 from .simt import chosen_variant, gemm_into, gemm_ptr, pick_split, pick_variant
 
 __all__ = ["PRECISIONS", "check_precision", "resolve_precision", "product_into", "gemm_ptr",
-           "gemm_into", "pick_variant", "pick_split", "chosen_variant"]
+           "gemm_into", "pick_variant", "pick_split", "chosen_variant", "gemm_ptr_for"]
 
-PRECISIONS = ("auto", "fp32", "3xtf32", "tf32")
+PRECISIONS = ("auto", "fp32", "3xtf32", "tf32")          # float32 work
+PRECISIONS_FP64 = ("auto", "fp64")                         # float64 work: FP64 throughout
 
 
-def check_precision(precision):
-    """`precision` if it is one of PRECISIONS, else ValueError."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+def check_precision(precision, element=None):
+    """`precision` if it names an arithmetic of `element`'s work (None or float32: PRECISIONS;
+    float64: PRECISIONS_FP64; complex: "auto"), else ValueError."""
+    name = "float32" if element is None else element.name
+    if name == "float32":
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    elif name == "float64":
+        if precision not in PRECISIONS_FP64:
+            raise ValueError(f"float64 input computes in FP64: precision must be one of "
+                             f"{PRECISIONS_FP64}, got {precision!r} (the TF32 kinds and "
+                             f"'fp32' are float32 arithmetic)")
+    elif precision != "auto":
+        raise ValueError(f"{name} input is factored by cuSOLVER: precision must be 'auto', "
+                         f"got {precision!r}")
     return precision
 
 
@@ -43,15 +56,30 @@ def resolve_precision(precision, m, n, k, table=None):
     return "fp32"
 
 
+def gemm_ptr_for(element):
+    """The by-pointer product launcher of `element`'s arithmetic, with simt.gemm_ptr's
+    signature: the SIMT SGEMM for float32, the FP64 tensor-core DGEMM (dmma.py) for float64."""
+    if element.name == "float32":
+        return gemm_ptr
+    if element.name == "float64":
+        from . import dmma
+        return dmma.gemm_ptr
+    raise TypeError(f"no GEMM kernel of ours computes in {element.name}")
+
+
 def product_into(alpha, a, b, beta, c, precision="fp32", stage_a=False, persistent=True,
                  table=None):
     """c = alpha * a @ b + beta * c in place, in the arithmetic `precision` names (see
-    `gpulinalg.sgemm`), on the current device and stream; returns c.
+    `gpulinalg.sgemm`; float64 arrays: the FP64 DGEMM, dmma.py), on the current device and
+    stream; returns c.
 
-    a (m x k), b (k x n), c (m x n) are float32 CuPy arrays; a and b may have any strides, c
+    a (m x k), b (k x n), c (m x n) are CuPy arrays of one dtype (float32 or float64); a and b may have any strides, c
     needs one unit stride.  stage_a: as simt.gemm_into's (FP32 only); persistent: as
     wgmma.gemm_wgmma_into's; table: the Tuning table (default: the one in force).
     """
+    if c.dtype == F64.dtype:   # float64: the FP64 tensor-core DGEMM whatever the precision
+        from . import dmma
+        return dmma.gemm_into(alpha, a, b, beta, c, table=table)
     table = tuning.current() if table is None else table   # read once, passed on
     precision = resolve_precision(precision, a.shape[0], b.shape[1], a.shape[1], table)
     if precision == "fp32":

@@ -37,11 +37,12 @@ INV_THRESHOLD = 1e3
 
 def unit_lower_inverse(l11, threshold):
     """(inv(L11), use_inverse, norm) for the unit lower triangle of l11 (its diagonal is
-    U's): use_inverse where strtri succeeded and the infinity norm of inv(L11) is below
-    `threshold`."""
-    from scipy.linalg.lapack import strtri
-    inv, info = strtri(l11, lower=1, unitdiag=1)
-    # strtri with unitdiag leaves the diagonal (U11's) and upper triangle as given: clean them.
+    U's), in l11's dtype: use_inverse where xtrtri succeeded and the infinity norm of
+    inv(L11) is below `threshold`."""
+    from scipy.linalg import get_lapack_funcs
+    trtri, = get_lapack_funcs(("trtri",), (l11,))
+    inv, info = trtri(l11, lower=1, unitdiag=1)
+    # xtrtri with unitdiag leaves the diagonal (U11's) and upper triangle as given: clean them.
     inv = np.tril(inv, -1)
     np.fill_diagonal(inv, 1.0)
     norm = float(np.abs(inv).sum(axis=1).max()) if inv.size else 1.0

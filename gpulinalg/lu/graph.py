@@ -58,13 +58,16 @@ import numpy as np
 from .. import tuning
 from ..core.backend import cupy
 from ..core.device import sm_count
+from ..core.element import REAL_KERNEL, element as element_of
 from ..core.kernels import Launcher, get_kernel
 from .driver import absolute_pivots, enqueue_steps, panel_blocks
 
 FAMILY = "graph_io"
-KERNEL_NAMES = ("graph_io_set", "graph_copy<true>", "graph_copy<false>")
+KERNEL_NAMES = ("graph_io_set",) + tuple(f"graph_copy<{el.ctype}, {into}>"
+                                         for el in REAL_KERNEL for into in ("true", "false"))
 _IO_THREADS = 256           # graph_copy's block (its __launch_bounds__)
-_IO_SEG = 512               # floats of one row per warp item (IO_SEG in kernels/graph_io.cu)
+_IO_SEG_BYTES = 2048        # bytes of one row per warp item (IO_SEG_BYTES in graph_io.cu)
+_PIV = 4                    # bytes of a pivot and of info (int32)
 _SEEN_LIMIT = 1024          # counted first calls kept before the count restarts
 _D2D = 3                    # cudaMemcpyDeviceToDevice
 _USE_NODE_PRIORITY = 8      # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
@@ -80,7 +83,7 @@ failures = {}               # key -> why its capture failed (that key no longer 
 
 def eligible(m, n, panel_name, timeline, devices, table=None):
     """Whether a factorization may be replayed (before any key is looked up); table: the
-    tuning table of the call (default: the one in force)."""
+    tuning table of the call (default: the float32 one in force)."""
     if not (_ENV_ENABLED and not _DISABLED.get() and panel_name == "gpu" and timeline is None
             and devices is None):
         return False
@@ -107,7 +110,8 @@ def clear():
 
 
 def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table=None):
-    """(piv, info, finite) of A (C-contiguous m x n float32 CuPy, factored in place) by graph
+    """(piv, info, finite) of A (C-contiguous m x n CuPy of a real element type, factored in
+    place) by graph
     replay, or None when this call should run the ordinary driver (first call of its key,
     or a key whose capture failed).  piv and info as `driver.getrf`'s; tc_min as CupyOps's;
     finite: whether the matrix read held no inf/NaN.  src: the matrix to factor when it is
@@ -115,9 +119,10 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table
     there, the factors written to A.  table: the tuning table (default: the one in force),
     part of the key; the capture runs under it."""
     cp = cupy()
-    table = tuning.current() if table is None else table
+    el = element_of(A.dtype)
+    table = tuning.current(element=el) if table is None else table
     stream = cp.cuda.get_current_stream()
-    key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, nb, precision, lookahead,
+    key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, el, nb, precision, lookahead,
            inv_threshold, tc_min, table)
     with _lock:
         entry = _entries.get(key)
@@ -133,7 +138,8 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table
         else:
             try:
                 with tuning.override(table):
-                    entry = _Entry(A.shape, nb, precision, lookahead, inv_threshold, tc_min)
+                    entry = _Entry(A.shape, el, nb, precision, lookahead, inv_threshold,
+                                   tc_min)
             except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
                 failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
                 return None
@@ -148,7 +154,7 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table
 class _Entry:
     """One captured factorization: its buffers, workspaces, private pool and graph."""
 
-    def __init__(self, shape, nb, precision, lookahead, inv_threshold, tc_min=0):
+    def __init__(self, shape, el, nb, precision, lookahead, inv_threshold, tc_min=0):
         from .steps import CupyOps
         from .panel_gpu import GpuPanel
         cp = cupy()
@@ -160,11 +166,11 @@ class _Entry:
         self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin
         mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
-            self.a = cp.empty((m, n), dtype=np.float32)
+            self.a = cp.empty((m, n), dtype=el.dtype)
             self.slot = cp.zeros(2, dtype=np.uint64)     # the call's (src, dst) addresses
             self.nonfinite = cp.zeros(1, dtype=np.int32)
             self.ops = CupyOps(self.a, nb, precision, tc_min=tc_min)
-            self.panel = GpuPanel()
+            self.panel = GpuPanel(element=el)
             ws = self.panel.workspace()
             self.set_slot = Launcher(get_kernel(FAMILY, "graph_io_set"), "PPP")
             copy_in, copy_out = (_copier(True, self.slot, self.a, self.nonfinite),
@@ -210,26 +216,29 @@ class _Entry:
                               A.data.ptr)
             self.graph.launch(stream)
             p = out.data.ptr
-            rt.memcpyAsync(p, self.ops.piv.data.ptr, 4 * k, _D2D, stream.ptr)
-            rt.memcpyAsync(p + 4 * k, self.info.data.ptr, 4, _D2D, stream.ptr)
-            rt.memcpyAsync(p + 4 * k + 4, self.nonfinite.data.ptr, 4, _D2D, stream.ptr)
+            rt.memcpyAsync(p, self.ops.piv.data.ptr, _PIV * k, _D2D, stream.ptr)
+            rt.memcpyAsync(p + _PIV * k, self.info.data.ptr, _PIV, _D2D, stream.ptr)
+            rt.memcpyAsync(p + _PIV * (k + 1), self.nonfinite.data.ptr, _PIV, _D2D,
+                           stream.ptr)
         host = out.get(stream=stream)       # waits for this call's work
         return absolute_pivots(host[:k], self.blocks), int(host[k]), not host[k + 1]
 
 
 def _copier(into, slot, buf, flag=None):
-    """copy(r0, r1) on the current stream: graph_copy<into> of rows r0..r1 (all columns)
+    """copy(r0, r1) on the current stream: graph_copy<T, into> of rows r0..r1 (all columns)
     between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
-    launch = Launcher(get_kernel(FAMILY, f"graph_copy<{'true' if into else 'false'}>"),
-                      "PPiiqP")
+    el = element_of(buf.dtype)
+    name = f"graph_copy<{el.ctype}, {'true' if into else 'false'}>"
+    launch = Launcher(get_kernel(FAMILY, name), "PPiiqP")
     n = buf.shape[1]
+    seg = _IO_SEG_BYTES // el.itemsize
     sms = sm_count()
     per_block = _IO_THREADS // 32   # warps, one (row, segment) item each at a time
 
     def copy(r0, r1):
         if r1 <= r0 or n == 0:
             return
-        items = (r1 - r0) * -(-n // _IO_SEG)
+        items = (r1 - r0) * -(-n // seg)
         grid = max(1, min(-(-items // per_block), 8 * sms))
         launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, n,
                flag.data.ptr if flag is not None else 0)

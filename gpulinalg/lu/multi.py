@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import tuning
 from ..core.device import require_memory
+from ..core.element import F32, element as element_of
 from .distribution import ColumnCyclic, panel_schedule
 from .driver import INV_THRESHOLD, absolute_pivots, mark, panel_blocks
 from .steps import CupyOps, workspace_bytes
@@ -349,20 +350,23 @@ def _timeline(devs, origin, marks, panel_marks):
 
 # ------------------------------------------------------------------ on the GPUs
 
-def share_bytes(m, n, nb, dist, d):
-    """Device bytes device d needs: its columns and its workspace (with the receive buffers)."""
+def share_bytes(m, n, nb, dist, d, element=F32):
+    """Device bytes device d needs: its columns and its workspace (with the receive buffers),
+    of `element`."""
     nd = dist.local_width(d)
-    return 4 * m * nd + workspace_bytes(m, nd, nb, receive=True)
+    return element.itemsize * m * nd + workspace_bytes(m, nd, nb, receive=True,
+                                                       element=element)
 
 
-def check_memory(m, n, nb, dist, device_ids, home=None):
+def check_memory(m, n, nb, dist, device_ids, home=None, element=F32):
     """MemoryError with the numbers unless every device has room for its share (and the
-    home device, when it is one of them, for the home's workspace too)."""
+    home device, when it is one of them, for the home's workspace too), of `element`."""
     for d, dev_id in enumerate(device_ids):
-        need = share_bytes(m, n, nb, dist, d)
+        need = share_bytes(m, n, nb, dist, d, element)
         if dev_id == home:
-            need += workspace_bytes(m, n, nb)
-        require_memory(need, f"LU of a {m}x{n} float32 matrix on {len(device_ids)} GPUs: "
+            need += workspace_bytes(m, n, nb, element=element)
+        require_memory(need, f"LU of a {m}x{n} {element.name} matrix on {len(device_ids)} "
+                             f"GPUs: "
                              f"{dist.local_width(d)} columns and their workspace"
                              f"{' (and the home workspace)' if dev_id == home else ''} need",
                        dev_id)
@@ -372,14 +376,15 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
                    timeline=None, out=None, beside=None, table=None):
     """The distributed LU on the GPUs `device_ids`.
 
-    src: a C-contiguous NumPy matrix of float32 or a type that converts to it exactly
-    (uploaded by `transfers.host_transfers`; the factors come back into `out`, a
-    C-contiguous float32 NumPy matrix of its shape, default src itself when float32) or a
-    C-contiguous float32 CuPy matrix (factored in place, or into `out`).  Returns (piv, info).
+    src: a C-contiguous NumPy matrix of the working element type (float32 or float64:
+    `element`) or of a type that converts to it exactly (uploaded by
+    `transfers.host_transfers`; the factors come back into `out`, a C-contiguous NumPy
+    matrix of its shape and the working dtype, default src itself) or a C-contiguous CuPy
+    matrix of the working dtype (factored in place, or into `out`).  Returns (piv, info).
 
     A CuPy src: the columns go to the devices chunk by chunk (`transfers.scatter_from_gpu`)
     and the factorization starts with the first chunk; `out` (default src: a C-contiguous
-    float32 CuPy matrix of src's shape on src's device, any content) is the home
+    CuPy matrix of src's shape and dtype on src's device, any content) is the home
     (`getrf_multi`): each block comes back as soon as its panel is factored and the left
     swaps are applied there, so little is left to copy after the last step.  Every element
     of `out` is written and src is only read, so an input the caller keeps needs no copy of
@@ -392,20 +397,22 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     slowest device, or the host transfer), factor_ms (from the start until every device is
     done) and gather_ms (what is left after that: the home's last blocks and swaps, or the
     host transfer).  `table`: the tuning table (default: the one in force for the first
-    GPU).
+    GPU and the element).
     """
     from ..core.backend import cupy
     cp = cupy()
-    table = tuning.current(device_ids[0]) if table is None else table
+    out = src if out is None else out
+    el = element_of(out.dtype)
+    table = tuning.current(device_ids[0], el) if table is None else table
     m, n = src.shape
     dist = ColumnCyclic(n, nb, len(device_ids))
     on_host = isinstance(src, np.ndarray)
-    out = src if out is None else out
-    check_memory(m, n, nb, dist, device_ids, home=None if on_host else src.device.id)
+    check_memory(m, n, nb, dist, device_ids, home=None if on_host else src.device.id,
+                 element=el)
     _enable_peer_access(cp, device_ids)
     t0 = time.perf_counter()
     if on_host:   # complete on return: every column is in place
-        shares = host_transfers(cp, src, dist, device_ids, table=table)
+        shares = host_transfers(cp, src, dist, device_ids, table=table, dtype=el.dtype)
         arrivals = rest = None
         scatter_ms = (time.perf_counter() - t0) * 1e3
     else:

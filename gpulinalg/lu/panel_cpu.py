@@ -1,4 +1,5 @@
-"""The host panel: LAPACK's sgetrf factors each panel on the CPU, strtri inverts L11.
+"""The host panel: LAPACK's xgetrf factors each panel on the CPU (sgetrf for float32, dgetrf
+for float64: the matrix's element type), xtrtri inverts L11.
 
 `getrf` (gpulinalg/lu/driver.py) drives a panel object through one protocol, which `GpuPanel`
 (gpulinalg/lu/panel_gpu.py) follows too:
@@ -14,7 +15,7 @@
 `CpuPanel` ships the panel column-major to pinned host memory, factors it there, and ships it
 back with its pivots and, where usable, L11^{-1} (the update then multiplies by the inverse,
 with one step of refinement; else it solves with L11).  With `threaded` the host's work (the
-wait for the panel, sgetrf, strtri: all release the GIL) runs on a worker thread, so that the
+wait for the panel, xgetrf, xtrtri: all release the GIL) runs on a worker thread, so that the
 driver's thread enqueues the GPU's work meanwhile.  With `gated` as well, getrf enqueues the
 GPU's whole chain from one panel to the next (the return trip, the swaps, U12 and the update
 of the next panel's columns, the next panel's trip out) before the worker has factored the
@@ -40,7 +41,7 @@ __all__ = ["CpuPanel"]
 
 
 class CpuPanel:
-    """Panel factored on the host with LAPACK sgetrf, L11 inverted with strtri.
+    """Panel factored on the host with LAPACK xgetrf, L11 inverted with xtrtri.
 
     Parameters
     ----------
@@ -123,17 +124,16 @@ def _host_work(ops, step, j0, j1, arrived):
     flag to step + 1 (the factored panel and its pivots are staged), then write (where usable)
     L11^{-1} and L11 to host_linv[step % 2].  Returns (info, linv_norm, sync_start,
     host_start, host_end); linv_norm is inf where L11^{-1} is not usable."""
-    from scipy.linalg.lapack import sgetrf
     jb = j1 - j0
     t_sync = time.perf_counter()
     ops.host_sync(arrived)                 # the only host wait: the panel has arrived
     t0 = time.perf_counter()
     panel = ops.host_panel_view(j0, j1)    # F-ordered (m-j0) x jb view of pinned memory
-    lu, ipiv, info = sgetrf(panel, overwrite_a=True)
+    lu, ipiv, info = ops.element.lapack_func("getrf")(panel, overwrite_a=True)
     if not np.shares_memory(lu, panel):    # f2py copied after all: keep the staging valid
         panel[...] = lu
     ops.host_log("getrf", step)
-    # Pivots: SciPy's sgetrf returns them 0-based (LAPACK's are 1-based), relative to the
+    # Pivots: SciPy's xgetrf returns them 0-based (LAPACK's are 1-based), relative to the
     # panel's first row j0: exactly what laswp takes on the view a[j0:, :].
     ops.host_piv[j0:j1] = ipiv[:jb]
     # Once the flag is up the staging may take the next panel: keep L11 (and U11) aside.
@@ -143,7 +143,7 @@ def _host_work(ops, step, j0, j1, arrived):
     if usable:   # row-major jb x jb, as the update reads them: L11^{-1}, then L11
         staged = ops.host_linv[step % 2]
         staged[0, :jb * jb] = linv.ravel()
-        staged[1, :jb * jb] = (np.tril(l11, -1) + np.eye(jb, dtype=np.float32)).ravel()
+        staged[1, :jb * jb] = (np.tril(l11, -1) + np.eye(jb, dtype=l11.dtype)).ravel()
     return int(info), (norm if usable else np.inf), t_sync, t0, time.perf_counter()
 
 

@@ -3,13 +3,15 @@
 `make_plan` looks at the input and the options once and records every decision in a frozen
 `Plan` with a readable repr:
 
-- the arithmetic: block size nb (`block_size`), the trailing updates' precision
+- the element type (`Plan.element`, core/element.py: the working dtype of SciPy's policy),
+  the arithmetic: block size nb (`block_size`), the trailing updates' precision
   (`update_precision`) and where "auto" turns back to FP32 (`tail_cut`), the panel kind;
 - the route: "graph" (one GPU, GPU panel: replayed from a CUDA graph once its key was seen,
   lu/graph.py, else the stream driver), "driver" (one GPU, GPU panel, the stream driver),
   "host panel" (one GPU, the panels factored on the host), "several GPUs" (lu/multi.py),
-  "empty" (no pivot column: nothing to factor) or "emulated" (gpulinalg.testing.lu: the same
-  driver on the NumPy emulation of the device steps);
+  "cuSOLVER" (complex input: cuSOLVER's getrf through CuPy), "empty" (no pivot column:
+  nothing to factor) or "emulated" (gpulinalg.testing.lu: the same driver on the NumPy
+  emulation of the device steps);
 - where the matrix is read from (`Plan.source`: the input factored in place, read in place
   into a new matrix, uploaded from the host, a converted copy, a transposed copy, a copy) and
   where the factors are written (`Plan.result`);
@@ -28,6 +30,7 @@ import numpy as np
 
 from .. import tuning
 from ..core import arrays, device, host_io
+from ..core.element import F32, element as element_of
 from ..core.backend import cupy, gpu_available
 from ..core.finite import NONFINITE, device_all_finite, device_finite_flag
 from . import graph
@@ -41,13 +44,13 @@ __all__ = ["Options", "Matrix", "Plan", "make_plan", "run", "block_size", "updat
 PANELS = ("auto", "cpu", "gpu")
 
 # Plan.route
-GRAPH, DRIVER, HOST_PANEL, MULTI, EMPTY, EMULATED = (
-    "graph", "driver", "host panel", "several GPUs", "empty", "emulated")
+GRAPH, DRIVER, HOST_PANEL, MULTI, CUSOLVER, EMPTY, EMULATED = (
+    "graph", "driver", "host panel", "several GPUs", "cuSOLVER", "empty", "emulated")
 # Plan.source: how the factorization reads the input
 IN_PLACE = "in place"            # the input itself is factored
 READ_IN_PLACE = "read in place"  # read where it lies; the factors go to a new matrix
 UPLOADED = "uploaded"            # host input through pinned staging (any layout and dtype)
-CONVERTED = "converted"          # a C-ordered float32 copy of the input, factored in place
+CONVERTED = "converted"          # a C-ordered copy in the working dtype, factored in place
 TRANSPOSED = "transposed"        # an F-ordered device input transposed into a new matrix
 COPIED = "copied"                # a C-ordered copy into a new matrix
 NOTHING = "not read"             # nothing to factor
@@ -74,11 +77,19 @@ class Options:
     inv_threshold: float = INV_THRESHOLD   # U12 by L11^{-1} while its norm is below this
     emulate: bool = False           # the driver on the NumPy emulation (route "emulated")
 
-    def check(self):
-        """Validate the keywords; needs no GPU."""
+    def check(self, element=F32):
+        """Validate the keywords for a matrix of `element`; needs no GPU."""
         from ..gemm.dispatch import check_precision
-        check_precision(self.precision)
+        check_precision(self.precision, element)
         count_devices(self.devices)
+        if element.is_complex:
+            default = Options()
+            changed = [f"{name}={getattr(self, name)!r}"
+                       for name in ("panel", "block_size", "lookahead", "devices")
+                       if getattr(self, name) != getattr(default, name)]
+            if changed:
+                raise ValueError(f"{element.name} input is factored by cuSOLVER (through "
+                                 f"CuPy), which takes none of {', '.join(changed)}")
         if not isinstance(self.panel, str) or self.panel not in PANELS:
             raise ValueError(f"panel must be one of {PANELS}, got {self.panel!r}")
         nb = self.block_size
@@ -97,7 +108,7 @@ class Matrix:
     dtype: np.dtype          # the input's
     kind: str                # arrays.array_kind of the input
     on_host: bool
-    float32: bool            # the matrix read is float32
+    native: bool             # the matrix read is of the working dtype already
     c_contiguous: bool
     f_contiguous: bool
     writeable: bool = True
@@ -106,8 +117,8 @@ class Matrix:
 
 def host_matrix(h, kind):
     """The Matrix of a host input h (NumPy) of array kind `kind`."""
-    return Matrix(h.shape, h.dtype, kind, True, h.dtype == np.float32, h.flags.c_contiguous,
-                  h.flags.f_contiguous, h.flags.writeable)
+    return Matrix(h.shape, h.dtype, kind, True, h.dtype == element_of(h.dtype).dtype,
+                  h.flags.c_contiguous, h.flags.f_contiguous, h.flags.writeable)
 
 
 def device_matrix(src, a, kind):
@@ -123,7 +134,8 @@ class Plan:
     """Every decision of one factorization (see the module docstring)."""
     m: int
     n: int
-    dtype: np.dtype          # the input's (the factorization runs in float32)
+    dtype: np.dtype          # the input's
+    element: object          # the working element type (core/element.py): the factors' dtype
     nb: int
     precision: str           # the trailing updates' arithmetic ("auto" resolved)
     tc_min: int              # tensor-core updates while the trailing matrix has this many
@@ -151,7 +163,10 @@ class Plan:
         elif self.route == EMULATED and self.devices > 1:
             route += f" ({self.devices} virtual devices)"
         extra = "" if self.lookahead == 1 else f", lookahead={self.lookahead}"
-        return (f"Plan({self.m}x{self.n} {np.dtype(self.dtype)}, nb={self.nb}, "
+        dtype = np.dtype(self.dtype).name
+        if dtype != self.element.name:
+            dtype += f" as {self.element.name}"
+        return (f"Plan({self.m}x{self.n} {dtype}, nb={self.nb}, "
                 f"precision={precision}, panel={self.panel}{extra}, route={route}, "
                 f"source={self.input} input {self.source}, result={self.result}, "
                 f"finite check={self.finite})")
@@ -159,7 +174,8 @@ class Plan:
     def check_memory(self):
         """MemoryError with the numbers unless the current GPU holds the working matrix (when
         it is not the input itself) and the driver's workspace."""
-        check_memory(self.m, self.n, self.nb, self.source not in (IN_PLACE, CONVERTED))
+        check_memory(self.m, self.n, self.nb, self.source not in (IN_PLACE, CONVERTED),
+                     self.element)
 
 
 # ------------------------------------------------------------------------ the rules
@@ -185,10 +201,15 @@ def block_size(m, n, panel, precision, devices, table):
     return _stepped(table.gpu_nb, steps, k)
 
 
-def update_precision(precision, m, n, table, wgmma=None):
-    """The trailing updates' arithmetic `precision` means for an m x n LU: "auto" is "3xtf32"
-    from table.lu_tc_min_mn elements where the device runs wgmma (`wgmma`: that fact, or
-    None to ask the device), else "fp32"."""
+def update_precision(precision, m, n, table, wgmma=None, element=F32):
+    """The trailing updates' arithmetic `precision` means for an m x n LU of `element`:
+    float64 "fp64" (the FP64 tensor cores), complex "cusolver"; float32 "auto" is "3xtf32"
+    from table.lu_tc_min_mn elements where the device runs wgmma (`wgmma`: that fact, or None
+    to ask the device), else "fp32"."""
+    if element.is_complex:
+        return "cusolver"
+    if element.name == "float64":
+        return "fp64"
     if precision != "auto":
         return precision
     if m * n < table.lu_tc_min_mn:
@@ -202,7 +223,7 @@ def tail_cut(requested, precision, panel, nb, table):
     at most table.lu_tc_tail_nb columns, FP32 updates once the trailing matrix has fewer than
     table.lu_tc_min_trailing rows and columns (there the panels' chain paces the steps, and
     the tensor-core product's split pre-pass would lengthen it); 0 otherwise."""
-    if (requested == "auto" and precision != "fp32" and panel == "gpu"
+    if (requested == "auto" and precision in ("3xtf32", "tf32") and panel == "gpu"
             and nb <= table.lu_tc_tail_nb):
         return table.lu_tc_min_trailing
     return 0
@@ -257,23 +278,23 @@ def resolve_devices(devices, count=None, current=None):
     return None if ids == (current,) else ids
 
 
-def check_memory(m, n, nb, copy_matrix):
+def check_memory(m, n, nb, copy_matrix, element=F32):
     """MemoryError with the numbers unless the current GPU has room for an m x n LU's
-    workspace and (copy_matrix) its working copy of the matrix."""
+    workspace and (copy_matrix) its working copy of the matrix, of `element`."""
     gib = 2.0 ** 30
-    matrix = 4 * m * n if copy_matrix else 0
-    work = workspace_bytes(m, n, nb)
-    device.require_memory(matrix + work, lambda: f"LU of a {m}x{n} float32 matrix (matrix "
-                                                 f"copy {matrix / gib:.2f} GiB + workspace "
-                                                 f"{work / gib:.2f} GiB) needs")
+    matrix = element.itemsize * m * n if copy_matrix else 0
+    work = workspace_bytes(m, n, nb, element=element)
+    device.require_memory(matrix + work, lambda: f"LU of a {m}x{n} {element.name} matrix "
+                                                 f"(matrix copy {matrix / gib:.2f} GiB + "
+                                                 f"workspace {work / gib:.2f} GiB) needs")
 
 
-def make_panel(name, devices=1, table=None):
-    """The driver's panel object: "gpu" or "cpu", for a factorization on `devices` GPUs
-    (table: the tuning table; None: the table in force)."""
+def make_panel(name, devices=1, table=None, element=F32):
+    """The driver's panel object: "gpu" or "cpu", for a factorization of `element` on
+    `devices` GPUs (table: the tuning table; None: the table in force)."""
     if name == "gpu":
         from .panel_gpu import GpuPanel
-        return GpuPanel(devices=devices, table=table)
+        return GpuPanel(devices=devices, table=table, element=element)
     from .panel_cpu import CpuPanel
     # Several GPUs: the host work on the driver's thread (the gated chain is the one-GPU
     # driver's; a worker alone does not shorten the several GPUs' steps).
@@ -289,26 +310,28 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
     to_host: a host input's factors go back to the host (lu_factor; lu forms L and U on the
     device first).  device_ids: `resolve_devices(options.devices)`.  wgmma: whether the
     device runs Hopper's wgmma kernels (None: asked, where "auto" needs it).  table: the
-    tuning table (None: tuning.current()).  Needs no GPU when wgmma is given.
+    tuning table (None: tuning.current() of the working element).  Needs no GPU when wgmma is
+    given.
     """
-    table = tuning.current() if table is None else table
+    el = element_of(x.dtype)
+    table = tuning.current(element=el) if table is None else table
     m, n = x.shape
     k = min(m, n)
     panel = "cpu" if options.panel == "cpu" else "gpu"
     ndev = count_devices(options.devices)
     precision = update_precision(options.precision, m, n, table,
-                                 False if options.emulate else wgmma)
+                                 False if options.emulate else wgmma, el)
     nb = options.block_size
     if nb is None:
         nb = block_size(m, n, panel, precision, ndev, table)
     nb = max(1, min(int(nb), k))
-    route = _route(x, options, panel, device_ids, table)
+    route = _route(x, el, options, panel, device_ids, table)
     if x.on_host:
         source, result, finite = _host_placement(x, options, route, overwrite_a,
                                                  check_finite, to_host)
     else:
         source, result, finite = _device_placement(x, route, overwrite_a, check_finite)
-    return Plan(m=m, n=n, dtype=x.dtype, nb=nb, precision=precision,
+    return Plan(m=m, n=n, dtype=x.dtype, element=el, nb=nb, precision=precision,
                 tc_min=tail_cut(options.precision, precision, panel, nb, table),
                 panel=panel, lookahead=options.lookahead, devices=ndev,
                 device_ids=device_ids if route == MULTI else None, route=route,
@@ -317,12 +340,14 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
                 timeline=options.timeline, table=table)
 
 
-def _route(x, options, panel, device_ids, table):
+def _route(x, el, options, panel, device_ids, table):
     m, n = x.shape
     if options.emulate:
         return EMULATED
     if min(m, n) == 0:
         return EMPTY
+    if el.is_complex:
+        return CUSOLVER
     if device_ids is not None:
         return MULTI
     if graph.eligible(m, n, panel, options.timeline, options.devices, table):
@@ -332,8 +357,8 @@ def _route(x, options, panel, device_ids, table):
 
 def _host_placement(x, options, route, overwrite_a, check_finite, to_host):
     """(source, result, finite) of a host input.  It is factored where it lies only when
-    allowed and already row-major float32 NumPy."""
-    in_place = (overwrite_a and x.kind == "numpy" and x.float32 and x.c_contiguous
+    allowed and already row-major NumPy of the working dtype."""
+    in_place = (overwrite_a and x.kind == "numpy" and x.native and x.c_contiguous
                 and x.writeable)
     finite = HOST if check_finite and finite_on_host(options, gpu=True) else (
         FLAG if check_finite else NONE)
@@ -383,12 +408,14 @@ def _device_placement(x, route, overwrite_a, check_finite):
 def run(plan, host=None, src=None):
     """Run `plan` on the current GPU, for the host input `host` (a NumPy view) or the device
     input `src` (as arrays.to_device gives it).  Returns (xp, lu, piv, info): lu row-major
-    float32 in xp (numpy or cupy), piv 0-based absolute int32 NumPy, info as LAPACK's."""
+    of the plan's element in xp (numpy or cupy), piv 0-based absolute int32 NumPy, info as
+    LAPACK's."""
     if plan.route == EMULATED:
         raise ValueError("the emulated route runs through gpulinalg.testing.lu")
     if plan.input == "host":
         if plan.route == EMPTY:
-            return np, np.empty((plan.m, plan.n), np.float32), np.zeros(0, np.int32), 0
+            return (np, np.empty((plan.m, plan.n), plan.element.dtype), np.zeros(0, np.int32),
+                    0)
         if plan.route == MULTI:
             return _several_gpus_from_host(plan, host)
         return _one_gpu_from_host(plan, host)
@@ -403,15 +430,16 @@ def _require_finite(flag):
 def _one_gpu_from_host(plan, host):
     cp = cupy()
     plan.check_memory()
-    # Layout: any host layout and dtype -> row-major float32 on the GPU, converted on the way
-    # through pinned staging (core/host_io.py); the check runs on that copy, its flag read last.
-    A = host_io.upload(cp, host)
+    # Layout: any host layout and dtype -> row-major in the working dtype on the GPU, converted
+    # on the way through pinned staging (core/host_io.py); the check runs on that copy, its
+    # flag read last.
+    A = host_io.upload(cp, host, dtype=plan.element.dtype)
     flag = device_finite_flag(A) if plan.finite == FLAG else None
     dest, ready = None, None
     if plan.result == INPUT:
         dest = host
     elif plan.result == NEW_HOST:   # its pages are faulted in while the GPU works
-        dest, ready = host_io.result_array((plan.m, plan.n))
+        dest, ready = host_io.result_array((plan.m, plan.n), plan.element.dtype)
     piv, info, _ = _one_gpu(plan, A, None)
     if ready is not None:
         ready()   # dest's pages in memory (and no pool job left on it if we raise)
@@ -422,10 +450,14 @@ def _one_gpu_from_host(plan, host):
 
 
 def _one_gpu(plan, A, src):
-    """Routes "graph", "driver" and "host panel": (piv, info, late finite flag or None).  A
-    is factored in place; where the source is read in place, A is a fresh matrix that
-    receives the factors of src."""
+    """Routes "graph", "driver", "host panel" and "cuSOLVER": (piv, info, late finite flag or
+    None).  A is factored in place; where the source is read in place, A is a fresh matrix
+    that receives the factors of src."""
     read_in_place = plan.source == READ_IN_PLACE
+    if plan.route == CUSOLVER:
+        if read_in_place:
+            A[...] = src
+        return _cusolver(A) + (None,)
     if plan.route == GRAPH:   # a shape seen before: replayed from a CUDA graph
         res = graph.factor(A, plan.nb, plan.precision, plan.lookahead, plan.inv_threshold,
                            plan.tc_min, src=src if read_in_place else None, table=plan.table)
@@ -437,9 +469,26 @@ def _one_gpu(plan, A, src):
     if read_in_place:
         A[...] = src
     ops = CupyOps(A, plan.nb, plan.precision, tc_min=plan.tc_min, table=plan.table)
-    piv, info = getrf(ops, make_panel(plan.panel, table=plan.table), plan.nb, plan.lookahead,
-                      plan.inv_threshold, plan.timeline)
+    panel = make_panel(plan.panel, table=plan.table, element=plan.element)
+    piv, info = getrf(ops, panel, plan.nb, plan.lookahead, plan.inv_threshold, plan.timeline)
     return piv, info, late
+
+
+def _cusolver(A):
+    """(piv, info) of the C-ordered complex CuPy matrix A factored in place by cuSOLVER's
+    getrf, through cupyx.scipy.linalg.lu_factor (its own column-major copy, copied back)."""
+    import warnings
+    from cupyx.scipy.linalg import lu_factor
+    cp = cupy()
+    with warnings.catch_warnings():
+        # Its singular-matrix warning: the caller warns once, from `info` below.
+        warnings.simplefilter("ignore")
+        lu, piv = lu_factor(A, overwrite_a=False, check_finite=False)
+    A[...] = lu
+    # LAPACK's info: the first exactly zero diagonal element of U (1-based), else 0.
+    zeros = cp.flatnonzero(cp.diagonal(lu) == 0)
+    info = int(zeros[0]) + 1 if zeros.size else 0
+    return cp.asnumpy(piv).astype(np.int32), info
 
 
 def _from_device(plan, src):
@@ -459,27 +508,29 @@ def _from_device(plan, src):
 
 
 def _working_matrix(plan, src):
-    """The C-ordered float32 matrix the device route factors (or fills: read in place)."""
+    """The C-ordered matrix in the working dtype that the device route factors (or fills:
+    read in place)."""
     cp = cupy()
+    dtype = plan.element.dtype
     if plan.source in (IN_PLACE, CONVERTED):
         return src
     if plan.source == READ_IN_PLACE:
-        return cp.empty((plan.m, plan.n), dtype=np.float32)   # every element written
-    if plan.source == TRANSPOSED:
+        return cp.empty((plan.m, plan.n), dtype=dtype)   # every element written
+    if plan.source == TRANSPOSED and not plan.element.is_complex:
         # Layout: an F-ordered m x n array is the C-ordered n x m array src.T; transposed
         # into a fresh row-major matrix with our kernel.
         from ..layout.transpose import transpose_into
-        A = cp.empty((plan.m, plan.n), dtype=np.float32)
+        A = cp.empty((plan.m, plan.n), dtype=dtype)
         transpose_into(src.T, A)
         return A
     # Other strides (or C-order to keep): one explicit copy (ascontiguousarray would hand
     # back the caller's C-contiguous array itself).
-    return cp.array(src, dtype=np.float32, order="C", copy=True)
+    return cp.array(src, dtype=dtype, order="C", copy=True)
 
 
 def _panels(plan):
     return functools.partial(make_panel, plan.panel, devices=len(plan.device_ids),
-                             table=plan.table)
+                             table=plan.table, element=plan.element)
 
 
 def _several_gpus_from_device(plan, A, src):
@@ -509,9 +560,9 @@ def _several_gpus_from_host(plan, host):
     if plan.source == IN_PLACE:
         A = src = host
     elif plan.source == READ_IN_PLACE:
-        A, src = np.empty((plan.m, plan.n), np.float32), host
+        A, src = np.empty((plan.m, plan.n), plan.element.dtype), host
     else:
-        A = src = np.array(host, dtype=np.float32, order="C")
+        A = src = np.array(host, dtype=plan.element.dtype, order="C")
     piv, info = factor_devices(src, plan.device_ids, plan.nb, _panels(plan), plan.lookahead,
                                plan.inv_threshold, plan.precision, plan.timeline, out=A,
                                table=plan.table)

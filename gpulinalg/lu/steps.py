@@ -10,7 +10,8 @@ solve).  gpulinalg/testing/emulation.py's `NumpyOps` runs the same steps on the 
 tests.
 
 Conventions shared with NumpyOps:
-- the matrix ``a`` is m x n, C-contiguous float32, factored in place;
+- the matrix ``a`` is m x n, C-contiguous, of a real element type (core/element.py: float32 or
+  float64; every buffer and byte offset follows it), factored in place;
 - pivots on the "device" are 0-based and relative to the top row ``j0`` of their panel (what
   ``laswp`` takes on the view ``a[j0:, cols]``); the driver makes them absolute;
 - host staging buffers: ``host_panel`` (the panel column-major, nb*m floats), ``host_linv``
@@ -34,19 +35,21 @@ import numpy as np
 from .. import tuning
 from ..core.backend import cupy
 from ..core.device import sm_count
+from ..core.element import F32, element as element_of
 from .distribution import Identity
 
-F32 = np.float32
 I32 = np.int32
+_PIV = 4                  # bytes of a pivot (int32)
 _H2D, _D2H, _D2D, _DEFAULT = 1, 2, 3, 4  # cudaMemcpyHostToDevice, ...DeviceToHost, ...
 
 
-def workspace_bytes(m, n, nb, receive=False):
+def workspace_bytes(m, n, nb, receive=False, element=F32):
     """Device bytes CupyOps allocates besides the matrix (n: its local columns): the
     transposed panel T, the column-major copy LT of L21, the copy W of A12, two pairs of
-    nb x nb matrices (L11^{-1}, L11), the pivots (at most m), and with `receive` (several
-    devices) the two received panels R."""
-    return 4 * (2 * nb * m + nb * n + 4 * nb * nb + m + (2 * nb * m if receive else 0))
+    nb x nb matrices (L11^{-1}, L11), with `receive` (several devices) the two received
+    panels R, all of `element`; and the pivots (at most m)."""
+    elements = 2 * nb * m + nb * n + 4 * nb * nb + (2 * nb * m if receive else 0)
+    return element.itemsize * elements + _PIV * m
 
 
 _ONCE_LOCK = threading.RLock()   # re-entrant: one such attribute may ask for another
@@ -135,7 +138,7 @@ class CupyOps(_Columns):
         has at least tc_min rows or columns, the FP32 kernels after (0: always); table: the
         tuning table (default: the one in force for `device`), read here once.
         """
-        from ..gemm.dispatch import gemm_ptr, pick_variant, product_into
+        from ..gemm.dispatch import gemm_ptr_for, pick_variant, product_into
         from ..layout.laswp import laswp_ptr
         from ..layout.transpose import transpose_ptr
         from .trsm import trsm_ptr
@@ -145,17 +148,22 @@ class CupyOps(_Columns):
         # validation), since the CPU panel's host enqueues them between two panels; no split
         # K (its workspace would be allocated during a graph capture).  The table and the SM
         # count that the tile picks read are asked for once, here.
-        self.table = table = tuning.current(device) if table is None else table
+        # The element type (float32 or float64) is a's: every buffer, byte offset and kernel
+        # below follows it, and the table is that of the device and the element.
+        self.element = el = element_of(a.dtype)
+        self._size = el.itemsize
+        self.table = table = tuning.current(device, el) if table is None else table
         self._sms = sms = sm_count(device)
         self._lookahead_fp32_cols = table.lookahead_fp32_cols
         self._l21_colmajor_min_cols = table.l21_colmajor_min_cols
-        self._cp, self._laswp = cp, functools.partial(laswp_ptr, sms=sms)
-        self._gemm = functools.partial(gemm_ptr, split=1, sms=sms, table=table)
+        self._cp, self._laswp = cp, functools.partial(laswp_ptr, sms=sms, element=el)
+        self._gemm = functools.partial(gemm_ptr_for(el), split=1, sms=sms, table=table)
         self._product, self.precision = product_into, precision   # the trailing update
         self.tc_min = tc_min
-        self._pick = pick_variant
-        self._transpose = functools.partial(transpose_ptr, table=table)
-        self._trsm = trsm_ptr
+        # The SIMT SGEMM's tile is picked here (the update's own rule); the DGEMM picks its.
+        self._pick = pick_variant if el is F32 else None
+        self._transpose = functools.partial(transpose_ptr, table=table, element=el)
+        self._trsm = functools.partial(trsm_ptr, element=el)
         self.device = cp.cuda.Device(device)     # every method runs in this device's context
         self.cols = cols if cols is not None else Identity()
         self.a = a
@@ -172,15 +180,16 @@ class CupyOps(_Columns):
                             "comm": cp.cuda.Stream(non_blocking=True)}
             # Device workspace: the transposed panel, L21 column-major (_trailing), the
             # copy of A12, two L11^{-1}, pivots.
-            self.T = cp.empty(max(nb * m, 1), dtype=F32)
-            self.LT = cp.empty(max(nb * m, 1), dtype=F32)
-            self.W = cp.empty((nb, max(n, 1)), dtype=F32)
+            f = el.dtype
+            self.T = cp.empty(max(nb * m, 1), dtype=f)
+            self.LT = cp.empty(max(nb * m, 1), dtype=f)
+            self.W = cp.empty((nb, max(n, 1)), dtype=f)
             # L11^{-1} and L11, double-buffered: step s uses linv[s % 2] (the previous step's
             # update may still read the other one).
-            self.linv = cp.empty((2, 2, nb * nb), dtype=F32)
+            self.linv = cp.empty((2, 2, nb * nb), dtype=f)
             self.piv = cp.zeros(max(k, 1), dtype=I32)
             if receive:   # other devices' panels arrive here
-                self.R = cp.empty((2, max(nb * m, 1)), dtype=F32)
+                self.R = cp.empty((2, max(nb * m, 1)), dtype=f)
             # Our streams start after the caller's pending work (e.g. the upload of a, the
             # zeroing of piv).
             self.fork(cp.cuda.get_current_stream())
@@ -196,11 +205,11 @@ class CupyOps(_Columns):
 
     @_once
     def host_panel(self):
-        return self._pinned((max(self.nb * self.shape[0], 1),), F32)
+        return self._pinned((max(self.nb * self.shape[0], 1),), self.element.dtype)
 
     @_once
     def host_linv(self):   # by step parity: (L11^{-1}, L11), as linv
-        return self._pinned((2, 2, self.nb * self.nb), F32)
+        return self._pinned((2, 2, self.nb * self.nb), self.element.dtype)
 
     @_once
     def host_flag(self):   # the gate's word (UVA: the GPU reads it at its host address)
@@ -288,7 +297,7 @@ class CupyOps(_Columns):
 
     def _ptr(self, r, c):
         """Device address of a[r, c] (c a local column)."""
-        return self.a.data.ptr + 4 * (r * self.shape[1] + c)
+        return self.a.data.ptr + self._size * (r * self.shape[1] + c)
 
     # Buffers by step parity, by address (indexing a CuPy array builds a view: ~5 us of host)
     def _linv_ptr(self, step):
@@ -297,7 +306,7 @@ class CupyOps(_Columns):
 
     def _received_ptr(self, step):
         """Device address of R[step % 2]: a received panel, (m - j0) x jb row-major."""
-        return self.R.data.ptr + 4 * self.R.shape[1] * (step % 2)
+        return self.R.data.ptr + self._size * self.R.shape[1] * (step % 2)
 
     def panel_to_host(self, step, j0, j1):
         """Transpose a[j0:, j0:j1] into T (= the panel column-major, ld m-j0), copy it to host."""
@@ -307,7 +316,7 @@ class CupyOps(_Columns):
             # Layout: the row-major panel's transpose is the column-major panel LAPACK wants.
             self._transpose(mp, jb, self._ptr(j0, self._local(j0, j1).start), self.shape[1],
                             tp, mp)
-            self._copy(self._host_addr[0], tp, 4 * jb * mp, _D2H)
+            self._copy(self._host_addr[0], tp, self._size * jb * mp, _D2H)
 
     def host_panel_view(self, j0, j1):
         """The staged panel as an F-ordered (m-j0) x jb view of the pinned buffer (no copy)."""
@@ -320,12 +329,13 @@ class CupyOps(_Columns):
         tp = self.T.data.ptr
         h2d = _H2D
         with self.device, self.streams["panel"]:
-            self._copy(tp, self._host_addr[0], 4 * jb * mp, h2d)
+            self._copy(tp, self._host_addr[0], self._size * jb * mp, h2d)
             # Layout: column-major panel (= row-major jb x mp) back to the row-major matrix.
             self._transpose(jb, mp, tp, mp, self._ptr(j0, self._local(j0, j1).start),
                             self.shape[1])
             # Pivots stay 0-based, relative to row j0 (laswp's convention on a[j0:, :]).
-            self._copy(self.piv.data.ptr + 4 * j0, self._host_addr[2] + 4 * j0, 4 * jb, h2d)
+            self._copy(self.piv.data.ptr + _PIV * j0, self._host_addr[2] + _PIV * j0, _PIV * jb,
+                       h2d)
             if use_inverse:
                 self.linv_to_device(step, "panel")
 
@@ -343,7 +353,7 @@ class CupyOps(_Columns):
             return
         with self.device, self.streams["update"]:
             self._laswp(lc.stop - lc.start, self._ptr(j0, lc.start), self.shape[1], j1 - j0,
-                        self.piv.data.ptr + 4 * j0)
+                        self.piv.data.ptr + _PIV * j0)
 
     def _factors_ptr(self, step, j0, j1):
         """(address of L11, address of L21, their leading dimension) of panel `step`, where
@@ -352,26 +362,27 @@ class CupyOps(_Columns):
         if lc.stop > lc.start:
             return self._ptr(j0, lc.start), self._ptr(j1, lc.start), self.shape[1]
         p = self._received_ptr(step)
-        return p, p + 4 * jb * jb, jb
+        return p, p + self._size * jb * jb, jb
 
     def update(self, step, j0, j1, c0, c1, use_inverse, label="update"):
         """U12 = L11^{-1} A12 on (global) columns c0:c1 (c0 >= j1), then A22 -= L21 U12."""
         lc = self._local(c0, c1)
         if lc.stop <= lc.start:
             return
-        (m, lda), gemm = self.shape, self._gemm
+        (m, lda), gemm, size = self.shape, self._gemm, self._size
         jb, width = j1 - j0, lc.stop - lc.start
         u12 = self._ptr(j0, lc.start)                    # A12, then U12, in place
         l11, l21, ldl = self._factors_ptr(step, j0, j1)
         with self.device, self.streams["update"]:
             if use_inverse:
-                w, ldw = self.W.data.ptr + 4 * lc.start, self.W.shape[1]
+                w, ldw = self.W.data.ptr + size * lc.start, self.W.shape[1]
                 # A12 -> workspace: one 2-D copy (an elementwise kernel costs the host more).
-                self._cp.cuda.runtime.memcpy2DAsync(w, 4 * ldw, u12, 4 * lda, 4 * width, jb,
-                                                    _D2D, self.streams["update"].ptr)
+                self._cp.cuda.runtime.memcpy2DAsync(w, size * ldw, u12, size * lda,
+                                                    size * width, jb, _D2D,
+                                                    self.streams["update"].ptr)
                 # L11^{-1} and L11, row-major jb x jb (panel_to_device, receive).
                 linv = self._linv_ptr(step)
-                l11r = linv + 4 * self.linv.shape[2]
+                l11r = linv + size * self.linv.shape[2]
                 gemm(jb, width, jb, 1.0, linv, jb, True, w, ldw, True, 0.0, u12, lda)
                 # X = L11^{-1} A12, R = A12 - L11 X, U12 = X + L11^{-1} R
                 gemm(jb, width, jb, -1.0, l11r, jb, True, u12, lda, True, 1.0, w, ldw)
@@ -390,7 +401,8 @@ class CupyOps(_Columns):
         """A22 -= L21 U12 on local columns lc, L21 at l21 (leading dimension ldl), U12 at u12;
         fp32: with the FP32 kernels whatever the precision."""
         (m, lda), jb, width = self.shape, j1 - j0, lc.stop - lc.start
-        if not fp32 and self.precision != "fp32" and max(m - j1, lda - j1) >= self.tc_min:
+        if (not fp32 and self.precision in ("3xtf32", "tf32")
+                and max(m - j1, lda - j1) >= self.tc_min):
             # The tensor-core products, on views; one block per tile (persistent=False), so
             # the look-ahead panel finds SMs as the update's blocks finish.
             self._product(-1.0, self.factors(step, j0, j1)[1], self.a[j0:j1, lc], 1.0,
@@ -399,7 +411,8 @@ class CupyOps(_Columns):
         mp2 = m - j1
         # The tile of a K-major L21, also for its column-major copy (the public pick's pipe128
         # for an M-major A is slower here, beside the panel).
-        variant = self._pick(mp2, width, jb, 1.0, True, self._sms, self.table)
+        variant = (self._pick(mp2, width, jb, 1.0, True, self._sms, self.table)
+                   if self._pick is not None else None)
         a, ld, kmajor = l21, ldl, True
         cols = self._l21_colmajor_min_cols
         if cols and width >= cols:
@@ -436,9 +449,10 @@ class CupyOps(_Columns):
                 comm.wait_event(self._step_end[step % 2])
             # Peer copy (cudaMemcpyDefault: unified addressing finds both devices): the
             # panel's rows are strided in src's matrix, contiguous here.
-            rt.memcpy2DAsync(dst, 4 * jb, panel, 4 * src.shape[1], 4 * jb, mp, _DEFAULT,
-                             comm.ptr)
-            self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0, 4 * jb,
+            size = self._size
+            rt.memcpy2DAsync(dst, size * jb, panel, size * src.shape[1], size * jb, mp,
+                             _DEFAULT, comm.ptr)
+            self._copy(self.piv.data.ptr + _PIV * j0, src.piv.data.ptr + _PIV * j0, _PIV * jb,
                        _DEFAULT, "comm")
             if use_inverse:
                 self._copy(self._linv_ptr(step), src._linv_ptr(step), self.linv.nbytes // 2,
@@ -455,12 +469,14 @@ class CupyOps(_Columns):
         comm = self.streams["comm"]
         with self.device:
             comm.wait_event(after)
-            rt.memcpy2DAsync(self._ptr(0, lc.start), 4 * self.shape[1], src._ptr(0, sc.start),
-                             4 * src.shape[1], 4 * (c1 - c0), m, _DEFAULT, comm.ptr)
+            size = self._size
+            rt.memcpy2DAsync(self._ptr(0, lc.start), size * self.shape[1],
+                             src._ptr(0, sc.start), size * src.shape[1], size * (c1 - c0), m,
+                             _DEFAULT, comm.ptr)
             if piv is not None:
                 j0, j1 = piv
-                self._copy(self.piv.data.ptr + 4 * j0, src.piv.data.ptr + 4 * j0,
-                           4 * (j1 - j0), _DEFAULT, "comm")
+                self._copy(self.piv.data.ptr + _PIV * j0, src.piv.data.ptr + _PIV * j0,
+                           _PIV * (j1 - j0), _DEFAULT, "comm")
         return self.record("comm")
 
     def finish(self):

@@ -22,10 +22,10 @@ from .distribution import column_views
 _DEFAULT = 4   # cudaMemcpyKind: unified addressing finds both devices
 
 
-def host_transfers(cp, host, dist, device_ids, shares=None, table=None):
+def host_transfers(cp, host, dist, device_ids, shares=None, table=None, dtype=np.float32):
     """Between a host matrix and the devices' shares, all devices at once (a thread each):
-    shares=None allocates the shares and uploads host's columns into them (returns the
-    shares); else downloads the shares into host.  `table`: the tuning table
+    shares=None allocates the shares (of `dtype`) and uploads host's columns into them
+    (returns the shares); else downloads the shares into host.  `table`: the tuning table
     (`staging_bytes_multi`, `pack_threads_multi`, `pack_min_bytes`), default the one in
     force.  Complete on return."""
     table = tuning.current() if table is None else table
@@ -35,7 +35,7 @@ def host_transfers(cp, host, dist, device_ids, shares=None, table=None):
         shares = []
         for d, dev_id in enumerate(device_ids):
             with cp.cuda.Device(dev_id):
-                shares.append(cp.empty((m, dist.local_width(d)), np.float32))
+                shares.append(cp.empty((m, dist.local_width(d)), dtype))
     with ThreadPoolExecutor(len(device_ids)) as pool:
         jobs = [pool.submit(_share_copy, cp, host, dist, d, x, up, table)
                 for d, x in enumerate(shares)]
@@ -92,7 +92,7 @@ def scatter_from_gpu(cp, src, dist, device_ids, table):
     shares, arrivals, starts, rests = [], [], [], []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
-            x = cp.empty((m, dist.local_width(d)), np.float32)
+            x = cp.empty((m, dist.local_width(d)), src.dtype)
             # consecutive chunks alternate between the side streams: several copy engines pull
             sides = [cp.cuda.Stream(non_blocking=True) for _ in range(table.scatter_streams)]
             sides[0].wait_event(ready)
@@ -127,8 +127,9 @@ def _copy_blocks(cp, dist, d, blocks, matrix, share, stream):
     """Copy the column blocks `blocks` (global ranges, device d's) of the whole row-major
     matrix into d's share, one 2-D copy per block (all rows of the block's width; the copy
     engines, no kernel; both CuPy arrays, on any devices); enqueued on `stream`."""
-    m, n, nd = matrix.shape[0], dist.n, share.shape[1]
+    m, n, nd, size = matrix.shape[0], dist.n, share.shape[1], matrix.itemsize
     for c0, c1 in blocks:
-        src, dst = matrix.data.ptr + 4 * c0, share.data.ptr + 4 * dist.count_before(d, c0)
-        cp.cuda.runtime.memcpy2DAsync(dst, 4 * nd, src, 4 * n, 4 * (c1 - c0), m, _DEFAULT,
-                                      stream.ptr)
+        src = matrix.data.ptr + size * c0
+        dst = share.data.ptr + size * dist.count_before(d, c0)
+        cp.cuda.runtime.memcpy2DAsync(dst, size * nd, src, size * n, size * (c1 - c0), m,
+                                      _DEFAULT, stream.ptr)

@@ -17,7 +17,8 @@ import time
 import numpy as np
 
 from ..lu.distribution import Identity
-from ..lu.steps import F32, I32, _Columns, _panel_buffer
+from ..core.element import element as element_of
+from ..lu.steps import I32, _Columns, _panel_buffer
 from ..layout.laswp import laswp_reference
 
 # The emulated streams are shared by two host threads (the driver's, and CpuPanel's worker,
@@ -61,6 +62,7 @@ class NumpyOps(_Columns):
         the host waits, so that work runs as early as a device could run it."""
         m, n = a.shape
         self.a, self.shape, self.nb, self.eager = a, (m, n), nb, eager
+        self.element = el = element_of(a.dtype)
         self.cols = cols if cols is not None else Identity()
         self.npiv = k = min(m, n) if npiv is None else npiv
         self.log = []
@@ -68,14 +70,15 @@ class NumpyOps(_Columns):
         self._queues = collections.defaultdict(collections.deque)
         self._running = set()
         # "Device" buffers and host staging buffers, as in CupyOps.
-        self.T = np.full(max(nb * m, 1), np.nan, F32)
-        self.W = np.full((nb, max(n, 1)), np.nan, F32)
-        self.linv = np.full((2, 2, nb * nb), np.nan, F32)
+        f = el.dtype
+        self.T = np.full(max(nb * m, 1), np.nan, f)
+        self.W = np.full((nb, max(n, 1)), np.nan, f)
+        self.linv = np.full((2, 2, nb * nb), np.nan, f)
         self.piv = np.zeros(max(k, 1), I32)
         if receive:
-            self.R = np.full((2, max(nb * m, 1)), np.nan, F32)
-        self.host_panel = np.full(max(nb * m, 1), np.nan, F32)
-        self.host_linv = np.full((2, 2, nb * nb), np.nan, F32)
+            self.R = np.full((2, max(nb * m, 1)), np.nan, f)
+        self.host_panel = np.full(max(nb * m, 1), np.nan, f)
+        self.host_linv = np.full((2, 2, nb * nb), np.nan, f)
         self.host_piv = np.zeros(max(k, 1), I32)
         self.host_flag = np.zeros(1, np.uint32)
         self.can_gate = True     # the emulated streams honour the host flag (`gate`)

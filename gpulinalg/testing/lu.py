@@ -56,41 +56,47 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
         return linalg.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
     import scipy.linalg
     from ..layout.laswp import laswp_reference
-    _, lu_, b, piv, n, bshape = linalg._solve_inputs(lu_and_piv, b, trans, kind="numpy")
+    _, lu_, b, piv, n, bshape, dtype = linalg._solve_inputs(lu_and_piv, b, trans,
+                                                            kind="numpy")
     bh = arrays.host_view(b, "b")
     if check_finite and not np.isfinite(bh).all():
         raise ValueError(finite.NONFINITE)
-    LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=np.float32)
-    X = np.array(bh, dtype=np.float32, order="C").reshape(n, -1)
-    return linalg._solve(np, scipy.linalg.solve_triangular, LU, X, piv, trans,
-                         lambda v, p, inv: laswp_reference(v, p, inv)).reshape(bshape)
+    LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=dtype)
+    X = np.array(bh, dtype=dtype, order="C").reshape(n, -1)
+    X = linalg._solve(np, scipy.linalg.solve_triangular, LU, X, piv, trans,
+                      lambda v, p, inv: laswp_reference(v, p, inv))
+    return linalg._solution(np, X, bshape)
 
 
-def emulated_panel(name, devices=1, table=None):
-    """The panel object of the emulated route: "gpu" or "cpu", on `devices` virtual devices
-    (as lu.plan.make_panel builds them on the GPU)."""
+def emulated_panel(name, devices=1, table=None, element=None):
+    """The panel object of the emulated route: "gpu" or "cpu", on `devices` virtual devices,
+    for a matrix of `element` (default float32) (as lu.plan.make_panel builds them on the
+    GPU)."""
     if name == "gpu":
+        from ..core.element import F32
         from .panel_models import EmulatedGpuPanel
-        return EmulatedGpuPanel(devices=devices, table=table)
+        return EmulatedGpuPanel(devices=devices, table=table, element=element or F32)
     from ..lu.panel_cpu import CpuPanel
     return CpuPanel(threaded=devices <= 1, table=table)
 
 
 def run(plan, host=None, src=None):
     """lu.plan.run, and the route "emulated": the plan's driver on NumpyOps, the host matrix
-    factored in place or in a float32 C-ordered copy.  Returns (numpy, lu, piv, info)."""
+    factored in place or in a C-ordered copy of the working dtype.  Returns (numpy, lu, piv,
+    info)."""
     if plan.route != lu_plan.EMULATED:
         return lu_plan.run(plan, host, src)
     from .emulation import NumpyOps
-    A = host if plan.source == lu_plan.IN_PLACE else np.array(host, dtype=np.float32,
+    A = host if plan.source == lu_plan.IN_PLACE else np.array(host, dtype=plan.element.dtype,
                                                                order="C")
     if plan.devices > 1:   # the several-GPU driver on virtual devices
         from .multi import factor_host
         panels = functools.partial(emulated_panel, plan.panel, devices=plan.devices,
-                                   table=plan.table)
+                                   table=plan.table, element=plan.element)
         piv, info = factor_host(A, plan.nb, plan.devices, panels, plan.lookahead,
                                 plan.inv_threshold, table=plan.table)
     else:
-        piv, info = getrf(NumpyOps(A, plan.nb), emulated_panel(plan.panel, table=plan.table),
-                          plan.nb, plan.lookahead, plan.inv_threshold, plan.timeline)
+        panel = emulated_panel(plan.panel, table=plan.table, element=plan.element)
+        piv, info = getrf(NumpyOps(A, plan.nb), panel, plan.nb, plan.lookahead,
+                          plan.inv_threshold, plan.timeline)
     return np, A, piv, info

@@ -17,7 +17,7 @@ __all__ = ["factor_host"]
 def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True, out=None,
                 table=None):
     """The distributed LU on `ndev` virtual devices (NumpyOps): a is factored in place
-    (float32, C-order), or into `out` (same shape, any content; `a` is then only read);
+    (float32 or float64, C-order), or into `out` (same shape, any content; `a` is then only read);
     returns (piv, info).  The CPU tests' model of lu/multi.factor_devices: the devices'
     columns arrive chunk by chunk on emulated streams (a missing wait reads NaN; the first
     table.scatter_first chunks at once, the rest after step 0's panel copies), and with
@@ -39,7 +39,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
         return copy
 
     for d in range(ndev):
-        devs.append(NumpyOps(np.full((m, dist.local_width(d)), np.nan, np.float32), nb,
+        devs.append(NumpyOps(np.full((m, dist.local_width(d)), np.nan, a.dtype), nb,
                              cols=dist.bound(d), receive=True, npiv=min(m, n)))
         event = functools.partial(devs[d].event, "scatter")
         got, rest = pipelined_upload(dist.chunks(d), event, copier(d), table.scatter_first)
