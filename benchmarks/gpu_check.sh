@@ -11,6 +11,7 @@
 #   STAGES="lu_large" LARGE_DEVICES=4 bash benchmarks/gpu_check.sh     # more than one GPU holds
 #   STAGES=compare bash benchmarks/gpu_check.sh          # this checkout against OLD_TREE
 #   STAGES=first_call bash benchmarks/gpu_check.sh       # a new process's first LU and GEMM
+#   STAGES="dgemm lu64 scipy_suite" bash benchmarks/gpu_check.sh   # float64 and SciPy's tests
 #
 # Stage `compare` (tools/compare_trees.py: the default LU and SGEMM of this checkout and of an
 # older commit, alternating in one call, and whether their results are bit-identical) needs
@@ -28,7 +29,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 unset CUPY_TF32                       # cuBLAS baselines in true FP32
-STAGES=${STAGES:-"first_call tests sgemm transpose laswp lu lu_host"}
+STAGES=${STAGES:-"first_call tests sgemm dgemm transpose laswp lu lu64 lu_host scipy_suite"}
 TESTS=${TESTS:-tests}
 LOG="$OUT/bench.log"
 : > "$LOG"
@@ -96,6 +97,28 @@ for routine in sgemm transpose laswp lu; do
         | tee -a "$LOG" | tail -n 25
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 done
+# float64: our DGEMM against cuBLAS (squares and the LU's rank-k update shapes), into
+# dgemm.json; the float64 LU at lu_factor's defaults against cuSOLVER's dgetrf, into lu64.json.
+if has dgemm; then
+    echo "== dgemm_bench ${DGEMM_ARGS:-}" | tee -a "$LOG"
+    python3 tools/dgemm_bench.py --json "$OUT/dgemm.json" ${DGEMM_ARGS:-} 2>&1 \
+        | tee -a "$LOG" | tail -n 25
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+if has lu64; then
+    args=${LU64_ARGS:-"--dtype float64 --sizes 2048,4096,8192,16384,32768 --rect '' --wide"}
+    echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
+    eval python3 -m gpulinalg.bench lu --json "$OUT/lu64.json" $args 2>&1 \
+        | tee -a "$LOG" | tail -n 12
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+fi
+# SciPy's installed LU tests with its lu, lu_factor, lu_solve replaced by ours (failures
+# listed in the log; the stacked-input tests are not ours yet).
+if has scipy_suite; then
+    echo "== scipy_lu_suite" | tee -a "$LOG"
+    python3 tools/scipy_lu_suite.py 2>&1 | tee -a "$LOG" | grep -E "^(FAILED|ERROR)|passed|failed" \
+        | tail -n 30
+fi
 # lu_factor of NumPy matrices (host in, host out) against CuPy ones and SciPy, into
 # lu_host.json.
 if has lu_host; then

@@ -5,8 +5,15 @@ architecture this nvcc has and PTX of the newest, for GPUs after it.  nvcc compi
 the run-time NVRTC compile of gpulinalg/core/kernels.py compiles (local includes pasted), with
 its options (NVCC_OPTIONS there), and instantiates every template its launcher module lists in
 KERNEL_NAMES (a tuple of its FAMILY's names, or a dict family -> names).  Beside it,
-<out>/<family>.json records the architectures, the options, nvcc's version, the source's hash
-and, for every name expression, its mangled symbol, by which the loader looks kernels up.
+<out>/<family>.json records the architectures, the options, nvcc's version, the source's hash,
+for every name expression its mangled symbol, by which the loader looks kernels up, and ptxas's
+resource report of every kernel per architecture (registers, stack frame, spills), which
+tests/test_kernels_compile.py checks instead of compiling the families again.
+
+GPULINALG_CUDA_ARCH_LIST names the SASS architectures to build, as TORCH_CUDA_ARCH_LIST does
+(e.g. "9.0" or "8.0;9.0", or "sm_90"; default: every architecture of TARGETS); PTX of the
+newest of them goes beside.  The architecture-specific families (sm_90a) are built when 9.0
+is named.
 
 The symbols come from a second, unoptimised PTX compile of the same text in which a device
 variable per name expression holds that kernel's address: its initialiser names the symbol, so
@@ -34,9 +41,13 @@ TARGETS = ("sm_80", "sm_90", "sm_100", "sm_120")
 # Families with architecture-specific instructions (wgmma, setmaxnreg), compiled for that
 # target alone (gpulinalg/gemm/wgmma.py asks get_kernel for arch_specific code).
 SPECIFIC = {"sgemm_wgmma": ("sm_90a",)}
-FORMAT = 1                      # the layout of <family>.json
+FORMAT = 2                      # the layout of <family>.json
+ARCH_LIST = "GPULINALG_CUDA_ARCH_LIST"
 _MARKER = "gpulinalg_symbol_"
 _MARKED = re.compile(_MARKER + r"(\d+)\s*=\s*(?:generic\()?([A-Za-z_$][\w$]*)")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_REGS = re.compile(r"Used (\d+) registers")
 
 
 def log(line):
@@ -72,9 +83,27 @@ def nvcc_targets(nvcc):
     return set(text.split())
 
 
-def targets(family, supported):
-    """The family's SASS targets among the architectures nvcc supports."""
-    wanted = SPECIFIC.get(family, TARGETS)
+def arch_list(text=None):
+    """The SASS targets GPULINALG_CUDA_ARCH_LIST names ("8.0;9.0", "sm_90 sm_100", ...), or
+    TARGETS where it is unset or empty.  ValueError for a name that is not an architecture."""
+    text = os.environ.get(ARCH_LIST, "") if text is None else text
+    names = [t for t in re.split(r"[;,\s]+", text.strip()) if t]
+    if not names:
+        return TARGETS
+    archs = []
+    for name in names:
+        m = re.fullmatch(r"(?:sm_)?(\d+)\.?(\d)?", name.strip().lower().removesuffix("+ptx"))
+        if not m:
+            raise ValueError(f"{ARCH_LIST}: {name!r} is not an architecture (e.g. 9.0, sm_90)")
+        archs.append("sm_" + m.group(1) + (m.group(2) or ""))
+    return tuple(sorted(set(archs), key=lambda a: int(a[3:])))
+
+
+def targets(family, supported, wanted_archs=None):
+    """The family's SASS targets among the architectures nvcc supports and the build asks
+    for (arch_list)."""
+    archs = arch_list() if wanted_archs is None else wanted_archs
+    wanted = [t for t in SPECIFIC.get(family, archs) if t.rstrip("a") in archs]
     return [t for t in wanted if t.rstrip("a") in supported]
 
 
@@ -125,6 +154,20 @@ def _run(cmd, cwd):
     if proc.returncode != 0:
         errors = [ln for ln in proc.stderr.splitlines() if "error" in ln.lower()]
         raise RuntimeError((errors or proc.stderr.strip().splitlines() or ["nvcc failed"])[0])
+    return proc
+
+
+def resources(report):
+    """{arch: {symbol: [stack frame, spill stores, spill loads, registers]}} from ptxas -v."""
+    out, entry = {}, None
+    for line in report.splitlines():
+        if m := _ENTRY.search(line):
+            entry = out.setdefault(m.group(2), {}).setdefault(m.group(1), [0, 0, 0, 0])
+        elif entry is not None and (m := _FRAME.search(line)):
+            entry[:3] = [int(x) for x in m.groups()]
+        elif entry is not None and (m := _REGS.search(line)):
+            entry[3] = int(m.group(1))
+    return out
 
 
 def symbols(nvcc, family, job, options, virtual, tmp):
@@ -147,15 +190,16 @@ def symbols(nvcc, family, job, options, virtual, tmp):
 
 
 def fatbin(nvcc, family, job, options, sass, ptx, tmp):
-    """Compile the family with every name instantiated; the path of its fatbin."""
+    """Compile the family with every name instantiated; (the path of its fatbin, ptxas's
+    resource report: `resources`)."""
     addresses = ",\n    ".join(f"(void*)&{n}" for n in job["names"]) or "nullptr"
     src = tmp / f"{family}.cu"
     src.write_text(job["source"] + "\nstatic void* const gpulinalg_instantiate[] = {\n    "
                    + addresses + "\n};\n")
     out = tmp / f"{family}.fatbin"
-    _run([nvcc, *options, "-fatbin", f"--threads={len(sass)}", *_gencode(sass, ptx),
-          "-o", str(out), str(src)], tmp)
-    return out
+    proc = _run([nvcc, *options, "-fatbin", f"--threads={len(sass)}", "-Xptxas", "-v",
+                 *_gencode(sass, ptx), "-o", str(out), str(src)], tmp)
+    return out, resources(proc.stderr)
 
 
 def _write(path, data):
@@ -172,9 +216,10 @@ def build_family(nvcc, family, job, options, sass, record, out):
     with tempfile.TemporaryDirectory(prefix=f"gpulinalg-{family}-") as name:
         tmp = Path(name)
         table = symbols(nvcc, family, job, options, "compute_" + sass[0][3:], tmp)
-        binary = fatbin(nvcc, family, job, options, sass, ptx, tmp).read_bytes()
+        path, report = fatbin(nvcc, family, job, options, sass, ptx, tmp)
+        binary = path.read_bytes()
     info = dict(record, family=family, sass=sass, symbols=table,
-                ptx=None if ptx is None else "compute_" + ptx[3:])
+                ptx=None if ptx is None else "compute_" + ptx[3:], resources=report)
     _write(out / f"{family}.fatbin", binary)
     _write(out / f"{family}.json", json.dumps(info, indent=1).encode())
     log(f"gpulinalg kernels: {family:16s} {len(table):3d} kernels  {' '.join(sass)}"
@@ -199,16 +244,19 @@ def _jobs(nvcc, described, out):
     """(family, job, sass, record) for every family whose output is missing or stale."""
     version, supported = nvcc_version(nvcc), nvcc_targets(nvcc)
     options = described["options"]
+    archs = arch_list()
     for family, job in described["families"].items():
-        sass = targets(family, supported)
+        sass = targets(family, supported, archs)
         source_sha = hashlib.sha256(job["source"].encode()).hexdigest()
         key = hashlib.sha256(json.dumps([FORMAT, source_sha, job["names"], options, sass,
                                          version]).encode()).hexdigest()
         record = {"format": FORMAT, "key": key, "source_sha256": source_sha,
                   "options": options, "nvcc": version}
         if not sass:
-            log(f"gpulinalg kernels: {family}: nvcc {version} has none of "
-                f"{', '.join(SPECIFIC.get(family, TARGETS))}; NVRTC compiles it at run time")
+            log(f"gpulinalg kernels: {family}: none of "
+                f"{', '.join(SPECIFIC.get(family, archs))} is both built ({ARCH_LIST}: "
+                f"{' '.join(archs)}) and known to nvcc {version}; NVRTC compiles it at run "
+                f"time")
             _remove(out, family)
         elif _up_to_date(out, family, key):
             log(f"gpulinalg kernels: {family:16s} up to date")

@@ -134,50 +134,45 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     Parameters
     ----------
     a : (M, N) array_like
-        NumPy/CuPy array or torch tensor (CPU or CUDA), any memory order or strides.  dtype
-        float32, or a type that converts to float32 exactly (float16, bfloat16, small
-        integers, bool); float64 and complex raise TypeError: the working precision is
-        float32 and the library never downcasts silently.
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any memory order or strides.  The
+        factorization runs in SciPy's working dtype, never a narrower one: float32 for
+        float32, float16, bfloat16, bool and 8/16-bit integers; float64 for float64 and
+        32/64-bit integers; complex64 and complex128 as themselves.  Other dtypes (long
+        double, objects) raise TypeError.
     overwrite_a : bool, optional
-        Allow the factorization to overwrite `a`.  Honoured for C-contiguous float32 CuPy
-        arrays and CUDA tensors, and for C-contiguous float32 NumPy arrays too, which then
-        receive the factors (the returned `lu` shares their memory); every other input is
-        never modified (copied, or read where it lies).
+        Allow the factorization to overwrite `a`.  Honoured for C-contiguous CuPy arrays and
+        CUDA tensors of the working dtype, and for C-contiguous NumPy arrays of a real working
+        dtype too, which then receive the factors (the returned `lu` shares their memory);
+        every other input is never modified (copied, or read where it lies).
     check_finite : bool, optional
         Check that `a` holds only finite numbers (raises ValueError otherwise).
     panel : {"auto", "gpu", "cpu"}, optional
         Where the panels are factored.  "gpu": on the GPU, by a recursive factorization whose
         leaves are cooperative kernels holding the panel's rows in registers (one grid
         barrier per column; no host round trip).  "cpu": on the host, with LAPACK
-        ``sgetrf`` on pinned memory.  "auto" (default) is "gpu", the faster at every size
-        measured (docs/tuning.md).
+        ``sgetrf`` / ``dgetrf`` on pinned memory.  "auto" (default) is "gpu", the faster at
+        every size measured (docs/tuning.md).
     block_size : int, optional
-        Panel width nb.  By default, from the device's tuning table (`gpulinalg.tuning`),
-        by ``K = min(M, N)``:
-
-        - GPU panel, one GPU, FP32 updates: 128 up to K = 8192, 256 up to 16384, 512 above;
-        - GPU panel, one GPU, tensor-core updates: 128 up to 8192, 512 up to 24576, 1024
-          above;
-        - GPU panel, two GPUs: 256 up to 4096, 128 up to 8192, 256 up to 16384, 512 above;
-        - GPU panel, three or more GPUs: 256 up to 8192, 512 up to 28672, 256 up to
-          40960, 512 above;
-        - CPU panel: 128 up to 8192, 256 above.
+        Panel width nb.  By default it follows ``min(M, N)``, the panel kind, the update
+        arithmetic, the dtype and the number of GPUs, from the device's tuning table
+        (`gpulinalg.tuning`; docs/tuning.md gives each value and its evidence).
     lookahead : {1, 0}, optional
         Look-ahead depth: 1 factors the next panel (on its own stream) while the rest of
         the trailing matrix is updated; 0 serialises them (for comparison).
-    precision : {"auto", "fp32", "3xtf32", "tf32"}, optional
-        Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops), as
-        in `gpulinalg.sgemm`: "fp32" our SIMT SGEMM; "3xtf32" the tensor cores with the
-        error-compensated three-product split (FP32-level accuracy); "tf32" one TF32
-        product (10-bit mantissa: a backward error ~1e3 times larger).  "auto" (default)
-        is "3xtf32" on Hopper (compute capability 9.0, the wgmma kernels) when
-        ``M * N >= 8192**2``, on one GPU or several, and "fp32" otherwise; on one GPU with
-        the GPU panel and nb <= 256 it runs the last updates in FP32, once the trailing
-        matrix has fewer than 4096 rows and columns.  Panels and triangular solves always
-        run in FP32.
+    precision : str, optional
+        Arithmetic of the trailing updates ``A22 -= L21 U12`` (almost all of the flops).
+        float32 input: {"auto", "fp32", "3xtf32", "tf32"}, as in `gpulinalg.sgemm`: "fp32"
+        our SIMT SGEMM; "3xtf32" the tensor cores with the error-compensated three-product
+        split (FP32-level accuracy); "tf32" one TF32 product (10-bit mantissa: a backward
+        error ~1e3 times larger).  "auto" (default) is "3xtf32" on Hopper (compute
+        capability 9.0, the wgmma kernels) for large matrices and "fp32" otherwise (the
+        cut-overs are tuning values).  Panels and triangular solves always run in FP32.
+        float64 input: {"auto", "fp64"}, both FP64 throughout (the updates on the FP64
+        tensor cores, `gpulinalg.dgemm`); the float32 kinds raise ValueError.  Complex
+        input: "auto" only.
     devices : None, int or sequence of int, optional
-        GPUs to factor on: None (default) the current one; a count n the devices 0..n-1; a
-        sequence the devices with those ids.  With more than one, the matrix is distributed
+        GPUs to factor on (float32 and float64): None (default) the current one; a count n
+        the devices 0..n-1; a sequence the devices with those ids.  With more than one, the matrix is distributed
         in blocks of `block_size` columns, column-cyclically, each device keeping its columns
         row-major (pivoting needs no exchange between GPUs); each panel is factored by its
         owner and copied to the others (peer copies).  The result has the form and the
@@ -194,7 +189,7 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     -------
     lu : (M, N) array
         U in the upper triangle, L below the diagonal (its unit diagonal not stored);
-        C-ordered, of the input's kind (NumPy in, NumPy out; CuPy in, CuPy out on the same
+        C-ordered, of the working dtype, of the input's kind (NumPy in, NumPy out; CuPy in, CuPy out on the same
         device; torch in, torch out on its device).
     piv : (K,) int32 array
         ``K = min(M, N)``; row i was interchanged with row ``piv[i]`` (0-based, as
@@ -203,9 +198,11 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     Raises
     ------
     ValueError
-        `a` not 2-D, non-finite entries with `check_finite`, or a bad keyword.
+        `a` not 2-D, non-finite entries with `check_finite`, a bad keyword, or a keyword the
+        dtype's route does not take (a float32 `precision` for float64; driver options for
+        complex input).
     TypeError
-        A dtype that does not convert exactly to float32.
+        A dtype without a working precision (long double, objects, strings).
     MemoryError
         The matrix and the workspace do not fit in free GPU memory (numbers in the message).
     CudaUnavailableError
@@ -233,7 +230,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
        and is read once, at the end;
     2. its row interchanges are applied to the columns right (and later left) of it;
     3. ``U12 = L11^{-1} A12`` by a triangular solve on the GPU;
-    4. ``A22 -= L21 U12`` by our SGEMM, in the arithmetic `precision` gives.
+    4. ``A22 -= L21 U12`` by our GEMM: SGEMM in the arithmetic `precision` gives for
+       float32, the FP64 tensor-core DGEMM for float64.
 
     With look-ahead the next panel's columns are updated first and that panel is factored
     on a stream of its own (the greatest priority: the panels are the critical path) while
@@ -241,9 +239,15 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     never waits inside the loop.  The pivot choices are LAPACK's.  The work is
     ``M N^2 - N^3/3`` flops for M >= N (``2/3 N^3`` when square).
 
+    float32 and float64 run the same driver and kernels, instantiated for the element type
+    (the panel leaves, row swaps, transposes and triangular solves are templates; the
+    products are the SGEMM kernels and the FP64 DGEMM).  Complex input is factored by
+    cuSOLVER's ``cgetrf`` / ``zgetrf`` through CuPy (`cupyx.scipy.linalg.lu_factor`), with
+    the same checks, kinds and return conventions.
+
     With ``panel="cpu"`` each panel is copied to pinned host memory and factored there
-    with LAPACK ``sgetrf`` on a worker thread, then ``U12`` is the product with
-    ``L11^{-1}`` (``strtri``) followed by one refinement step while
+    with LAPACK ``xgetrf`` on a worker thread, then ``U12`` is the product with
+    ``L11^{-1}`` (``xtrtri``) followed by one refinement step while
     ``||L11^{-1}||_inf < 1e3``, and the triangular solve otherwise.
 
     With the GPU panel on one GPU (``devices=None``) and ``M * N <= 2**28``, the second
@@ -273,6 +277,12 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     >>> np.allclose(A[perm], L @ U, atol=1e-5)
     True
 
+    NumPy's default dtype, float64, is factored in float64 (as SciPy does):
+
+    >>> lu64, _ = lu_factor(A.astype(np.float64))
+    >>> lu64.dtype
+    dtype('float64')
+
     A CuPy array is factored on its own device and the factors stay there:
 
     >>> import cupy as cp
@@ -294,7 +304,7 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     Parameters
     ----------
     a : (M, N) array_like
-        As in `lu_factor` (kinds, layouts, dtype policy: float32, exact upcasts only).
+        As in `lu_factor` (kinds, layouts, dtype policy: SciPy's working dtypes).
     permute_l : bool, optional
         Return ``P @ L`` instead of P and L.
     overwrite_a : bool, optional
@@ -309,7 +319,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     Returns
     -------
     (p, l, u) or (pl, u)
-        p : (M, M) float32 permutation matrix, or (M,) int32 row indices with `p_indices`
+        p : (M, M) permutation matrix of the working dtype's real type (as SciPy's), or
+            (M,) int32 row indices with `p_indices`
         l : (M, K) unit lower trapezoidal, ``K = min(M, N)``
         pl : (M, K) ``P @ L``
         u : (K, N) upper trapezoidal
@@ -492,6 +503,8 @@ def _host_pivots(piv):
     elif kind.startswith("torch"):
         piv = piv.detach().cpu().numpy()
     piv = np.asarray(piv)
+    if piv.size == 0:   # SciPy accepts np.array([]) (float64) for an empty factorization
+        return np.zeros(piv.shape, np.int32).ravel()
     if piv.dtype.kind not in "iu":
         raise TypeError(f"piv must hold integers, got dtype {piv.dtype}")
     return piv.astype(np.int32).ravel() if piv.ndim <= 1 else piv.astype(np.int32)

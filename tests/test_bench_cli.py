@@ -57,7 +57,7 @@ def assert_one_line(rc, out, err, *needles):
 def test_routine_without_cupy_prints_one_line_and_exits_2(routine):
     rc, out, err = bench(routine, block=["cupy"])
     line = assert_one_line(rc, out, err, ONE_LINE_START, "CuPy is not installed",
-                           'pip install "gpulinalg[cuda13]"', '"gpulinalg[cuda12]"')
+                           'pip install ".[cuda13]"', '".[cuda12]"')
     assert err.strip() == line
 
 
@@ -117,7 +117,7 @@ def test_the_reason_names_the_cause(tmp_path, status, text, driver, reason):
 
 def test_plot_without_matplotlib_says_how_to_install_it():
     rc, out, err = bench("lu", "--plot", block=["cupy", "matplotlib"])
-    assert_one_line(rc, out, err, 'pip install "gpulinalg[plot]"')
+    assert_one_line(rc, out, err, 'pip install ".[plot]"')
 
 
 # Help, defaults, argument errors --------------------------------------------------------------

@@ -49,7 +49,7 @@ def build_parser():
                    help="folder of the results (created; relative to the current folder)")
     p.add_argument("--plot", action="store_true",
                    help='also write the plots, DIR/<routine>.png; needs matplotlib: '
-                        'pip install "gpulinalg[plot]"')
+                        'pip install ".[plot]"')
     common.add_display_arguments(p)
     p.set_defaults(module=None, parser=p)
     return parser

@@ -238,7 +238,7 @@ def write_json(path, routine, rows, extra=None):
 
 # The command line ----------------------------------------------------------------------------
 
-PLOT_HINT = 'the plots need matplotlib: pip install "gpulinalg[plot]"'
+PLOT_HINT = 'the plots need matplotlib: pip install ".[plot]"'
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
@@ -261,7 +261,7 @@ def add_output_arguments(parser, routine):
     parser.add_argument("--plot", action="store_true",
                         help="also write the plot as a PNG next to the --json file (PATH with "
                              f"the suffix .png; without --json: ./{routine}.png); needs "
-                             'matplotlib: pip install "gpulinalg[plot]"')
+                             'matplotlib: pip install ".[plot]"')
     add_display_arguments(parser)
 
 
@@ -415,14 +415,15 @@ def plot_rows(path, rows, labels, series, ylabel, title, logy=False):
     save_figure(fig, path)
 
 
-def random_matrix(shape, seed, xp=None):
-    """Standard-normal float32 matrix (never zeros), generated on the device when xp is cupy."""
+def random_matrix(shape, seed, xp=None, dtype=np.float32):
+    """Standard-normal matrix of `dtype` (float32 or float64; never zeros), generated on the
+    device when xp is cupy."""
     if xp is None:
         import cupy as xp
     gen = xp.random.default_rng(seed) if hasattr(xp.random, "default_rng") else None
     if gen is not None:
-        return gen.standard_normal(shape, dtype=np.float32)
-    return xp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=np.float32))
+        return gen.standard_normal(shape, dtype=dtype)
+    return xp.asarray(np.random.default_rng(seed).standard_normal(shape, dtype=dtype))
 
 
 def parse_shapes(text):

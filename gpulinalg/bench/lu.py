@@ -1,8 +1,9 @@
 """gpulinalg-bench lu: our blocked LU against cuSOLVER (cupyx lu_factor) in the same run.
 
 By default it runs what a user gets: lu_factor's defaults (panel="auto", precision="auto"),
-square sizes 2048-32768 and two rectangular shapes, each against cuSOLVER's getrf on the same
-matrix.  The summary gives per shape our TF/s, cuSOLVER's, their ratio (cuSOLVER's time over
+square sizes 2048-32768 and two rectangular shapes of float32 matrices (--dtype float64 or
+float32,float64 for NumPy's default dtype), each against cuSOLVER's getrf (sgetrf, dgetrf) on
+the same matrix.  The summary gives per shape our TF/s, cuSOLVER's, their ratio (cuSOLVER's time over
 ours: above 1, ours is faster) and our normwise backward error; --wide adds every column.
 
 Per size: median time of --repeat calls after a warm-up (CUDA events on the current stream;
@@ -35,12 +36,13 @@ from .common import (Progress, add_tuning_argument, environment, figure, name_li
                      print_table, random_matrix, save_figure, shape_list, size_label, size_list,
                      time_gpu, tuning_settings, varying, write_json)
 
-EPS32 = float(np.finfo(np.float32).eps)
 SCIPY_MAX_N = 4096  # the host factors at ~0.3 TF/s: skip SciPy above this
+DTYPES = ("float32", "float64")
 
 
 def backward_error(xp, a, lu, piv, x, block=4096):
-    """||P A x - L (U x)|| / (||A||_F ||x|| n eps), float64 matrix-vector products in row blocks.
+    """||P A x - L (U x)|| / (||A||_F ||x|| n eps), float64 matrix-vector products in row blocks
+    (eps of a's dtype).
 
     A cheap estimate of ||PA - LU|| / (||A|| n eps) for a random x; works for CuPy and NumPy,
     any memory order of lu (ours is C-ordered, cuSOLVER's F-ordered).  Square matrices.
@@ -64,7 +66,7 @@ def backward_error(xp, a, lu, piv, x, block=4096):
     for i, p in enumerate(np.asarray(piv.get() if hasattr(piv, "get") else piv)):
         perm[i], perm[p] = perm[p], perm[i]
     r = ax[xp.asarray(perm)] - lux
-    scale = anorm2 ** 0.5 * float(xp.linalg.norm(x)) * n * EPS32
+    scale = anorm2 ** 0.5 * float(xp.linalg.norm(x)) * n * float(np.finfo(a.dtype).eps)
     return float(xp.linalg.norm(r)) / scale
 
 
@@ -171,33 +173,42 @@ def _ours(a, x, kw, repeat):
     return row
 
 
+def _precisions(precisions, dtype):
+    """The update precisions run for `dtype`: float64 has one arithmetic, FP64 ("auto")."""
+    return precisions if dtype == "float32" else ("auto",)
+
+
 def run(shapes, panels, repeat, seed=0, block_size=None, precisions=("auto",), devices=(1,),
-        tuning=(("defaults", None),), quiet=False):
-    """Rows for every shape, tuning setting, panel kind, update precision and device count,
-    cuSOLVER measured once per shape (same run); and the timelines, in the rows' order.
-    tuning: (label, table) pairs (common.tuning_settings); a table None is the one in force.
-    Progress goes to stderr (common.Progress) unless quiet."""
+        tuning=(("defaults", None),), quiet=False, dtypes=("float32",)):
+    """Rows for every dtype, shape, tuning setting, panel kind, update precision and device
+    count, cuSOLVER measured once per shape and dtype (same run); and the timelines, in the
+    rows' order.  tuning: (label, table) pairs (common.tuning_settings); a table None is the
+    one in force.  Progress goes to stderr (common.Progress) unless quiet."""
     import cupy as cp
 
-    configs = [(label, table, d, p, q) for label, table in tuning for d in devices
-               for q in precisions for p in panels]
+    configs = {dt: [(label, table, d, p, q) for label, table in tuning for d in devices
+                    for q in _precisions(precisions, dt) for p in panels] for dt in dtypes}
     rows, timelines = [], []
-    with Progress(len(shapes) * len(configs), "lu", quiet) as progress:
-        for m, n in shapes:
-            a = random_matrix((m, n), seed + m + 7 * n, cp)
-            x = cp.asarray(np.random.default_rng(seed).standard_normal(n)) if m == n else None
-            vendor = _cusolver(a, x, repeat) + (_scipy_error(a, x),)
-            one_gpu = {}
-            for config in configs:
-                row, tl = _config_row(a, x, config, block_size, repeat, vendor, one_gpu)
-                rows.append(row)
-                if tl is not None:
-                    timelines.append(tl)
-                progress.done(f"{size_label(m, n)} GPUs={row['devices']} panel={row['panel']} "
-                              f"{row['precision']} {row['tuning']}: {row['tflops']:.2f} TF/s, "
-                              f"cuSOLVER {row['cusolver_tflops']:.2f}")
-            del a
-            cp.get_default_memory_pool().free_all_blocks()
+    total = len(shapes) * sum(len(c) for c in configs.values())
+    with Progress(total, "lu", quiet) as progress:
+        for dtype in dtypes:
+            for m, n in shapes:
+                a = random_matrix((m, n), seed + m + 7 * n, cp, dtype)
+                x = (cp.asarray(np.random.default_rng(seed).standard_normal(n)) if m == n
+                     else None)
+                vendor = _cusolver(a, x, repeat) + (_scipy_error(a, x),)
+                one_gpu = {}
+                for config in configs[dtype]:
+                    row, tl = _config_row(a, x, config, block_size, repeat, vendor, one_gpu)
+                    rows.append(row)
+                    if tl is not None:
+                        timelines.append(tl)
+                    progress.done(f"{dtype} {size_label(m, n)} GPUs={row['devices']} "
+                                  f"panel={row['panel']} {row['precision']} {row['tuning']}: "
+                                  f"{row['tflops']:.2f} TF/s, "
+                                  f"cuSOLVER {row['cusolver_tflops']:.2f}")
+                del a
+                cp.get_default_memory_pool().free_all_blocks()
     return rows, timelines
 
 
@@ -219,7 +230,8 @@ def _config_row(a, x, config, block_size, repeat, vendor, one_gpu):
     base = one_gpu.get((label, panel, prec))
     tl = row.pop("timeline", None)
     return dict(
-        {"m": m, "n": n, "devices": ndev, "panel": panel, "precision": prec,
+        {"m": m, "n": n, "dtype": a.dtype.name, "devices": ndev, "panel": panel,
+         "precision": prec,
          "tuning": label, "nb": block_size, "tflops": flops / row["ms"] / 1e9,
          "cusolver_ms": ms_cus, "cusolver_tflops": flops / ms_cus / 1e9,
          "ratio": ms_cus / row["ms"],
@@ -227,7 +239,8 @@ def _config_row(a, x, config, block_size, repeat, vendor, one_gpu):
          "err_cusolver": err_cus, "err_scipy": err_sp}, **row), tl
 
 
-COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
+COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("dtype", "dtype", "{}"),
+           ("devices", "GPUs", "{}"),
            ("panel", "panel", "{}"),
            ("precision", "updates", "{}"), ("tuning", "tuning", "{}"),
            ("ms", "ours ms", "{:.2f}"), ("ms_no_graph", "no graph ms", "{:.2f}"),
@@ -244,29 +257,31 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("devices", "GPUs", "{}"),
            ("panel_ms", "sum panel ms", "{:.1f}")]
 
 
-SHORT = [("size", "size", "{}"), ("devices", "GPUs", "{}"), ("panel", "panel", "{}"),
+SHORT = [("size", "size", "{}"), ("dtype", "dtype", "{}"), ("devices", "GPUs", "{}"),
+         ("panel", "panel", "{}"),
          ("precision", "updates", "{}"), ("tuning", "tuning", "{}"),
          ("tflops", "ours TF/s", "{:.2f}"), ("cusolver_tflops", "cuSOLVER TF/s", "{:.2f}"),
          ("ratio", "ratio", "{:.2f}"), ("scaling", "vs 1 GPU", "{:.2f}"),
          ("err", "error", "{:.3f}")]
 # Columns of the short table shown only where the rows differ in them.
-_VARYING = ("devices", "panel", "precision", "tuning", "scaling")
+_VARYING = ("dtype", "devices", "panel", "precision", "tuning", "scaling")
 
 
 def summary(rows, wide=False):
     """Print the rows: every column with wide, else the short table (SHORT; the settings
     that are the same for every row in the title)."""
+    rows = [dict({"dtype": "float32"}, **r) for r in rows]   # rows of runs before --dtype
     if wide:
         columns = [c for c in COLUMNS if c[0] != "tuning" or varying(rows, "tuning")]
-        print_table(columns, rows, title="LU (sgetrf), ours vs cuSOLVER in the same run")
+        print_table(columns, rows, title="LU (getrf), ours vs cuSOLVER in the same run")
         return
     shown = [c for c in SHORT if c[0] not in _VARYING or varying(rows, c[0])]
     same = [f"{head} {rows[0][key]}" for key, head, _ in SHORT
-            if key in ("panel", "precision") and rows and not varying(rows, key)]
+            if key in ("dtype", "panel", "precision") and rows and not varying(rows, key)]
     if rows and not varying(rows, "devices") and rows[0]["devices"] > 1:
         same.append(f"{rows[0]['devices']} GPUs")
     print_table(shown, [dict(r, size=size_label(r["m"], r["n"])) for r in rows],
-                title="LU (sgetrf), ours vs cuSOLVER in the same run"
+                title="LU (getrf), ours vs cuSOLVER in the same run"
                       + (f" ({', '.join(same)})" if same else "")
                       + "; ratio: cuSOLVER's time / ours; error: ||PAx - L(Ux)|| / "
                         "(||A|| ||x|| n eps)")
@@ -276,21 +291,22 @@ def plot(rows, path):
     """TF/s against n of the square shapes: each configuration of ours, and cuSOLVER."""
     fig, (ax,) = figure()
     rows = [r for r in rows if r["m"] == r["n"]]
-    configs = sorted({(r["devices"], r["panel"], r["precision"], r["tuning"]) for r in rows})
-    for config in configs:
-        sel = [r for r in rows
-               if (r["devices"], r["panel"], r["precision"], r["tuning"]) == config]
-        devices, panel, prec, label = config
-        name = f"gpulinalg, panel {panel}, updates {prec}" + (
+    key = lambda r: (r.get("dtype", "float32"), r["devices"], r["panel"], r["precision"],
+                     r["tuning"])
+    for config in sorted({key(r) for r in rows}):
+        sel = [r for r in rows if key(r) == config]
+        dtype, devices, panel, prec, label = config
+        name = f"gpulinalg {dtype}, panel {panel}, updates {prec}" + (
             f", {devices} GPUs" if devices > 1 else "") + (
             "" if label == "defaults" else f", {label}")
         ax.plot([r["n"] for r in sel], [r["tflops"] for r in sel], "o-", label=name)
-    cus = {r["n"]: r["cusolver_tflops"] for r in rows}
-    ax.plot(sorted(cus), [cus[n] for n in sorted(cus)], "s--", label="cuSOLVER")
+    for dtype in sorted({r.get("dtype", "float32") for r in rows}):
+        cus = {r["n"]: r["cusolver_tflops"] for r in rows if r.get("dtype", "float32") == dtype}
+        ax.plot(sorted(cus), [cus[n] for n in sorted(cus)], "s--", label=f"cuSOLVER {dtype}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("n")
     ax.set_ylabel("TFLOP/s (2/3 n^3 / time)")
-    ax.set_title("LU factorization (float32)")
+    ax.set_title("LU factorization")
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, path)
@@ -310,6 +326,10 @@ def add_arguments(p):
     p.add_argument("--precision", default="auto", type=name_list(PRECISIONS),
                    help="trailing-update arithmetic(s), comma-separated: "
                         + ", ".join(PRECISIONS) + " (auto: lu_factor's default)")
+    p.add_argument("--dtype", default="float32", type=name_list(DTYPES),
+                   help="matrix dtypes, comma-separated: " + ", ".join(DTYPES)
+                        + " (float64 runs its one arithmetic, FP64: --precision applies to "
+                          "float32)")
     p.add_argument("--devices", default="1", type=size_list,
                    help="GPU counts, comma-separated (e.g. 1,2: the same run on 1 and 2 GPUs)")
     p.add_argument("--repeat", type=int, default=3, help="timed calls per configuration")
@@ -320,7 +340,7 @@ def add_arguments(p):
 
 def check(args):
     """What is wrong with the parsed options (a message), or None."""
-    for name in ("panel", "precision", "devices"):
+    for name in ("panel", "precision", "devices", "dtype"):
         if not getattr(args, name):
             return f"--{name} names none"
     if not args.sizes and not args.rect:
@@ -337,10 +357,11 @@ def execute(args):
           f"CuPy {env['cupy']}; TF/s = (m n^2 - n^3/3)/time (m >= n)", flush=True)
     rows, timelines = run(shapes, args.panel, args.repeat, block_size=args.nb,
                           precisions=args.precision, devices=args.devices, tuning=settings,
-                          quiet=args.quiet)
+                          quiet=args.quiet, dtypes=args.dtype)
     summary(rows, args.wide)
     write_json(args.json, "lu", rows, {"panels": args.panel, "precisions": args.precision,
-                                       "devices": args.devices, "tuning": args.tuning})
+                                       "devices": args.devices, "tuning": args.tuning,
+                                       "dtypes": args.dtype})
     if args.timeline:
         path = pathlib.Path(args.timeline)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,8 @@
 
 import functools
 
-INSTALL_HINT = ('Install with: pip install "gpulinalg[cuda13]" '
-                '(or "gpulinalg[cuda12]" for a CUDA 12 driver) on a machine with an NVIDIA GPU.')
+INSTALL_HINT = ('Install CuPy with the extra of this checkout: pip install ".[cuda13]" '
+                '(or ".[cuda12]" for a CUDA 12 driver), on a machine with an NVIDIA GPU.')
 
 # CUDA runtime error codes whose cause can be said more plainly than their message says it.
 _INSUFFICIENT_DRIVER = 35    # cudaErrorInsufficientDriver, also a machine without any driver
@@ -12,6 +12,9 @@ _NO_DEVICE = 100             # cudaErrorNoDevice
 
 class CudaUnavailableError(RuntimeError):
     """Raised when a GPU routine is called but CuPy or a CUDA device is missing."""
+
+
+CudaUnavailableError.__module__ = "gpulinalg"   # its public name in tracebacks
 
 
 def _first_line(exc):
