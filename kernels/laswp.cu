@@ -1,18 +1,19 @@
-// laswp.cu -- row interchanges of a single-precision matrix (LAPACK slaswp), one launch for a
-// whole block of up to KMAX pivots.
+// laswp.cu -- row interchanges of a real matrix (LAPACK slaswp / dlaswp), one launch for a
+// whole block of up to KMAX pivots.  One source for both element types: T = float or double.
 //
 // Computes, for i = 0, 1, ..., k-1 in order (inverse: i = k-1 down to 0):
 //     swap rows (offset + i) and piv[i] of A,
 // on every column of A.  Pivots are 0-based (unlike LAPACK's 1-based ipiv) and are absolute row
 // indices of A; offset is the row of the first interchange (LAPACK's k1 - 1).  Unlike LAPACK,
-// A is stored row-wise: A(i, j) = A[i*lda + j], lda 64-bit, so a row is contiguous and A may be
-// a block of columns of a larger row-major matrix.  The caller guarantees
-// 0 <= piv[i] < m and offset + k <= m (the kernel does not see m).
+// A is stored row-wise: A(i, j) = A[i*lda + j], lda 64-bit (elements), so a row is contiguous
+// and A may be a block of columns of a larger row-major matrix.  The caller guarantees
+// 0 <= piv[i] < m and offset + k <= m (the kernel does not see m).  The elements are moved as
+// bits (no arithmetic), so the result is exact for any T.
 //
-// laswp_fused<VW, THREADS>: a grid of a few blocks per SM (Python sizes it: 2 of 512 threads)
-// walks column strips of width wc, block b taking strips b, b + gridDim.x, ...; every block
-// works out the net effect of all k interchanges itself and applies it to its strips (blocks
-// never touch each other's data):
+// laswp_fused<T, VW, THREADS>: a grid of a few blocks per SM (Python sizes it: 2 of 512
+// threads) walks column strips of width wc, block b taking strips b, b + gridDim.x, ...; every
+// block works out the net effect of all k interchanges itself and applies it to its strips
+// (blocks never touch each other's data):
 //   * slots: the touched rows are given slots.  Row offset+i has slot i; a pivot row outside
 //     [offset, offset+k) has slot k+j, j the first index with piv[j] equal to it (found with a
 //     small open-addressing hash table in shared memory); a pivot row inside the range uses
@@ -26,19 +27,23 @@
 //     several times;
 //   * scatter: after the copies land and a barrier, row(f(s)) of the strip is overwritten by
 //     the saved contents of slot s, for each slot whose contents moved (f(s) != s), with
-//     16-byte stores where VW = 4.  All reads of a strip precede all its writes, so dependent
+//     16-byte stores where VW > 1.  All reads of a strip precede all its writes, so dependent
 //     interchanges and cycles are safe.  Later strips gather only the moved slots' rows.
-//   Strip width: the largest multiple of 8 floats for which the 2k x wc strip fits the
-//   block's cap floats of shared memory, shrunk so that the strips spread evenly over the
-//   grid (every block gets about the same number of columns).
-// Knobs: VW = 4 (16-byte copies; needs A 16-byte aligned and lda % 4 == 0, the last strip
-// handles n % 4 with 4-byte copies) or 1; THREADS = 512 (template parameters); KMAX = 512
-// pivots per launch (the Python side splits longer pivot vectors into launches applied in
-// order); dynamic shared memory LASWP_FUSED_META = 6*KMAX*4 bytes of plan, then cap floats of
-// strips (~100 KiB; gpulinalg/layout/laswp.py FUSED_SMEM, FUSED_BLOCKS_PER_SM).
-// Bound: bandwidth-bound; bytes moved = 2 * (touched rows) * n * 4, judged against a
-// device-to-device copy (~3.0 TB/s on an H100); the plan (~k steps of a few instructions per
-// block) hides behind the first strip's reads.
+//   Strip width: the largest multiple of 8 elements for which the 2k x wc strip fits the
+//   block's cap elements of shared memory, shrunk so that the strips spread evenly over the
+//   grid (every block gets about the same number of columns).  The shared memory is the same
+//   in bytes for both T, so a double strip holds half as many columns as a float one.
+// Knobs: VW = elements per 16-byte copy (4 floats or 2 doubles; needs A 16-byte aligned and
+// lda * sizeof(T) a multiple of 16, the last strip handles the remaining columns with
+// sizeof(T)-byte copies) or 1 (sizeof(T)-byte copies: unaligned rows); THREADS = 512 (template
+// parameters); KMAX = 512 pivots per launch (the Python side splits longer pivot vectors into
+// launches applied in order); dynamic shared memory LASWP_FUSED_META = 6*KMAX*4 bytes of plan,
+// then cap elements of strips (~100 KiB; gpulinalg/layout/laswp.py FUSED_SMEM,
+// FUSED_BLOCKS_PER_SM).
+// Bound: bandwidth-bound; bytes moved = 2 * (touched rows) * n * sizeof(T) (4 bytes per
+// element for float, 8 for double), judged against a device-to-device copy (~3.0 TB/s on an
+// H100); the plan (~k steps of a few instructions per block) hides behind the first strip's
+// reads.
 
 #define LASWP_KMAX 512
 
@@ -51,23 +56,26 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return a;
 }
 
-// *dst = *src (4 bytes, global -> shared), asynchronously where the hardware can.
-__device__ __forceinline__ void copy_async4(float* dst, const float* src) {
+// *dst = *src (one element, sizeof(T) = 4 or 8 bytes, global -> shared), asynchronously
+// where the hardware can.
+template <typename T>
+__device__ __forceinline__ void copy_async_elem(T* dst, const T* src) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "cp.async.ca copies 4, 8 or 16 bytes");
 #if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(smem_addr(dst)), "l"(src)
-                 : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n"
+                 :: "r"(smem_addr(dst)), "l"(src), "n"(sizeof(T)) : "memory");
 #else
     *dst = *src;
 #endif
 }
 
 // 16 bytes global -> shared, asynchronously (both 16-byte aligned), bypassing L1.
-__device__ __forceinline__ void copy_async16(float* dst, const float* src) {
+__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(smem_addr(dst)), "l"(src)
                  : "memory");
 #else
-    *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(src);
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
 #endif
 }
 
@@ -77,26 +85,28 @@ __device__ __forceinline__ void copy_async_wait_all() {
 #endif
 }
 
-// VW consecutive floats of one row, src[0..VW) (columns col.. of n), to shared memory: one
-// 16-byte cp.async when VW == 4 and the chunk is whole, else 4-byte copies of the columns < n.
-template <int VW>
-__device__ __forceinline__ void copy_strip(float* sv, const float* src, int col, int n) {
-    if (VW == 4 && col + 4 <= n) {
+// VW consecutive elements of one row, src[0..VW) (columns col.. of n), to shared memory: one
+// 16-byte cp.async when VW elements make 16 bytes and the chunk is whole, else one copy per
+// element of the columns < n.
+template <typename T, int VW>
+__device__ __forceinline__ void copy_strip(T* sv, const T* src, int col, int n) {
+    if (VW * sizeof(T) == 16 && col + VW <= n) {
         copy_async16(sv, src);
     } else {
 #pragma unroll
         for (int e = 0; e < VW; ++e)
             if (col + e < n)
-                copy_async4(sv + e, src + e);
+                copy_async_elem(sv + e, src + e);
     }
 }
 
-// The reverse of copy_strip: VW floats from shared memory back to a row of A (one 16-byte
-// store when VW == 4 and the chunk is whole, else the columns < n one by one).
-template <int VW>
-__device__ __forceinline__ void store_strip(float* dst, const float* sv, int col, int n) {
-    if (VW == 4 && col + 4 <= n) {
-        *reinterpret_cast<float4*>(dst) = *reinterpret_cast<const float4*>(sv);
+// The reverse of copy_strip: VW elements from shared memory back to a row of A (one 16-byte
+// store, the bits moved as a uint4, when the chunk is whole and 16 bytes, else the columns
+// < n one by one).
+template <typename T, int VW>
+__device__ __forceinline__ void store_strip(T* dst, const T* sv, int col, int n) {
+    if (VW * sizeof(T) == 16 && col + VW <= n) {
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(sv);
     } else {
 #pragma unroll
         for (int e = 0; e < VW; ++e)
@@ -165,12 +175,13 @@ __device__ __forceinline__ void follow_slots(int k, int ns, const int* s_slot, i
     }
 }
 
-template <int VW, int THREADS>
+template <typename T, int VW, int THREADS>
 __global__ void __launch_bounds__(THREADS)
-laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, int offset,
+laswp_fused(int n, T* A, long long lda, int k, const int* __restrict__ piv, int offset,
             int inverse, int log2h, int cap)
 {
-    static_assert(VW == 1 || VW == 4, "4-byte or 16-byte accesses");
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
+    static_assert(VW == 1 || VW * sizeof(T) == 16, "one-element or 16-byte accesses");
     static_assert(THREADS % 32 == 0 && (2 * LASWP_KMAX) % THREADS == 0, "slots over threads");
     // Dynamic shared memory (LASWP_FUSED_META bytes, then the strips):
     // s_piv[KMAX] | s_slot[KMAX] | s_key[2 KMAX] (later s_dst) | s_first[2 KMAX] | s_val[cap].
@@ -180,7 +191,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
     int* s_key = s_slot + LASWP_KMAX;
     int* s_first = s_key + 2 * LASWP_KMAX;
     int* s_dst = s_key;   // reused once the hash table is no longer needed
-    float* s_val = reinterpret_cast<float*>(s_first + 2 * LASWP_KMAX);   // 12 KiB in: aligned
+    T* s_val = reinterpret_cast<T*>(s_first + 2 * LASWP_KMAX);   // 12 KiB in: 16-byte aligned
     const int H = 1 << log2h;   // hash size, >= 2k, <= 2 KMAX
     const int ns = 2 * k;       // slots
     const int tid = threadIdx.x;
@@ -198,7 +209,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
     // k+j the pivot row piv[j] when it lies outside [offset, offset+k) (unused otherwise).
     // only_moved: skip slots whose contents stay (s_dst known).
     auto gather = [&](int c0, int s_lo, int s_hi, bool only_moved) {
-        const int g = (min(wc, n - c0) + VW - 1) / VW;   // groups of VW floats per strip row
+        const int g = (min(wc, n - c0) + VW - 1) / VW;   // groups of VW elements per strip row
         const int total = (s_hi - s_lo) * g;
         for (int idx = tid; idx < total; idx += THREADS) {
             const int s = s_lo + idx / g, j = idx % g;
@@ -211,7 +222,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
                     continue;
             }
             const int col = c0 + j * VW;
-            copy_strip<VW>(s_val + s * wc + j * VW, A + row * lda + col, col, n);
+            copy_strip<T, VW>(s_val + s * wc + j * VW, A + row * lda + col, col, n);
         }
     };
     auto scatter = [&](int c0) {
@@ -223,7 +234,7 @@ laswp_fused(int n, float* A, long long lda, int k, const int* __restrict__ piv, 
             if (row < 0)
                 continue;
             const int col = c0 + j * VW;
-            store_strip<VW>(A + row * lda + col, s_val + s * wc + j * VW, col, n);
+            store_strip<T, VW>(A + row * lda + col, s_val + s * wc + j * VW, col, n);
         }
     };
 

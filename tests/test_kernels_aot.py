@@ -189,9 +189,10 @@ def test_cuobjdump_lists_the_same_images(compiled, family):
 
 
 # one cheap instantiation per family: each compiles alone in a second or two
-ALONE = {"graph_io": "graph_copy<true>", "laswp": "laswp_fused<4,512>", "trsm": "trsm_llnu<32>",
-         "transpose": "copy2d", "sgemm": "sgemm_splitk_sum<true>",
-         "sgemm_tc": None, "sgemm_wgmma": "wgmma_split<true,2>"}
+ALONE = {"graph_io": "graph_copy<double, true>", "laswp": "laswp_fused<float,4,512>",
+         "trsm": "trsm_llnu<float,32>", "transpose": "copy2d<float>",
+         "sgemm": "sgemm_splitk_sum<true>", "sgemm_tc": None,
+         "sgemm_wgmma": "wgmma_split<true,2>"}
 
 
 @pytest.mark.parametrize("family", sorted(ALONE))
@@ -390,25 +391,31 @@ source_tree = pytest.mark.skipif(not BUILD_BACKEND.is_dir(), reason="not run fro
 
 
 @source_tree
-def test_build_compiles_a_family(tmp_path):
-    """The build's pipeline on two small families: symbols from the marked PTX, a fatbin
-    with the targets, a record the loader accepts."""
+def test_build_compiles_a_family(tmp_path, monkeypatch):
+    """The build's pipeline on two small families for the architectures
+    GPULINALG_CUDA_ARCH_LIST names: symbols from the marked PTX, a fatbin with those targets,
+    ptxas's resource report, a record the loader accepts."""
     ck = _build_module("compile_kernels")
     nvcc = ck.find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not installed")
+    monkeypatch.setenv(ck.ARCH_LIST, "9.0")
     described = ck.describe()
     described["families"] = {f: described["families"][f] for f in ("graph_io", "trsm")}
     ck._run_jobs(nvcc, described["options"], list(ck._jobs(nvcc, described, tmp_path)),
                  tmp_path)
     info = json.loads((tmp_path / "graph_io.json").read_text())
-    assert info["symbols"] == {"graph_io_set": "graph_io_set",
-                               "graph_copy<true>": "_Z10graph_copyILb1EEvPKyPfiixPi",
-                               "graph_copy<false>": "_Z10graph_copyILb0EEvPKyPfiixPi"}
+    assert info["symbols"] == {
+        "graph_io_set": "graph_io_set",
+        "graph_copy<float, true>": "_Z10graph_copyIfLb1EEvPKyPT_iixPi",
+        "graph_copy<float, false>": "_Z10graph_copyIfLb0EEvPKyPT_iixPi",
+        "graph_copy<double, true>": "_Z10graph_copyIdLb1EEvPKyPT_iixPi",
+        "graph_copy<double, false>": "_Z10graph_copyIdLb0EEvPKyPT_iixPi"}
+    assert set(info["resources"]["sm_90"]) == set(info["symbols"].values())
     trsm = json.loads((tmp_path / "trsm.json").read_text())
     assert set(trsm["symbols"]) == set(launchers()["trsm"][1])
     images = fatbin_images((tmp_path / "trsm.fatbin").read_bytes())
-    assert [a for k, a, _ in images if k == "elf"] == trsm["sass"]
+    assert [a for k, a, _ in images if k == "elf"] == trsm["sass"] == ["sm_90"]
     assert kernels.covers(trsm, (9, 0)) and trsm["source_sha256"] == kernels.source_hash("trsm")
     assert not list(ck._jobs(nvcc, described, tmp_path))          # now up to date
 

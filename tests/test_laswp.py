@@ -1,10 +1,16 @@
-"""laswp: the kernel's permutation model and validation (CPU); the kernel against NumPy (GPU)."""
+"""laswp: the kernel's permutation model, validation and launch arguments (CPU); the kernel
+against NumPy, float32 and float64, bit for bit (GPU)."""
+
+import types
 
 import numpy as np
 import pytest
 
 import gpulinalg
+from gpulinalg.core.element import F32, F64
 from gpulinalg.layout import laswp as _laswp
+
+DTYPES = [np.float32, np.float64]
 
 
 def lu_like(rng, m, k):
@@ -77,11 +83,18 @@ def test_launch_plan_and_kernel_names():
     assert _laswp.launch_plan(1300, inverse=True) == [(1024, 276), (512, 512), (0, 512)]
     for k in range(1, _laswp.KMAX + 1):
         assert (1 << _laswp.hash_bits(k)) >= 2 * k
-    assert set(_laswp.KERNEL_NAMES) == {"laswp_fused<4,512>", "laswp_fused<1,512>"}
+    assert set(_laswp.KERNEL_NAMES) == {"laswp_fused<float,4,512>", "laswp_fused<float,1,512>",
+                                        "laswp_fused<double,2,512>",
+                                        "laswp_fused<double,1,512>"}
+    assert _laswp.vector_width(4) == 4 and _laswp.vector_width(8) == 2   # 16-byte copies
 
 
 def test_fused_kernel_limits():
-    assert _laswp.FUSED_CAP >= 8 * 2 * _laswp.KMAX          # a strip of 8 always fits
+    for element in (F32, F64):                               # a strip of 8 always fits
+        assert _laswp.fused_cap(element) >= 8 * 2 * _laswp.KMAX
+        assert _laswp.fused_cap(element) * element.itemsize <= \
+            _laswp.FUSED_SMEM - _laswp.FUSED_META
+    assert _laswp.FUSED_CAP == _laswp.fused_cap(F32) == 2 * _laswp.fused_cap(F64)
     assert _laswp.FUSED_BLOCKS_PER_SM * (_laswp.FUSED_SMEM + 1024) <= 228 * 1024
     assert _laswp.FUSED_SMEM <= 227 * 1024
     assert _laswp.FUSED_META % 16 == 0                       # s_val 16-byte aligned
@@ -92,17 +105,53 @@ def test_fused_kernel_limits():
     assert _laswp.fused_strip_width(32768, 128, _laswp.fused_grid(32768, 132)) == 64
 
 
+@pytest.mark.parametrize("element", [F32, F64])
 @pytest.mark.parametrize("n", [1, 7, 8, 100, 1031, 16384, 32768, 100003])
 @pytest.mark.parametrize("k", [1, 2, 128, 511, 512])
-def test_fused_strip_width(n, k):
+def test_fused_strip_width(n, k, element):
     grid = _laswp.fused_grid(n, 132)
-    wc = _laswp.fused_strip_width(n, k, grid)
-    assert wc >= 8 and wc % 8 == 0 and 2 * k * wc <= _laswp.FUSED_CAP
+    cap = _laswp.fused_cap(element)
+    wc = _laswp.fused_strip_width(n, k, grid, element)
+    assert wc >= 8 and wc % 8 == 0 and 2 * k * wc <= cap
+    assert wc * element.itemsize % 16 == 0          # strip rows stay 16-byte aligned
     strips = -(-n // wc)
     rounds = -(-strips // grid)
-    assert rounds == -(-n // (grid * ((_laswp.FUSED_CAP // (2 * k)) & ~7)))   # fewest rounds
+    assert rounds == -(-n // (grid * ((cap // (2 * k)) & ~7)))   # fewest rounds
     if n >= 8 * grid:
         assert strips > grid * (rounds - 1)     # the last round is not nearly empty
+
+
+def _record_launches(monkeypatch, module):
+    """Fake the device of `module`'s launch path: returns the list that each launch's
+    (kernel, grid, block, args) is appended to."""
+    calls = []
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setattr(module, "cupy", lambda: fake)
+    return calls
+
+
+@pytest.mark.parametrize("element,ap,lda,vw", [(F32, 1 << 20, 300, 4), (F32, (1 << 20) + 4, 300, 1),
+                                               (F32, 1 << 20, 302, 1), (F64, 1 << 20, 300, 2),
+                                               (F64, (1 << 20) + 8, 300, 1),
+                                               (F64, 1 << 20, 301, 1)])
+def test_laswp_ptr_launch_arguments(monkeypatch, element, ap, lda, vw):
+    """laswp_ptr picks the instantiation of the element type (16-byte copies where the rows
+    allow), passes that type's strip capacity, and offsets the pivots of each KMAX chunk by
+    4-byte int32s (CPU: the launch is recorded, not run)."""
+    calls = _record_launches(monkeypatch, _laswp)
+    monkeypatch.setattr(_laswp, "_launcher", lambda dev, ctype, w: (
+        lambda grid, block, *args: calls.append((_laswp._fused_name(ctype, w), grid, block,
+                                                 args))))
+    pp = 1 << 30
+    _laswp.laswp_ptr(1000, ap, lda, 1100, pp, offset=3, inverse=True, sms=10, element=element)
+    assert [c[0] for c in calls] == [f"laswp_fused<{element.ctype},{vw},512>"] * 3
+    assert all(c[1] == (20, 1, 1) and c[2] == (512, 1, 1) for c in calls)
+    # inverse: the chunks in reverse order; pivots int32, offsets absolute
+    assert [c[3][:8] for c in calls] == [
+        (1000, ap, lda, count, pp + 4 * start, 3 + start, 1, _laswp.hash_bits(count))
+        for start, count in _laswp.launch_plan(1100, inverse=True)]
+    assert all(c[3][8] == _laswp.fused_cap(element) for c in calls)
 
 
 def test_row_leading_dim():
@@ -120,7 +169,7 @@ def test_row_leading_dim():
 def _bad_calls():
     a = np.arange(60, dtype=np.float32).reshape(10, 6) + 1
     return a, [
-        (np.ones((10, 6)), [1], TypeError, "float32"),
+        (np.ones((10, 6), np.complex64), [1], TypeError, "float32 or float64"),
         (a.astype(np.float16), [1], TypeError, "float32"),
         (np.ones(10, np.float32), [1], ValueError, "2-D"),
         (np.ones((2, 5, 6), np.float32), [1], ValueError, "2-D"),
@@ -180,8 +229,9 @@ def make_piv(kind, m, k, rng):
                                    (4096, 257, 513)])
 @pytest.mark.parametrize("pk", PIV_CASES)
 @pytest.mark.parametrize("inverse", [False, True])
-def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse):
-    a = rng.standard_normal((m, n), dtype=np.float32)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse, dtype):
+    a = rng.standard_normal((m, n)).astype(dtype)
     piv = make_piv(pk, m, k, rng)
     ref = _laswp.laswp_reference(a.copy(), piv, inverse)
     d = cp.asarray(a)
@@ -189,11 +239,42 @@ def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse):
     np.testing.assert_array_equal(d.get(), ref)
 
 
+def random_bits(rng, shape, dtype):
+    """Arbitrary bit patterns of `dtype` (NaNs with payloads, infinities, subnormals, -0):
+    data movement must carry every one unchanged."""
+    size = np.dtype(dtype).itemsize
+    raw = rng.integers(0, 256, size=int(np.prod(shape)) * size, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def bits(x):
+    """x's bit patterns as unsigned integers (compares NaN payloads and signed zeros)."""
+    x = np.ascontiguousarray(x)
+    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+# rows of 212 elements (16-byte multiples) from column j0: 16-byte copies at j0 = 0 (and 2 for
+# double), one-element copies otherwise
+@pytest.mark.parametrize("j0", [0, 1, 2])
+def test_laswp_moves_bits_unchanged(cp, rng, dtype, j0):
+    m, n, k = 300, 212, 128
+    a = random_bits(rng, (m, n), dtype)
+    piv = make_piv("dependent", m, k, rng)
+    ref = a.copy()
+    ref[:, j0:] = _laswp.laswp_reference(a[:, j0:].copy(), piv)
+    d = cp.asarray(a)
+    _laswp.laswp_inplace(d[:, j0:], cp.asarray(piv))
+    np.testing.assert_array_equal(bits(d.get()), bits(ref))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", [1, 128, 512, 1000])
-def test_inverse_undoes_forward_on_gpu(cp, rng, k):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inverse_undoes_forward_on_gpu(cp, rng, k, dtype):
     m, n = 1500, 77
-    a = rng.standard_normal((m, n), dtype=np.float32)
+    a = rng.standard_normal((m, n)).astype(dtype)
     piv = cp.asarray(make_piv("dependent", m, k, rng))
     d = cp.asarray(a)
     _laswp.laswp_inplace(d, piv)
@@ -202,10 +283,12 @@ def test_inverse_undoes_forward_on_gpu(cp, rng, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("j0,j1", [(37, 201), (4, 300), (8, 263)])   # 4-byte and 16-byte paths
-def test_offset_and_column_block_views(cp, rng, j0, j1):
+# float32: one-element (37) and 16-byte paths; float64: one-element (37) and 16-byte (4, 8)
+@pytest.mark.parametrize("j0,j1", [(37, 201), (4, 300), (8, 263)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_offset_and_column_block_views(cp, rng, j0, j1, dtype):
     m, n = 400, 300
-    a = rng.standard_normal((m, n), dtype=np.float32)
+    a = rng.standard_normal((m, n)).astype(dtype)
     d = cp.asarray(a)
     off, k = 64, 128
     piv = lu_like(rng, m, off + k)[off:]       # absolute rows >= off + i
@@ -217,8 +300,9 @@ def test_offset_and_column_block_views(cp, rng, j0, j1):
 
 
 @pytest.mark.gpu
-def test_pivot_dtypes_are_converted(cp, rng):
-    a = rng.standard_normal((90, 50), dtype=np.float32)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pivot_dtypes_are_converted(cp, rng, dtype):
+    a = rng.standard_normal((90, 50)).astype(dtype)
     piv = make_piv("dependent", 90, 60, rng)
     ref = _laswp.laswp_reference(a.copy(), piv)
     for p in (cp.asarray(piv, dtype=cp.int64), cp.asarray(np.repeat(piv, 2))[::2]):
@@ -229,8 +313,9 @@ def test_pivot_dtypes_are_converted(cp, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("pk", PIV_CASES)
-def test_public_numpy_in_place(rng, pk):
-    big = rng.standard_normal((130, 90), dtype=np.float32)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_public_numpy_in_place(rng, pk, dtype):
+    big = rng.standard_normal((130, 90)).astype(dtype)
     piv = make_piv(pk, 130, 100, rng)
     for a in (big.copy(), big.copy()[::1, 3:50], big.copy()[5:, :]):
         ref = _laswp.laswp_reference(a.copy(), piv[: a.shape[0]] % a.shape[0])
@@ -260,11 +345,12 @@ def test_public_cupy_in_place_and_device_pivots(cp, rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,k,inverse", [(4096, 40000, 128, False), (3000, 40000, 512, True),
                                            (2000, 5001, 300, False), (700, 100003, 37, True)])
-def test_fused_wide_matrices_several_strips(cp, m, n, k, inverse):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fused_wide_matrices_several_strips(cp, m, n, k, inverse, dtype):
     # every block walks several strips (the later ones gather only the moved slots)
     rng = np.random.default_rng(8)
     piv = lu_like(rng, m, k)
-    a = cp.random.default_rng(4).standard_normal((m, n), dtype=cp.float32)
+    a = cp.random.default_rng(4).standard_normal((m, n), dtype=dtype)
     ref = a.copy()
     src, dst = zip(*_laswp.net_moves(piv, inverse=inverse))
     ref[cp.asarray(dst)] = a[cp.asarray(src)]
@@ -273,18 +359,27 @@ def test_fused_wide_matrices_several_strips(cp, m, n, k, inverse):
 
 
 @pytest.mark.gpu
-def test_laswp_ptr_chunks_and_sm_count(cp, rng):
+@pytest.mark.parametrize("element", [F32, F64])
+def test_laswp_ptr_chunks_and_sm_count(cp, rng, element):
     """laswp_ptr with more than KMAX pivots (launches applied in order) and an explicit SM
     count (a smaller grid: each block walks more strips) gives the sequential result."""
     m, n, k = 1500, 3001, 1100
-    a = rng.standard_normal((m, n), dtype=np.float32)
+    a = rng.standard_normal((m, n)).astype(element.dtype)
     piv = make_piv("dependent", m, k, rng)
     for inverse in (False, True):
         ref = _laswp.laswp_reference(a.copy(), piv, inverse)
         d = cp.asarray(a)
         p = cp.asarray(piv)
-        _laswp.laswp_ptr(n, d.data.ptr, n, k, p.data.ptr, 0, inverse, sms=3)
+        _laswp.laswp_ptr(n, d.data.ptr, n, k, p.data.ptr, 0, inverse, sms=3, element=element)
         np.testing.assert_array_equal(d.get(), ref)
+
+
+@pytest.mark.gpu
+def test_laswp_inplace_rejects_other_dtypes(cp):
+    piv = cp.asarray([1], dtype=cp.int32)
+    for dtype in (cp.float16, cp.complex64, cp.int32):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            _laswp.laswp_inplace(cp.zeros((3, 2), dtype), piv)
 
 
 @pytest.mark.gpu
@@ -293,7 +388,7 @@ def test_public_errors_on_gpu_leave_a_unchanged(cp, rng):
     d = cp.asarray(a)
     for x, piv, exc in ((d, cp.asarray([0, 20]), ValueError),
                         (d, cp.asarray([1.0]), TypeError),
-                        (d.astype(cp.float64), [1], TypeError),
+                        (d.astype(cp.float16), [1], TypeError),
                         (cp.asfortranarray(d), [1], ValueError),
                         (d[:, ::2], [1], ValueError)):
         with pytest.raises(exc):
@@ -321,4 +416,4 @@ def test_public_torch(rng):
     assert gpulinalg.laswp(tc, piv) is tc
     np.testing.assert_array_equal(tc.numpy(), ref)
     with pytest.raises(TypeError):
-        gpulinalg.laswp(t.double(), piv)
+        gpulinalg.laswp(t.half(), piv)

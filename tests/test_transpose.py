@@ -1,15 +1,20 @@
-"""Transpose: validation, block order and kernel table (CPU); the kernels against NumPy (GPU)."""
+"""Transpose: validation, block order, kernel table and launch arguments (CPU); the kernels
+against NumPy, float32 and float64, bit for bit (GPU)."""
 
 import dataclasses
+import types
 
 import numpy as np
 import pytest
 
 import gpulinalg
 from gpulinalg import tuning
+from gpulinalg.core.element import F32, F64
 from gpulinalg.layout import transpose as _transpose
 
 SM90, SMS = tuning.SM90, 132   # the H100's table and SM count: the picks tested on the CPU
+SM90_F64 = tuning.SM90_F64
+DTYPES = [np.float32, np.float64]
 
 SIZES = [(0, 0), (0, 5), (5, 0), (1, 1), (1, 7), (7, 1), (31, 31), (32, 32), (33, 33),
          (63, 64), (64, 65), (65, 63), (97, 1031), (1031, 97), (127, 129), (2, 300), (300, 3)]
@@ -29,9 +34,9 @@ def test_clear_error_without_gpu():
         gpulinalg.transpose(np.ones((3, 2), np.float32))
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.complex64, np.int32, np.int64])
-def test_rejects_lossy_dtypes(dtype):
-    with pytest.raises(TypeError, match="float32"):
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_rejects_complex(dtype):
+    with pytest.raises(TypeError, match="float32 or float64"):
         gpulinalg.transpose(np.ones((3, 3), dtype))
 
 
@@ -166,23 +171,28 @@ def test_launcher_packs_the_kernel_parameter_layout():
 def test_kernel_table():
     for name, t in _transpose.VARIANTS.items():
         assert t.TILE % 32 == 0 and t.TILE % t.BY == 0 and 32 * t.BY <= 1024, name
-        smem = (t.TILE + t.SKEW - 1) * 33 * 4 if t.SKEW else t.TILE * (t.TILE + 1) * 4
-        assert smem <= 48 * 1024, name   # static shared memory
+        for size in (4, 8):              # static shared memory, float and double
+            smem = (t.TILE + t.SKEW - 1) * 33 if t.SKEW else t.TILE * (t.TILE + 1)
+            assert smem * size <= 48 * 1024, (name, size)
         assert not t.PAIR or t.TILE == 64, name                 # transpose_pair is 64 x 64
         assert t.PF in (0, 256) and not (t.PAIR and (t.PF or t.EL)), name   # tiled only
         assert not t.SKEW or ((t.BY, t.PAIR, t.EL) == (8, False, False)
                               and t.SKEW in (8, 16, 32)), name
     assert _transpose.BASELINE in _transpose.VARIANTS
-    for field in ("transpose_variant", "transpose_off_grid", "transpose_off_grid_el",
-                  "transpose_off_sector", "transpose_small"):
-        assert getattr(SM90, field) in _transpose.VARIANTS, field
-    assert _transpose.VARIANTS[SM90.transpose_variant].PAIR
-    assert _transpose.VARIANTS[SM90.transpose_off_sector].SKEW
-    assert "copy2d" in _transpose.KERNEL_NAMES
+    for table in (SM90, SM90_F64):
+        for field in ("transpose_variant", "transpose_off_grid", "transpose_off_grid_el",
+                      "transpose_off_sector", "transpose_small"):
+            assert getattr(table, field) in _transpose.VARIANTS, field
+        assert _transpose.VARIANTS[table.transpose_variant].PAIR
+        assert _transpose.VARIANTS[table.transpose_off_sector].SKEW
     assert len(_transpose.KERNEL_NAMES) == len(set(_transpose.KERNEL_NAMES))
-    assert "transpose_pair<4>" in _transpose.KERNEL_NAMES
-    # transpose_pair<4>'s fallback for odd strides
-    assert "transpose_tiled<64,4,0,false>" in _transpose.KERNEL_NAMES
+    for ctype in ("float", "double"):
+        assert f"copy2d<{ctype}>" in _transpose.KERNEL_NAMES
+        assert f"transpose_pair<{ctype},4>" in _transpose.KERNEL_NAMES
+        # transpose_pair<T,4>'s fallback for odd strides
+        assert f"transpose_tiled<{ctype},64,4,0,false>" in _transpose.KERNEL_NAMES
+        for t in _transpose.VARIANTS.values():
+            assert _transpose._tiled_name(t, ctype) in _transpose.KERNEL_NAMES
     assert _transpose.num_tiles(130, 129, "64x4-pair") == 3 * 3
     assert _transpose.num_tiles(130, 129, "128x8-skew32") == 2 * 5
 
@@ -214,6 +224,77 @@ def test_pick_variant_follows_the_row_pitches():
     assert _transpose.pick_variant(64 * 24, 64 * 21, sms=100, table=T) == T.transpose_variant
 
 
+def test_pick_variant_follows_the_row_pitches_in_bytes_for_float64():
+    """The pitch rules are in bytes: a double row pitch is twice a float one of the same
+    length, so the same extents can pick another tile."""
+    T = SM90_F64
+    pick = lambda *a, **kw: _transpose.pick_variant(*a, **kw, sms=SMS, table=T, element=F64)
+    assert pick(16384, 16384) == T.transpose_variant
+    assert pick(4096, 4064) == T.transpose_variant       # 4064 doubles: 127 x 256 bytes
+    assert _transpose.pick_variant(4096, 4064, sms=SMS, table=SM90) == SM90.transpose_off_grid
+    assert pick(6000, 10000) == T.transpose_off_grid      # 48000 bytes: whole 128-byte lines
+    assert _transpose.pick_variant(6000, 10000, sms=SMS, table=SM90) == \
+        SM90.transpose_off_grid_el                         # 24000 bytes: not
+    assert pick(6008, 10000) == T.transpose_off_grid_el   # 48064 bytes: 64 mod 128
+    assert pick(4002, 4000) == T.transpose_off_sector     # 32016 bytes: off the sector grid
+    assert pick(4004, 4000) == T.transpose_off_grid_el    # 32032: on sectors, not on lines
+    assert _transpose.pick_variant(4004, 4000, sms=SMS, table=SM90) == \
+        SM90.transpose_off_sector                          # 16016 bytes
+    assert pick(8192, 8192, aligned=False) == T.transpose_off_grid_el
+    assert pick(8192, 8192, dst_sector=False) == T.transpose_off_sector
+    assert pick(100, 100) == T.transpose_small
+
+
+def _fake_device(monkeypatch, launches):
+    """The transpose launch path without a GPU: device 0 with SMS SMs, kernels that record
+    (name, grid, block, args) into `launches`."""
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setattr(_transpose, "cupy", lambda: fake)
+    monkeypatch.setattr(_transpose.device, "sm_count", lambda *a: SMS)
+    monkeypatch.setattr(_transpose, "_PLANS", {})
+
+    def launch(device_id, rows, cols, variant, pairs_ok, ctype="float"):
+        t = _transpose.VARIANTS[variant]
+        t = t if pairs_ok else _transpose._unpaired(t)
+        name = _transpose._tiled_name(t, ctype)
+        return ((lambda grid, block, *args: launches.append((name, grid, block, args))),
+                (_transpose.num_tiles(rows, cols, variant), 1, 1), (32, t.BY, 1), t.SKEW)
+    monkeypatch.setattr(_transpose, "_transpose_launch", launch)
+
+
+@pytest.mark.parametrize("element,table", [(F32, SM90), (F64, SM90_F64)])
+def test_transpose_ptr_launch_arguments(monkeypatch, element, table):
+    """transpose_ptr launches the element type's instantiation of the picked tile; the pair
+    tile needs pointers aligned to two elements, and the skew tile gets dst's offset in
+    elements (CPU: the launch is recorded, not run)."""
+    launches = []
+    _fake_device(monkeypatch, launches)
+    c, size = element.ctype, element.itemsize
+    base = 1 << 30
+    _transpose.transpose_ptr(4096, 4096, base, 4096, base + (1 << 28), 4096, table=table,
+                             element=element)
+    _transpose.transpose_ptr(4096, 4096, base + size, 4096, base + (1 << 28), 4096,
+                             table=table, element=element)       # dst 32-byte, src not 256
+    _transpose.transpose_ptr(4096, 4096, base + 2 * size, 4096, base + (1 << 28), 4098,
+                             table=table, element=element)      # ldd 4098: off sectors
+    _transpose.transpose_ptr(4095, 4096, base, 4096, base + 3 * size, 4095, table=table,
+                             element=element)                    # odd pitch: skew
+    names = [n for n, *_ in launches]
+    assert names[0] == f"transpose_pair<{c},4>"
+    assert names[1] == f"transpose_tiled<{c},32,8,256,true>"       # off the 128-byte lines
+    assert names[2] == names[3] == f"transpose_skew<{c},128,256,32>"   # B's pitch off sectors
+    assert launches[2][3][-1] == 0 and launches[3][3][-1] == 3   # dst's offset, elements
+    assert launches[0][3] == (4096, 4096, base, 4096, base + (1 << 28), 4096)
+    # the pair tile by name, pointers aligned to one element only: the unpaired 64 x 64 tile
+    launches.clear()
+    _transpose._launch_ptr(256, 256, base + size, 256, base, 256, "64x4-pair", table, element)
+    _transpose._launch_ptr(256, 256, base + 2 * size, 256, base, 256, "64x4-pair", table,
+                           element)
+    assert [n for n, *_ in launches] == [f"transpose_tiled<{c},64,4,0,false>",
+                                         f"transpose_pair<{c},4>"]
+
+
 def test_pick_variant_reads_the_table_in_force():
     """An experiment replaces a field (gpulinalg.tuning.override), and the launch plans,
     memoised per table, follow it."""
@@ -223,22 +304,59 @@ def test_pick_variant_reads_the_table_in_force():
         assert _transpose.pick_variant(6000, 10000, sms=SMS) == "32x8-pf256"
     assert _transpose._plans(0, table) is _transpose._plans(0, table)
     assert _transpose._plans(0, table) is not _transpose._plans(0, SM90)
+    assert _transpose._plans(0, table, F64) is not _transpose._plans(0, table, F32)
+    # float64 work reads the float64 table: an override of the float32 one does not apply
+    assert _transpose.pick_variant(4096, 4004, sms=SMS, element=F64) == "32x8-pf256"
+    f64 = dataclasses.replace(tuning.current(element=F64), transpose_off_grid="32x8")
+    with tuning.override(f64), tuning.override(table):
+        assert _transpose.pick_variant(4096, 4004, sms=SMS, element=F64) == "32x8"
+        assert _transpose.pick_variant(6000, 10000, sms=SMS) == "32x8-pf256"
 
 
 # ---------------------------------------------------------------- GPU
 
-def _rand(rng, shape):
-    return rng.standard_normal(shape, dtype=np.float32)
+def _rand(rng, shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def random_bits(rng, shape, dtype):
+    """Arbitrary bit patterns of `dtype` (NaNs with payloads, infinities, subnormals, -0):
+    data movement must carry every one unchanged."""
+    size = np.dtype(dtype).itemsize
+    raw = rng.integers(0, 256, size=int(np.prod(shape)) * size, dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+def bits(x):
+    """x's bit patterns as unsigned integers (compares NaN payloads and signed zeros)."""
+    x = np.ascontiguousarray(x)
+    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", SIZES)
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
-def test_transpose_into_variants(cp, rng, shape, variant):
-    a = _rand(rng, shape)
-    dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_into_variants(cp, rng, shape, variant, dtype):
+    a = _rand(rng, shape, dtype)
+    dst = cp.full(shape[::-1], cp.nan, dtype=dtype)
     _transpose.transpose_into(cp.asarray(a), dst, variant=variant)
     np.testing.assert_array_equal(dst.get(), a.T)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_moves_bits_unchanged(cp, rng, variant, dtype):
+    a = random_bits(rng, (130, 197), dtype)
+    for src, ref in ((cp.asarray(a), a), (cp.asarray(a)[1:, 3:], a[1:, 3:])):
+        dst = cp.empty(ref.shape[::-1], dtype=dtype)
+        _transpose.transpose_into(src, dst, variant=variant)
+        np.testing.assert_array_equal(bits(dst.get()), bits(ref.T))
+    for order in ("C", "F"):                    # the copy kernel (one operand column-major)
+        dst = cp.empty(a.shape[::-1], dtype=dtype, order=order)
+        _transpose.transpose_into(cp.asarray(a, order="F" if order == "C" else "C"), dst)
+        np.testing.assert_array_equal(bits(dst.get()), bits(a.T))
 
 
 @pytest.mark.gpu
@@ -249,14 +367,24 @@ def test_unknown_variant_is_rejected(cp):
 
 
 @pytest.mark.gpu
+def test_transpose_into_rejects_other_dtypes(cp):
+    for s_dtype, d_dtype in ((cp.float32, cp.float64), (cp.float64, cp.float32),
+                             (cp.float16, cp.float16), (cp.complex64, cp.complex64)):
+        with pytest.raises(TypeError, match="float32 or two float64"):
+            _transpose.transpose_into(cp.zeros((2, 3), s_dtype), cp.zeros((3, 2), d_dtype))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
 @pytest.mark.parametrize("s_off,d_off", [(0, 0), (1, 0), (0, 3), (2, 1)])
-def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off):
-    # offsets and leading dimensions that are not multiples of 4 floats (16-byte paths off);
-    # 530 rows: the 128-row tiles have interior blocks too (rows above and below theirs)
-    a = _rand(rng, (600, 301))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off, dtype):
+    # offsets and leading dimensions that are not multiples of 16 bytes (16-byte paths off;
+    # odd offsets: pair accesses off too); 530 rows: the 128-row tiles have interior blocks
+    # too (rows above and below theirs)
+    a = _rand(rng, (600, 301), dtype)
     big = cp.asarray(a)
-    out = cp.full((300, 1037), cp.nan, dtype=cp.float32)
+    out = cp.full((300, 1037), cp.nan, dtype=dtype)
     src = big[:, s_off:s_off + 257][:530]
     dst = out[:257, d_off:d_off + 530]
     _transpose.transpose_into(src, dst, variant=variant)
@@ -269,40 +397,60 @@ def test_transpose_into_variants_unaligned_views(cp, rng, variant, s_off, d_off)
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant", sorted(_transpose.VARIANTS))
 @pytest.mark.parametrize("shape", [(4096, 4096), (2049, 4097), (5000, 300)])
-def test_transpose_large_variants(cp, shape, variant):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_large_variants(cp, shape, variant, dtype):
     # many tiles, full and partial edge tiles of every tile shape
-    a = cp.random.default_rng(2).standard_normal(shape, dtype=cp.float32)
-    out = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+    a = cp.random.default_rng(2).standard_normal(shape, dtype=dtype)
+    out = cp.full(shape[::-1], cp.nan, dtype=dtype)
     _transpose.transpose_into(a, out, variant=variant)
     assert bool(cp.array_equal(out, a.T))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(4096, 4096), (6000, 1000), (1000, 6000), (2049, 4097)])
-def test_transpose_large(cp, shape):
-    a = cp.random.default_rng(1).standard_normal(shape, dtype=cp.float32)
-    out = cp.full(shape[::-1], cp.nan, dtype=cp.float32)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_large(cp, shape, dtype):
+    a = cp.random.default_rng(1).standard_normal(shape, dtype=dtype)
+    out = cp.full(shape[::-1], cp.nan, dtype=dtype)
     _transpose.transpose_into(a, out)
     assert bool(cp.array_equal(out, a.T))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("element", [F32, F64])
+@pytest.mark.parametrize("rows,cols,lds,ldd", [(4096, 4096, 4096, 4096), (2049, 777, 800, 2051),
+                                               (100, 3000, 3001, 128), (1, 5, 5, 1)])
+def test_transpose_ptr(cp, rng, element, rows, cols, lds, ldd):
+    """transpose_ptr on row-major blocks addressed by pointer (the LU's steps), under the
+    element type's table; nothing outside B's rows x cols block is written."""
+    a = _rand(rng, (rows, lds), element.dtype)
+    src = cp.asarray(a)
+    out = cp.full((cols, ldd), cp.nan, dtype=element.dtype)
+    _transpose.transpose_ptr(rows, cols, src.data.ptr, lds, out.data.ptr, ldd, element=element)
+    res = out.get()
+    np.testing.assert_array_equal(res[:, :rows], a[:, :cols].T)
+    assert np.isnan(res[:, rows:]).all()
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("s_order", ["C", "F"])
 @pytest.mark.parametrize("d_order", ["C", "F"])
 @pytest.mark.parametrize("shape", [(1, 1), (1, 9), (9, 1), (33, 65), (97, 40)])
-def test_transpose_into_all_layouts(cp, rng, shape, s_order, d_order):
-    a = _rand(rng, shape)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_into_all_layouts(cp, rng, shape, s_order, d_order, dtype):
+    a = _rand(rng, shape, dtype)
     src = cp.asarray(a, order=s_order)
-    dst = cp.full(shape[::-1], cp.nan, dtype=cp.float32, order=d_order)
+    dst = cp.full(shape[::-1], cp.nan, dtype=dtype, order=d_order)
     _transpose.transpose_into(src, dst)
     np.testing.assert_array_equal(dst.get(), a.T)
 
 
 @pytest.mark.gpu
-def test_transpose_into_views_with_leading_dimensions(cp, rng):
-    big = _rand(rng, (150, 170))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_transpose_into_views_with_leading_dimensions(cp, rng, dtype):
+    big = _rand(rng, (150, 170), dtype)
     bigd = cp.asarray(big)
-    out = cp.full((200, 210), cp.nan, dtype=cp.float32)
+    out = cp.full((200, 210), cp.nan, dtype=dtype)
     src = bigd[5:102, 3:50]                          # row-major view, ld 170
     dst = out[7:54, 11:108]                          # row-major view, ld 210
     _transpose.transpose_into(src, dst)
@@ -310,20 +458,21 @@ def test_transpose_into_views_with_leading_dimensions(cp, rng):
     np.testing.assert_array_equal(res[7:54, 11:108], big[5:102, 3:50].T)
     res[7:54, 11:108] = np.nan
     assert np.isnan(res).all()                       # nothing written outside the view
-    outf = cp.full((120, 80), cp.nan, dtype=cp.float32, order="F")
+    outf = cp.full((120, 80), cp.nan, dtype=dtype, order="F")
     _transpose.transpose_into(bigd.T[3:50, 5:102], outf[10:107, 20:67])  # column-major views
     np.testing.assert_array_equal(outf.get()[10:107, 20:67], big[5:102, 3:50])
-    dst2 = cp.full((60, 30), cp.nan, dtype=cp.float32)[::2, ::3]        # no unit stride
+    dst2 = cp.full((60, 30), cp.nan, dtype=dtype)[::2, ::3]             # no unit stride
     _transpose.transpose_into(bigd[::4, ::5][:10, :30], dst2)
     np.testing.assert_array_equal(dst2.get(), big[::4, ::5][:10, :30].T)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", SIZES)
-def test_public_numpy(rng, shape):
-    a = _rand(rng, shape)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_public_numpy(rng, shape, dtype):
+    a = _rand(rng, shape, dtype)
     res = gpulinalg.transpose(a)
-    assert isinstance(res, np.ndarray) and res.flags.c_contiguous
+    assert isinstance(res, np.ndarray) and res.flags.c_contiguous and res.dtype == dtype
     np.testing.assert_array_equal(res, a.T)
 
 
@@ -378,13 +527,14 @@ def test_public_torch(rng):
 
 
 @pytest.mark.gpu
-def test_transpose_padded_pitch_views(cp):
-    # off-grid extents in buffers whose leading dimensions are on the 64 grid: the float2 tile
-    big = cp.random.default_rng(3).standard_normal((2100, 2176), dtype=cp.float32)
+@pytest.mark.parametrize("element", [F32, F64])
+def test_transpose_padded_pitch_views(cp, element):
+    # off-grid extents in buffers whose leading dimensions are on the 64 grid: the pair tile
+    big = cp.random.default_rng(3).standard_normal((2100, 2176), dtype=element.dtype)
     src = big[:2049, :2111]
-    out = cp.full((2111, 2112), cp.nan, dtype=cp.float32)
+    out = cp.full((2111, 2112), cp.nan, dtype=element.dtype)
     dst = out[:, :2049]
-    assert _transpose.pick_variant(2049, 2111, 2176, 2112) == \
-        tuning.current().transpose_variant
+    assert _transpose.pick_variant(2049, 2111, 2176, 2112, element=element) == \
+        tuning.current(element=element).transpose_variant
     _transpose.transpose_into(src, dst)
     assert bool(cp.array_equal(dst, src.T)) and bool(cp.isnan(out[:, 2049:]).all())

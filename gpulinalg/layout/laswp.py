@@ -1,10 +1,11 @@
-"""Row interchanges (LAPACK slaswp, 0-based, row-major): the launchers of kernels/laswp.cu,
-the reference, and host models of the kernel for the CPU tests.
+"""Row interchanges (LAPACK slaswp / dlaswp, 0-based, row-major): the launchers of
+kernels/laswp.cu, the reference, and host models of the kernel for the CPU tests.
 
-`laswp_inplace` takes a CuPy row-major view; `laswp_ptr` takes device pointers, for the LU's
-steps.  Each launch of laswp_fused applies up to KMAX interchanges: every block of a
-bandwidth-shaped grid (FUSED_BLOCKS_PER_SM per SM) plans the net permutation itself while
-its first strip of rows is in flight.  The public `laswp` is in gpulinalg/blas.py.
+`laswp_inplace` takes a float32 or float64 CuPy row-major view; `laswp_ptr` takes device
+pointers and the Element (gpulinalg/core/element.py), for the LU's steps.  Each launch of
+laswp_fused applies up to KMAX interchanges: every block of a bandwidth-shaped grid
+(FUSED_BLOCKS_PER_SM per SM) plans the net permutation itself while its first strip of rows is
+in flight.  The public `laswp` is in gpulinalg/blas.py.
 """
 
 import functools
@@ -13,6 +14,7 @@ import numpy as np
 
 from ..core import device
 from ..core.backend import cupy
+from ..core.element import F32, F64
 from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "laswp"
@@ -21,8 +23,18 @@ KMAX = 512                  # pivots per launch (LASWP_KMAX in the kernel)
 FUSED_THREADS = 512         # laswp_fused's __launch_bounds__
 FUSED_META = 4 * 6 * KMAX   # s_piv, s_slot, s_key/s_dst (2 KMAX), s_first (2 KMAX)
 FUSED_SMEM = FUSED_META + 100 * 1024   # dynamic shared memory of one block
-FUSED_CAP = (FUSED_SMEM - FUSED_META) // 4   # floats of strip data per block
 FUSED_BLOCKS_PER_SM = 2     # 2 x FUSED_SMEM (+1 KiB reserved each) fit an SM's 228 KiB
+VECTOR_BYTES = 16           # laswp_fused's wide copies: VW = 16 // itemsize elements
+ELEMENTS = (F32, F64)       # the element types laswp_fused is instantiated for
+_BY_DTYPE = {e.dtype: e for e in ELEMENTS}
+
+
+def fused_cap(element=F32):
+    """Elements of strip data per block (the same bytes for every element type)."""
+    return (FUSED_SMEM - FUSED_META) // element.itemsize
+
+
+FUSED_CAP = fused_cap(F32)   # floats of strip data per block
 
 
 def laswp_reference(v, piv, inverse=False, offset=0):
@@ -37,12 +49,19 @@ def laswp_reference(v, piv, inverse=False, offset=0):
     return v
 
 
-def _fused_name(vw):
-    return f"laswp_fused<{vw},{FUSED_THREADS}>"
+def _fused_name(ctype, vw):
+    return f"laswp_fused<{ctype},{vw},{FUSED_THREADS}>"
 
 
-# Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
-KERNEL_NAMES = tuple(_fused_name(vw) for vw in (4, 1))
+def vector_width(itemsize):
+    """Elements per 16-byte copy (VW of the aligned instantiation): 4 floats, 2 doubles."""
+    return VECTOR_BYTES // itemsize
+
+
+# Every kernel this module can launch (the nvcc CI test compiles each one for sm_90): per
+# element type, 16-byte copies and one-element copies (unaligned rows).
+KERNEL_NAMES = tuple(_fused_name(e.ctype, vw) for e in ELEMENTS
+                     for vw in (vector_width(e.itemsize), 1))
 
 
 def fused_grid(n, sms):
@@ -51,11 +70,11 @@ def fused_grid(n, sms):
     return max(1, min(FUSED_BLOCKS_PER_SM * sms, -(-n // 8)))
 
 
-def fused_strip_width(n, k, grid):
-    """Host model of laswp_fused's strip width (floats) for k pivots (2k slots) on `grid`
-    blocks: the widest multiple of 8 whose 2k rows fit FUSED_CAP, shrunk so that the strips
-    spread evenly over the grid in as few rounds as possible."""
-    wmax = (FUSED_CAP // (2 * k)) & ~7
+def fused_strip_width(n, k, grid, element=F32):
+    """Host model of laswp_fused's strip width (elements) for k pivots (2k slots) on `grid`
+    blocks: the widest multiple of 8 whose 2k rows fit fused_cap(element), shrunk so that the
+    strips spread evenly over the grid in as few rounds as possible."""
+    wmax = (fused_cap(element) // (2 * k)) & ~7
     rounds = -(-n // (grid * wmax))
     return (-(-n // (grid * rounds)) + 7) & ~7
 
@@ -112,27 +131,33 @@ _FUSED_ARGS = "iPqiPiiii"
 
 
 @functools.lru_cache(maxsize=None)
-def _launcher(device_id, vw):
-    """Launcher of laswp_fused<vw> on device_id, opted in to FUSED_SMEM; memoised, so the
-    attribute is set once and a launch costs the host one lookup."""
-    name = _fused_name(vw)
+def _launcher(device_id, ctype, vw):
+    """Launcher of laswp_fused<ctype, vw> on device_id, opted in to FUSED_SMEM; memoised (by
+    the C type, a string: a cheap key), so the attribute is set once and a launch costs the
+    host one lookup."""
+    name = _fused_name(ctype, vw)
     return Launcher(get_kernel(FAMILY, name, dynamic_smem=FUSED_SMEM), _FUSED_ARGS, FUSED_SMEM)
 
 
 def laswp_inplace(a, piv_dev, inverse=False, offset=0):
     """Apply the interchanges offset+i <-> piv_dev[i] to the rows of `a` in place; returns a.
 
-    a: float32 CuPy row-major view (unit column stride, any leading dimension).  piv_dev: CuPy
-    integer array of absolute 0-based row indices of `a`, already validated (0 <= piv < m,
-    offset + len <= m).  No host synchronisation: one laswp_fused launch per KMAX pivots
-    (applied in order) on the current stream.
+    a: float32 or float64 CuPy row-major view (unit column stride, any leading dimension; the
+    element type is a's dtype).  piv_dev: CuPy integer array of absolute 0-based row indices
+    of `a`, already validated (0 <= piv < m, offset + len <= m).  No host synchronisation:
+    one laswp_fused launch per KMAX pivots (applied in order) on the current stream.
     """
     cp = cupy()
-    if a.ndim != 2 or a.dtype != np.float32:
-        raise ValueError("a must be a 2-D float32 array")
+    if a.ndim != 2:
+        raise ValueError("a must be a 2-D array")
+    element = _BY_DTYPE.get(a.dtype)
+    if element is None:
+        raise TypeError(f"laswp_inplace takes float32 or float64 arrays, got {a.dtype}")
     m, n = a.shape
     t0, t1 = a.strides
-    lda = None if t0 % 4 or t1 % 4 else row_leading_dim((m, n), (t0 // 4, t1 // 4))
+    size = element.itemsize
+    lda = (None if t0 % size or t1 % size
+           else row_leading_dim((m, n), (t0 // size, t1 // size)))
     if lda is None:
         raise ValueError("a must be a row-major view (unit column stride)")
     k = piv_dev.shape[0] if piv_dev.ndim == 1 else -1
@@ -147,21 +172,26 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0):
     # Pivots as contiguous int32: an asynchronous conversion when needed, never a sync.
     if piv_dev.dtype != np.int32 or (k > 1 and piv_dev.strides[0] != 4):
         piv_dev = cp.ascontiguousarray(piv_dev, dtype=np.int32)
-    laswp_ptr(n, a.data.ptr, lda, k, piv_dev.data.ptr, offset, inverse)
+    laswp_ptr(n, a.data.ptr, lda, k, piv_dev.data.ptr, offset, inverse, element=element)
     return a
 
 
-def laswp_ptr(n, ap, lda, k, pp, offset=0, inverse=False, sms=None):
+def laswp_ptr(n, ap, lda, k, pp, offset=0, inverse=False, sms=None, element=F32):
     """laswp_inplace by device pointer, on the current device and stream: the interchanges
-    offset+i <-> piv[i] (int32 at pp, 0 <= i < k) on the n columns of the row-major float32
-    matrix at ap (leading dimension lda).  No validation and no views (the LU's steps address
-    blocks by pointer).  sms: the device's SM count (default: asked of the device)."""
+    offset+i <-> piv[i] (int32 at pp, 0 <= i < k) on the n columns of the row-major matrix of
+    `element`s (F32 or F64) at ap (leading dimension lda, in elements).  No validation and no
+    views (the LU's steps address blocks by pointer).  sms: the device's SM count (default:
+    asked of the device)."""
     dev = cupy().cuda.runtime.getDevice()
-    vw = 4 if ap % 16 == 0 and lda % 4 == 0 else 1   # 16-byte row segments
+    size = element.itemsize
+    # 16-byte row segments: VW = 4 floats or 2 doubles per copy, else one element per copy
+    vw = VECTOR_BYTES // size if ap % VECTOR_BYTES == 0 and lda * size % VECTOR_BYTES == 0 else 1
     grid = (fused_grid(n, device.sm_count(dev) if sms is None else sms), 1, 1)
     inv = int(bool(inverse))
-    fused = _launcher(dev, vw)
+    fused = _launcher(dev, element.ctype, vw)
+    cap = (FUSED_SMEM - FUSED_META) // size     # fused_cap(element)
     for start, count in ((0, k),) if k <= KMAX else launch_plan(k, inverse):
+        # pivots are int32: 4 bytes each
         fused(grid, (FUSED_THREADS, 1, 1), n, ap, lda, count, pp + 4 * start, offset + start,
-              inv, hash_bits(count), FUSED_CAP)
+              inv, hash_bits(count), cap)
 

@@ -1,12 +1,13 @@
 """Triangular solve B := L^{-1} B with a unit lower triangular L, in place on row-major views:
-the launch wrapper of kernels/trsm.cu.
+the launch wrapper of kernels/trsm.cu, for float32 and float64 (the Element,
+gpulinalg/core/element.py, picks the instantiation).
 
 The LU uses it for U12 = L11^{-1} A12, in the GPU panel's recursion (gpulinalg/lu/panel_gpu.py)
 and in the trailing update (gpulinalg/lu/steps.py) where no inverse is used.  A block of
 THREADS threads solves COLS columns of B (lane = column) over all rows of a diagonal block of
-at most NBMAX rows; a taller L is solved block by block, each block's coupling to the rows
-below an SGEMM.  The solve is latency-bound: its critical path is the chain of 32-row
-diagonal solves of one warp.
+at most nbmax(element) rows; a taller L is solved block by block, each block's coupling to the
+rows below a GEMM of the element type (gemm.dispatch.gemm_ptr_for).  The solve is
+latency-bound: its critical path is the chain of 32-row diagonal solves of one warp.
 """
 
 import functools
@@ -15,58 +16,80 @@ import numpy as np
 
 from ..core.arrays import array_kind
 from ..core.backend import cupy
+from ..core.element import F32, F64
 from ..core.kernels import Launcher, get_kernel
-from ..gemm.dispatch import gemm_ptr
+from ..gemm.dispatch import gemm_ptr_for
 from ..layout.laswp import row_leading_dim
 
 FAMILY = "trsm"
 THREADS = 256               # TRSM_THREADS: threads per block (8 warps)
 COLS = 32                   # TRSM_COLS: columns of B per block (lane = column)
 CHUNK = 32                  # TRSM_CHUNK: rows solved per diagonal block
-NB_SHAPES = (32, 64, 128)   # template NB: largest diagonal block of one launch
+# Template NB per element type (C type), the last the largest diagonal block of one launch.
+# float: 128 (84 KB of shared memory, two blocks per SM); double: 96 (99 KB, still two blocks
+# per sm_90 SM and within the 99 KB a block may opt in to on sm_86/89/120 -- NB = 128 would
+# need 164 KB: one block per SM, and more than sm_80's 163 KB).
+NB_SHAPES_OF = {"float": (32, 64, 128), "double": (32, 64, 96)}
+NB_SHAPES = NB_SHAPES_OF["float"]
 NBMAX = NB_SHAPES[-1]
-KERNEL_NAMES = tuple(f"trsm_llnu<{nb}>" for nb in NB_SHAPES)
+ELEMENTS = (F32, F64)
+_BY_DTYPE = {e.dtype: e for e in ELEMENTS}
+_BY_CTYPE = {e.ctype: e for e in ELEMENTS}
 
 
-def shared_bytes(nb_shape):
+def _name(ctype, shape):
+    return f"trsm_llnu<{ctype},{shape}>"
+
+
+KERNEL_NAMES = tuple(_name(e.ctype, nb) for e in ELEMENTS for nb in NB_SHAPES_OF[e.ctype])
+
+
+def nbmax(element=F32):
+    """The largest diagonal block one launch solves for `element`."""
+    return NB_SHAPES_OF[element.ctype][-1]
+
+
+def shared_bytes(nb_shape, element=F32):
     """Dynamic shared memory of one block: L's transposed triangle (row pitch NB + 4) and the
     block's COLS columns of B."""
-    return 4 * (nb_shape * (nb_shape + 4) + nb_shape * COLS)
+    return element.itemsize * (nb_shape * (nb_shape + 4) + nb_shape * COLS)
 
 
-def nb_shape(nb):
-    """The smallest template NB >= nb (nb <= NBMAX)."""
-    for s in NB_SHAPES:
+def nb_shape(nb, element=F32):
+    """The smallest template NB >= nb (nb <= nbmax(element))."""
+    for s in NB_SHAPES_OF[element.ctype]:
         if nb <= s:
             return s
-    raise ValueError(f"a diagonal block of {nb} rows exceeds the kernel's {NBMAX}")
+    raise ValueError(f"a diagonal block of {nb} rows exceeds the kernel's {nbmax(element)}")
 
 
-def blocks(nb):
-    """Row blocks [(r0, r1)] of at most NBMAX rows: solve block r0:r1, then B[r1:] -=
-    L[r1:, r0:r1] X[r0:r1] (SGEMM), then the next block (blocked forward substitution)."""
-    return [(r0, min(nb, r0 + NBMAX)) for r0 in range(0, nb, NBMAX)]
+def blocks(nb, element=F32):
+    """Row blocks [(r0, r1)] of at most nbmax(element) rows: solve block r0:r1, then B[r1:] -=
+    L[r1:, r0:r1] X[r0:r1] (GEMM), then the next block (blocked forward substitution)."""
+    step = nbmax(element)
+    return [(r0, min(nb, r0 + step)) for r0 in range(0, nb, step)]
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id, shape):
-    """Launcher of the kernel for template NB = shape (parameters nb, ncols, L, ldl, B, ldb),
-    opted in to its shared memory (once per device)."""
-    smem = shared_bytes(shape)
-    return Launcher(get_kernel(FAMILY, f"trsm_llnu<{shape}>", dynamic_smem=smem), "iiPqPq",
-                    smem)
+def _kernel(device_id, ctype, shape):
+    """Launcher of the kernel for T = ctype, template NB = shape (parameters nb, ncols, L, ldl,
+    B, ldb), opted in to its shared memory (once per device; keyed by the C type, a string: a
+    cheap key on the launch path)."""
+    smem = shared_bytes(shape, _BY_CTYPE[ctype])
+    return Launcher(get_kernel(FAMILY, _name(ctype, shape), dynamic_smem=smem), "iiPqPq", smem)
 
 
-def _row_ld(x, name):
-    """Leading dimension (elements) of a float32 row-major CuPy view, else ValueError."""
+def _row_ld(x, name, element):
+    """Leading dimension (elements) of a row-major CuPy view of `element`s, else ValueError."""
     if array_kind(x) != "cupy":
         raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
-    if x.ndim != 2 or x.dtype != np.float32:
-        raise ValueError(f"{name} must be a 2-D float32 array, got {x.dtype} of shape "
+    if x.ndim != 2 or x.dtype != element.dtype:
+        raise ValueError(f"{name} must be a 2-D {element.name} array, got {x.dtype} of shape "
                          f"{x.shape}")
-    if any(s % 4 for s in x.strides):
+    size = element.itemsize
+    if any(s % size for s in x.strides):
         raise ValueError(f"{name} must have whole-element strides")
-    ld = row_leading_dim(x.shape, (x.strides[0] // 4, x.strides[1] // 4))
+    ld = row_leading_dim(x.shape, (x.strides[0] // size, x.strides[1] // size))
     if ld is None:
         raise ValueError(f"{name} must be a row-major view (unit column stride, rows not "
                          "overlapping, no negative strides)")
@@ -76,12 +99,18 @@ def _row_ld(x, name):
 def trsm_lower_unit(l, b):
     """b := L^{-1} b in place on the current stream (no host synchronisation); returns b.
 
-    l: float32 CuPy (nb, nb) row-major view (unit column stride, any leading dimension) whose
-    strict lower triangle is L's; its diagonal and upper triangle are ignored (L has a unit
-    diagonal).  b: float32 CuPy (nb, ncols) row-major view.  Any nb: blocks of 128 rows are
-    solved by the kernel, the coupling between blocks is an SGEMM (gemm_into).
+    l: float32 or float64 CuPy (nb, nb) row-major view (unit column stride, any leading
+    dimension) whose strict lower triangle is L's; its diagonal and upper triangle are ignored
+    (L has a unit diagonal).  b: CuPy (nb, ncols) row-major view of l's dtype.  Any nb: blocks
+    of nbmax rows (float32 128, float64 96) are solved by the kernel, the coupling between
+    blocks is a GEMM of the dtype (SGEMM, DGEMM).
     """
-    ldl, ldb = _row_ld(l, "l"), _row_ld(b, "b")
+    if array_kind(l) != "cupy":
+        raise TypeError(f"l must be a CuPy array, got {type(l).__name__}")
+    element = _BY_DTYPE.get(l.dtype)            # the element type: l's dtype, b's too
+    if element is None:
+        raise ValueError(f"l must be a float32 or float64 array, got {l.dtype}")
+    ldl, ldb = _row_ld(l, "l", element), _row_ld(b, "b", element)
     (nb, nb2), (mb, ncols) = l.shape, b.shape
     if nb != nb2 or mb != nb:
         raise ValueError(f"l must be square and match b's rows: l {l.shape}, b {b.shape}")
@@ -89,31 +118,35 @@ def trsm_lower_unit(l, b):
         raise ValueError("dimensions must be below 2**31")
     if nb <= 1 or ncols == 0:
         return b                                # unit diagonal: nothing to do
-    trsm_ptr(nb, ncols, l.data.ptr, ldl, b.data.ptr, ldb)
+    trsm_ptr(nb, ncols, l.data.ptr, ldl, b.data.ptr, ldb, element=element)
     return b
 
 
-def trsm_ptr(nb, ncols, lp, ldl, bp, ldb, sms=None, table=None):
+def trsm_ptr(nb, ncols, lp, ldl, bp, ldb, sms=None, table=None, element=F32):
     """trsm_lower_unit by device pointer, on the current device and stream: B (nb x ncols at
     bp, leading dimension ldb) := L^{-1} B with the unit lower triangle of the nb x nb L at lp
-    (ldl), both row-major.  No validation and no views (the LU's steps address blocks by
-    pointer); ncols >= 1.  sms, table: the SM count and tuning table of the SGEMM between
-    blocks (gemm_ptr's; pass them on a hot path)."""
-    if nb <= NBMAX:
-        _launch(lp, ldl, bp, ldb, nb, ncols)
+    (ldl), both row-major matrices of `element`s (F32 or F64; leading dimensions in elements).
+    No validation and no views (the LU's steps address blocks by pointer); ncols >= 1.  sms,
+    table: the SM count and tuning table (of `element`) of the GEMM between blocks (pass them
+    on a hot path)."""
+    if nb <= NB_SHAPES_OF[element.ctype][-1]:
+        _launch(lp, ldl, bp, ldb, nb, ncols, element)
         return
-    for r0, r1 in blocks(nb):
-        _launch(lp + 4 * r0 * (ldl + 1), ldl, bp + 4 * r0 * ldb, ldb, r1 - r0, ncols)
+    gemm = gemm_ptr_for(element)                # SGEMM (SIMT) or DGEMM; same signature
+    size = element.itemsize
+    for r0, r1 in blocks(nb, element):
+        _launch(lp + size * r0 * (ldl + 1), ldl, bp + size * r0 * ldb, ldb, r1 - r0, ncols,
+                element)
         if r1 < nb:                             # rows below the block: pure L (i > k)
-            gemm_ptr(nb - r1, ncols, r1 - r0, -1.0, lp + 4 * (r1 * ldl + r0), ldl, True,
-                     bp + 4 * r0 * ldb, ldb, True, 1.0, bp + 4 * r1 * ldb, ldb,
-                     sms=sms, table=table)
+            gemm(nb - r1, ncols, r1 - r0, -1.0, lp + size * (r1 * ldl + r0), ldl, True,
+                 bp + size * r0 * ldb, ldb, True, 1.0, bp + size * r1 * ldb, ldb,
+                 sms=sms, table=table)
 
 
-def _launch(lp, ldl, bp, ldb, nb, ncols):
+def _launch(lp, ldl, bp, ldb, nb, ncols, element):
     if nb <= 1:
         return
-    launch = _kernel(cupy().cuda.runtime.getDevice(), nb_shape(nb))
+    launch = _kernel(cupy().cuda.runtime.getDevice(), element.ctype, nb_shape(nb, element))
     launch((-(-ncols // COLS), 1, 1), (THREADS, 1, 1), nb, ncols, lp, ldl, bp, ldb)
 
 
