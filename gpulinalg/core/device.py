@@ -1,4 +1,5 @@
-"""Device properties, asked of the device once and cached: SM count, compute capability."""
+"""Device properties, asked of the device once and cached: SM count, compute capability, the
+shared memory a block may opt in to."""
 
 import functools
 
@@ -12,12 +13,18 @@ def _device_id(device_id):
 @functools.lru_cache(maxsize=None)
 def _properties(device_id):
     props = cupy().cuda.runtime.getDeviceProperties(device_id)
-    return props["multiProcessorCount"], (props["major"], props["minor"])
+    return (props["multiProcessorCount"], (props["major"], props["minor"]),
+            props.get("sharedMemPerBlockOptin", props.get("sharedMemPerBlock", 48 * 1024)))
 
 
 def sm_count(device_id=None):
     """Streaming multiprocessors of the current (or given) device."""
     return _properties(_device_id(device_id))[0]
+
+
+def max_shared_per_block(device_id=None):
+    """Bytes of shared memory one block of the current (or given) device may opt in to."""
+    return _properties(_device_id(device_id))[2]
 
 
 def capability(device_id=None):
