@@ -96,7 +96,8 @@ def _finish_lu(permute_l, p_indices, kind, xp, A, piv, info):
     """lu's result from the factors: (p, l, u) or (pl, u), formed where the factors are."""
     m, n = A.shape
     k = min(m, n)
-    real = A.real.dtype   # SciPy's P is real: of the factors' real dtype
+    # SciPy's P is real, of the factors' real dtype; a 1 x 1 input's is of the input's dtype.
+    real = A.dtype if (m, n) == (1, 1) else A.real.dtype
     if m == 0 or n == 0:
         # SciPy's empty case: P has shape (0,) / (0, 0) whatever m is.
         L = xp.empty((m, k), A.dtype)
