@@ -1,5 +1,6 @@
-"""GPU panel: the recursion and its leaf model on the host against LAPACK sgetrf (CPU); the
-leaf kernel and the recursive panel alone, then lu_factor(panel="gpu") (GPU)."""
+"""GPU panel: the recursion and its leaf model on the host against LAPACK sgetrf / dgetrf
+(CPU); the leaf kernel and the recursive panel alone, float32 and float64, then
+lu_factor(panel="gpu") (GPU)."""
 
 import contextlib
 import dataclasses
@@ -8,10 +9,11 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from lu_helpers import (assert_matches_lapack, assert_same_pivots, backward_error, wilkinson,
-                        with_cond)
+from lu_helpers import (assert_matches_lapack, assert_same_pivots, backward_error, factors,
+                        wilkinson, with_cond)
 import gpulinalg
 from gpulinalg import tuning
+from gpulinalg.core.element import F32, F64
 from gpulinalg.lu.driver import getrf
 from gpulinalg.testing.emulation import NumpyOps
 from gpulinalg.lu import panel_gpu as _panel_gpu
@@ -23,6 +25,7 @@ from gpulinalg.testing.panel_models import (EmulatedGpuPanel, emulated_leaf_widt
                                             getf2_rows_host, getrf_panel_host)
 
 
+TILE32, ROW32, ROW_WIDTHS32 = LEAF_SHAPES[F32], ROW_SHAPES[F32], ROW_WIDTHS[F32]
 M_SIZES = (1, "w-1", "w", "w+1", 1000, 4097, 33000)
 W_SIZES = (1, 7, 32, 64, 128, 256)
 
@@ -48,6 +51,32 @@ def check_panel(a, lu, piv, info, exact_pivots=True):
     assert ours <= 2 * ref + 1e-3, (ours, ref)
 
 
+def dgetrf_ref(a):
+    """LAPACK dgetrf's factors, 0-based pivots (min(m, w) of them) and info."""
+    lu, ipiv, info = sl.lapack.dgetrf(a)
+    return lu, ipiv[:min(a.shape)].astype(np.int32), int(info)
+
+
+def backward_error64(a, lu, piv):
+    """||PA - LU||_F / (||A||_F n eps) with float64's eps."""
+    perm, L, U = factors(lu, piv)
+    scale = max(np.linalg.norm(a), 1e-300) * max(a.shape) * F64.eps
+    return np.linalg.norm(a[perm] - L @ U) / scale
+
+
+def check_panel64(a, lu, piv, info):
+    """float64 factors against dgetrf: the pivots (up to near-ties), info, the factors
+    entrywise, and the scaled backward error within twice LAPACK's."""
+    ref_lu, ref_piv, ref_info = dgetrf_ref(a)
+    assert_same_pivots(piv, ref_lu, ref_piv, rtol=max(1e-12, a.shape[0] * F64.eps))
+    assert info == ref_info
+    scale = max(float(np.abs(ref_lu).max()), 1.0)
+    if np.array_equal(piv, ref_piv):
+        assert float(np.abs(np.asarray(lu) - ref_lu).max()) <= 1e-9 * scale
+    ours, ref = backward_error64(a, lu, piv), backward_error64(a, ref_lu, ref_piv)
+    assert ours <= 2 * ref + 1e-3, (ours, ref)
+
+
 # ---------------------------------------------------------------- CPU: the model
 
 def test_leaf_shapes_and_split():
@@ -58,7 +87,7 @@ def test_leaf_shapes_and_split():
     assert leaf_shape(GCAP * THREADS * 4 + 1) == (16, 8, GCAP // 2 + 1)
     with pytest.raises(ValueError, match="panel='cpu'"):
         leaf_shape(GCAP * THREADS * 16 + 1)
-    assert all(lw * rpt <= 128 for lw, rpt in LEAF_SHAPES)
+    assert all(lw * rpt <= 128 for lw, rpt in TILE32)
     assert split(128, 32) == 64 and split(256, 32) == 128 and split(100, 32) == 64
     assert split(33, 32) == 32 and split(127, 32) == 64
 
@@ -78,7 +107,7 @@ def _table(**fields):
 
 def test_leaf_plan():
     one = dict(row_cap=GMAX_ROW)                                # one row per thread first
-    assert ROW_SHAPES[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW_SHAPES)
+    assert ROW32[0] == (ROW_LW, 1) and all(lw * rpt == 128 for lw, rpt in ROW32)
     assert _plan(1, 132) == ("row", ROW_LW, 1, 1)
     assert _plan(THREADS * 132, 132, **one) == ("row", ROW_LW, 1, 132)
     assert _plan(33000, 132, **one) == ("row", ROW_LW, 1, 129)
@@ -156,12 +185,15 @@ def test_kernel_names():
     """Every instantiation the tables launch is listed (tests/test_kernels_compile.py compiles
     them): the row leaf EARLY up to row_early_rpt rows per thread and late, the tile leaf."""
     for t in (tuning.SM90, tuning.DEFAULT):
-        for lw, rpt in ROW_SHAPES:
+        for lw, rpt in ROW32:
             assert row_kernel_name(lw, rpt, rpt <= t.row_early_rpt) in KERNEL_NAMES[ROW_FAMILY]
             assert row_kernel_name(lw, rpt, False) in KERNEL_NAMES[ROW_FAMILY]
-    assert KERNEL_NAMES[TILE_FAMILY] == tuple(f"getrf_leaf<{lw},{rpt}>" for lw, rpt in LEAF_SHAPES)
-    assert row_kernel_name(128, 1, True) == "getrf_leaf_row<128,1,1>"
-    assert row_kernel_name(32, 4, False) == "getrf_leaf_row<32,4,0>"
+    assert KERNEL_NAMES[TILE_FAMILY] == (
+        tuple(f"getrf_leaf<float,{lw},{rpt}>" for lw, rpt in TILE32)
+        + tuple(f"getrf_leaf<double,{lw},{rpt}>" for lw, rpt in LEAF_SHAPES[F64]))
+    assert row_kernel_name(128, 1, True) == "getrf_leaf_row<float,128,1,1>"
+    assert row_kernel_name(32, 4, False) == "getrf_leaf_row<float,32,4,0>"
+    assert row_kernel_name(24, 2, True, F64) == "getrf_leaf_row<double,24,2,1>"
     assert set(KERNEL_NAMES) == {TILE_FAMILY, ROW_FAMILY}
 
 
@@ -208,6 +240,9 @@ def test_kernel_constants_match():
     assert int(defs["GETRF_THREADS"]) == THREADS and int(defs["GETRF_GCAP"]) == GCAP
     assert int(defs["GETRF_LWMAX"]) == _panel_gpu.LWMAX
     assert int(defs["GETRF_GMAX_ROW"]) == GMAX_ROW
+    assert int(defs["GETRF_ROW_BYTES"]) == 4 * _panel_gpu.ROW_WORDS
+    for el, shapes in ROW_SHAPES.items():      # a row fits its slot of the exchange
+        assert all(lw * el.itemsize <= 4 * _panel_gpu.ROW_WORDS for lw, _ in shapes)
 
 
 def _tie_matrix(rng, m, w):
@@ -380,6 +415,177 @@ def test_factor_panel_step_order():
     assert ("gemm_sub", (6, 4)) in log.calls         # A22 of the top split: rows 4:, cols 4:
 
 
+# ---------------------------------------------------------------- CPU: float64
+
+TILE64 = LEAF_SHAPES[F64]
+
+
+def test_leaf_shapes_f64():
+    """float64 tile leaves: 64 doubles of registers per thread, half the rows of float32's."""
+    assert TILE64 == ((32, 2), (16, 4), (8, 8))
+    assert all(lw * rpt * F64.itemsize == 512 for lw, rpt in TILE64)
+    assert all(lw * rpt * F32.itemsize == 512 for lw, rpt in TILE32)
+    assert leaf_shape(1, element=F64) == (32, 2, 1)
+    assert leaf_shape(THREADS * 2, element=F64) == (32, 2, 1)
+    assert leaf_shape(THREADS * 2 + 1, element=F64) == (32, 2, 2)
+    assert leaf_shape(32768, element=F64) == (32, 2, 64)
+    assert leaf_shape(GCAP * THREADS * 2, element=F64) == (32, 2, GCAP)
+    assert leaf_shape(GCAP * THREADS * 2 + 1, element=F64) == (16, 4, GCAP // 2 + 1)
+    assert leaf_shape(100000, element=F64) == (16, 4, 98)
+    assert leaf_shape(GCAP * THREADS * 8, element=F64) == (8, 8, GCAP)
+    with pytest.raises(ValueError, match="float64 panel of .* use panel='cpu'"):
+        leaf_shape(GCAP * THREADS * 8 + 1, element=F64)
+
+
+def test_leaf_plan_f64():
+    """float64: the row leaf (64 doubles at one row per thread, 48 at two) wherever its grid
+    is co-resident, under the block cap as float32's; the tile leaf above; KERNEL_NAMES lists
+    every float64 instantiation."""
+    assert ROW_SHAPES[F64] == ((64, 1), (24, 2))
+    assert all(lw * rpt * F64.itemsize <= 512 for lw, rpt in ROW_SHAPES[F64])
+    f64 = dict(element=F64)
+    assert _plan(1, 132, **f64) == ("row", 64, 1, 1)
+    assert _plan(THREADS * CAP, 132, **f64) == ("row", 64, 1, CAP)
+    assert _plan(THREADS * CAP + 1, 132, **f64) == ("row", 24, 2, CAP // 2 + 1)
+    assert _plan(32768, 132, **f64) == ("row", 24, 2, 64)       # over the cap: fewest blocks
+    assert _plan(32768, 132, row_cap=GMAX_ROW, **f64) == ("row", 64, 1, 128)
+    assert _plan(THREADS * 264, 132, **f64) == ("row", 24, 2, 132)
+    assert _plan(THREADS * 264 + 1, 132, **f64) == ("tile", 16, 4, 67)
+    assert _plan(100000, 132, **f64) == ("tile", 16, 4, 98)
+    assert _plan(100000, 132, tile_blocks=97, **f64) == ("tile", 8, 8, 49)
+    assert _plan(5000, 132, row_lw=24, **f64) == ("row", 24, 2, 10)
+    assert _plan(5000, 132, row_lw=128, **f64)[0] == "tile"     # no such float64 row leaf
+    assert _plan(5000, 0, **f64) == ("tile", 32, 2, 10)         # no row-leaf grid
+    names = KERNEL_NAMES[TILE_FAMILY]
+    assert all(f"getrf_leaf<double,{lw},{rpt}>" in names for lw, rpt in TILE64)
+    assert all(f"getrf_leaf<float,{lw},{rpt}>" in names for lw, rpt in TILE32)
+    for t in (tuning.SM90_F64, tuning.DEFAULT_F64):
+        for lw, rpt in ROW_SHAPES[F64]:
+            for early in (False, rpt <= t.row_early_rpt):
+                assert row_kernel_name(lw, rpt, early, F64) in KERNEL_NAMES[ROW_FAMILY]
+    assert _panel_gpu.tile_kernel_name(16, 4, F64) == "getrf_leaf<double,16,4>"
+
+
+def test_forced_plan_f64():
+    """getrf_panel_device's forced leaves for float64: its own tile shapes and row widths."""
+    ws = object.__new__(_panel_gpu.PanelWorkspace)
+    ws.element = F64
+    ws.plan = lambda mp, row_lw=None: _plan(mp, 132, row_lw=row_lw, element=F64)
+    assert _panel_gpu._forced_plan(ws, 5000, (16, 4)) == ("tile", 16, 4)
+    assert _panel_gpu._forced_plan(ws, 5000, ("row", 64)) == ("row", 64, 1, 20)
+    assert _panel_gpu._forced_plan(ws, 5000, ("row", 24)) == ("row", 24, 2, 10)
+    with pytest.raises(ValueError, match="row leaf width 128 is not one of"):
+        _panel_gpu._forced_plan(ws, 5000, ("row", 128))
+    with pytest.raises(ValueError, match="do not fit the row leaf"):
+        _panel_gpu._forced_plan(ws, THREADS * 133, ("row", 64))
+    with pytest.raises(ValueError, match="is not one of"):
+        _panel_gpu._forced_plan(ws, 5000, (32, 4))             # a float32 shape
+    with pytest.raises(ValueError, match="too small"):
+        _panel_gpu._forced_plan(ws, GCAP * THREADS * 2 + 1, (32, 2))
+
+
+def test_emulated_leaf_width_f64():
+    """The emulation's leaf width for float64: the device plan's tile leaf."""
+    sm90 = tuning.SM90_F64
+    assert emulated_leaf_width(4096, 1, 132, sm90, F64) == 64
+    assert emulated_leaf_width(16384, 1, 132, sm90, F64) == 24
+    assert emulated_leaf_width(16384, 4, 132, sm90, F64) == 64     # a larger cap on 4 GPUs
+    assert emulated_leaf_width(100000, 1, 132, sm90, F64) == 16
+    assert emulated_leaf_width(4096, element=F64) == 64          # the table in force
+    panel = EmulatedGpuPanel(element=F64)
+    assert panel.element is F64 and panel.table.dtype == "float64"
+    with pytest.raises(ValueError, match="pass element="):      # a float32 panel
+        panel._enqueue(None, 0, np.zeros((4, 4), np.float32), np.zeros(4, np.int32), 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,w", [(1, 1), (5, 3), (40, 40), (300, 17)])
+@pytest.mark.parametrize("kind", ["normal", "ties"])
+def test_leaf_models_agree_in_both_dtypes(rng, dtype, m, w, kind):
+    """Lazy swaps and whole-row swaps agree bit for bit, in the input's dtype."""
+    a = (rng.standard_normal((m, w)) if kind == "normal" else _tie_matrix(rng, m, w)).astype(dtype)
+    b, c = a.copy(), a.copy()
+    pb, pc = np.zeros(min(m, w), np.int32), np.zeros(min(m, w), np.int32)
+    assert getf2_rows_host(b, pb, 3) == getf2_host(c, pc, 3)
+    assert b.dtype == c.dtype == dtype
+    np.testing.assert_array_equal(pb, pc)
+    np.testing.assert_array_equal(b, c)
+
+
+@pytest.mark.parametrize("m", [1, 31, 33, 97, 300])
+@pytest.mark.parametrize("w", [1, 7, 32, 33, 70])
+@pytest.mark.parametrize("lw", [4, 24, 32])
+def test_recursion_matches_dgetrf(rng, m, w, lw):
+    """The recursion in float64 (its arithmetic: float64 throughout) against dgetrf."""
+    a = rng.standard_normal((m, w))
+    b = a.copy()
+    piv, info = getrf_panel_host(b, lw)
+    assert b.dtype == np.float64
+    check_panel64(a, b, piv, info)
+    assert backward_error64(a, b, piv) < 1.0          # float64 accuracy, not float32's
+
+
+@pytest.mark.parametrize("zero_col", [0, 5, 40, 63])
+def test_recursion_zero_column_info_f64(rng, zero_col):
+    a = rng.standard_normal((90, 64))
+    a[:, zero_col] = 0
+    b = a.copy()
+    piv, info = getrf_panel_host(b, 32, col_base=100)
+    assert info == 100 + zero_col + 1
+    check_panel64(a, b, piv, info - 100)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_leaf_model_sfmin(dtype):
+    """Multipliers by the reciprocal of the pivot down to the dtype's smallest normal number
+    (LAPACK's sfmin), by division below it (where the reciprocal overflows)."""
+    tiny = np.finfo(dtype).tiny
+    for pv, divides in ((tiny, False), (tiny * 8, False), (tiny / 4, True)):
+        col = np.array([pv, pv / 3, -pv / 7, pv / 2], dtype)
+        a = col[:, None].copy()
+        piv = np.zeros(1, np.int32)
+        getf2_host(a, piv)
+        expect = col[1:] / col[0] if divides else col[1:] * (dtype(1) / col[0])
+        assert piv[0] == 0 and np.all(np.isfinite(a[1:, 0]))
+        np.testing.assert_array_equal(a[1:, 0], expect)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_leaf_models_all_nan_column(rng, dtype):
+    """An all-NaN column: piv[j] = j, no update by it (no NaN reaches the other columns), as
+    the kernels; both models agree."""
+    a = rng.standard_normal((50, 6)).astype(dtype)
+    a[:, 2] = np.nan
+    out = []
+    for model in (getf2_host, getf2_rows_host):
+        b, piv = a.copy(), np.zeros(6, np.int32)
+        assert model(b, piv) == 0
+        assert piv[2] == 2 and np.isnan(b[:, 2]).all()
+        assert not np.isnan(np.delete(b, 2, axis=1)).any()
+        out.append((b, piv))
+    ref, rpiv = a[:, :2].copy(), np.zeros(2, np.int32)
+    getf2_host(ref, rpiv)
+    np.testing.assert_array_equal(out[0][1][:2], rpiv)
+    np.testing.assert_array_equal(out[0][0][:3, :2], ref[:3])     # rows 3: move later
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+@pytest.mark.parametrize("shape", [(53, 53), (61, 23), (23, 61), (100, 8), (1, 1)])
+@pytest.mark.parametrize("lookahead", [0, 1])
+@pytest.mark.parametrize("lw", [2, 32])
+def test_driver_with_gpu_panel_model_f64(rng, shape, lookahead, lw):
+    """The driver on NumPy with the float64 panel model: dgetrf's pivots, float64 error."""
+    a = rng.standard_normal(shape)
+    A = a.copy()
+    piv, info = getrf(NumpyOps(A, 8), EmulatedGpuPanel(leaf_width=lw, element=F64), 8,
+                      lookahead)
+    ref_lu, ref_piv, _ = dgetrf_ref(a)
+    assert_same_pivots(piv, ref_lu, ref_piv, rtol=1e-12)
+    assert info == 0
+    assert backward_error64(a, A, piv) <= 2 * backward_error64(a, ref_lu, ref_piv) + 1e-3
+
+
 # ---------------------------------------------------------------- GPU: the panel alone
 
 def _device_panel(cp, a, **kw):
@@ -404,7 +610,7 @@ def test_panel_kernel_matches_sgetrf(cp, rng, m, w):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("leaf", LEAF_SHAPES)
+@pytest.mark.parametrize("leaf", TILE32)
 @pytest.mark.parametrize("m,w", [(5000, 64), (4097, 33), (20000, 16)])
 def test_panel_every_leaf_shape(cp, rng, leaf, m, w):
     a = rng.standard_normal((m, w)).astype(np.float32)
@@ -413,7 +619,7 @@ def test_panel_every_leaf_shape(cp, rng, leaf, m, w):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lw", ROW_WIDTHS)
+@pytest.mark.parametrize("lw", ROW_WIDTHS32)
 @pytest.mark.parametrize("m,w", [(1, 1), (300, 128), (5000, 64), (4097, 128), (33000, 128),
                                  (2000, 100), (129, 128), (128, 128), (50, 128)])
 def test_panel_row_leaf(cp, rng, lw, m, w):
@@ -514,7 +720,7 @@ def test_panel_row_leaf_ties_and_reused_workspace(cp, rng):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lw", ROW_WIDTHS)
+@pytest.mark.parametrize("lw", ROW_WIDTHS32)
 @pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 40), (33000, 64)])
 def test_row_leaf_zero_and_nan_columns(cp, rng, lw, m, w):
     """The row leaf (pipelined: the update of pivot j-1 finishes after the search of column j)
@@ -551,7 +757,7 @@ def test_row_leaf_bitwise_equals_tile_leaf(cp, rng, m, w):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lw", [lw for lw, rpt in ROW_SHAPES
+@pytest.mark.parametrize("lw", [lw for lw, rpt in ROW32
                                 if rpt <= tuning.SM90.row_early_rpt])
 @pytest.mark.parametrize("m,w", [(8192, 128), (5000, 97), (33, 128), (300, 3), (33000, 128)])
 def test_row_leaf_early_bitwise_equals_late(cp, rng, lw, m, w):
@@ -566,7 +772,7 @@ def test_row_leaf_early_bitwise_equals_late(cp, rng, lw, m, w):
         a[:, w // 3] = 0
         a[:, w // 2] = np.nan
     out = []
-    for early_rpt in (0, dict(ROW_SHAPES)[lw]):         # late, then EARLY for this shape
+    for early_rpt in (0, dict(ROW32)[lw]):         # late, then EARLY for this shape
         ws = PanelWorkspace(table=_table(row_early_rpt=early_rpt))
         out.append(_device_panel(cp, a, ws=ws, leaf=("row", lw)))
     (lu0, piv0, info0), (lu1, piv1, info1) = out
@@ -636,6 +842,300 @@ def test_panel_ties_take_first_row(cp, rng):
     lu, piv, info = _device_panel(cp, a)
     assert piv[0] == 17
     check_panel(a, lu, piv, info)
+
+
+# ---------------------------------------------------------------- GPU: the float64 panel alone
+
+def _device_panel64(cp, a, ws=None, poison=True, **kw):
+    """_device_panel for float64 with its workspace's scratch poisoned first: the tile leaf's
+    records NaN (a stale record must never be taken for the pivot row), the row leaf's
+    records and rows all ones (tag 2^32 - 1, which no column ever has; value bits NaN).
+    Returns (lu, piv, info, ws)."""
+    from gpulinalg.lu.panel_gpu import PanelWorkspace, getrf_panel_device
+    ws = PanelWorkspace(element=F64) if ws is None else ws
+    if poison:
+        ws.rec.fill(np.nan)
+        ws.keys.fill(np.uint64(2**64 - 1))
+        ws.rows.fill(np.uint64(2**64 - 1))
+    d = cp.asarray(a)
+    piv = cp.full(min(a.shape), -1, dtype=np.int32)      # poisoned: every slot must be written
+    piv, ws = getrf_panel_device(d, piv, ws, **kw)
+    cp.cuda.get_current_stream().synchronize()
+    return cp.asnumpy(d), cp.asnumpy(piv), int(ws.info.get()[0]), ws
+
+
+def _model64(a, lw, col_base=0):
+    """The host model of the device recursion with leaves of width lw, in float64."""
+    h = np.array(a, dtype=np.float64)
+    piv, info = getrf_panel_host(h, lw, col_base)
+    return h, piv, info
+
+
+def check_against_model64(a, lu, piv, info, lw, col_base=0):
+    """The device's float64 panel: the host model's pivots and info exactly, its factors to
+    rounding (the kernels fuse multiply-adds), and dgetrf's accuracy (check_panel64)."""
+    h, hpiv, hinfo = _model64(a, lw, col_base)
+    np.testing.assert_array_equal(piv, hpiv)
+    assert info == hinfo
+    scale = max(float(np.abs(h).max()), 1.0)
+    assert float(np.abs(lu - h).max()) <= 1e-10 * scale
+    check_panel64(a, lu, piv, info - col_base if info else 0)
+
+
+M64 = (1, 31, 32, 33, 509, 4099, 33001)
+ROW_WIDTHS64 = ROW_WIDTHS.get(F64, ())
+W64 = (1, 7, 31, 32, 33, 64, 97, 256)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("w", W64)
+@pytest.mark.parametrize("m", M64)
+def test_panel_f64_matches_dgetrf(cp, rng, m, w):
+    """The default plan (row or tile leaves, their recursion with DGEMM updates) in float64."""
+    a = rng.standard_normal((m, w))
+    lu, piv, info, ws = _device_panel64(cp, a)
+    check_against_model64(a, lu, piv, info, ws.plan(m)[1])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w,leaf", [(32768, 256, None), (100000, 64, None),
+                                      (GCAP * THREADS * 2, 40, (32, 2)), (32768, 256, (32, 2))])
+def test_panel_f64_tall(cp, rng, m, w, leaf):
+    """Tall float64 panels: the default plan (32768 rows: the row leaf over its block cap;
+    100000: the tile leaf, 16-wide); GCAP blocks of the widest tile leaf (the barrier with
+    the largest grid)."""
+    a = rng.standard_normal((m, w))
+    lu, piv, info, ws = _device_panel64(cp, a, leaf=leaf)
+    if leaf is None and m == 100000:
+        assert ws.plan(m)[:3] == ("tile", 16, 4)
+    check_against_model64(a, lu, piv, info, ws.plan(m)[1] if leaf is None else leaf[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lw", ROW_WIDTHS64)
+def test_panel_f64_row_leaf_largest_grid(cp, rng, lw):
+    """As many row-leaf blocks as the device holds at once (132 on an H100): the widest flag
+    barrier, more than 32 record slots (several polled per lane), 70 columns (recursion)."""
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
+    ws = PanelWorkspace(element=F64)
+    rpt = dict(ROW_SHAPES[F64])[lw]
+    m = THREADS * rpt * min(GMAX_ROW, ws.sms)
+    a = rng.standard_normal((m, 70))
+    lu, piv, info, _ = _device_panel64(cp, a, ws=ws, leaf=("row", lw))
+    assert ws.plan(m, lw) == ("row", lw, rpt, m // (THREADS * rpt))
+    check_against_model64(a, lu, piv, info, lw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", LEAF_SHAPES[F64] + tuple(("row", lw) for lw in ROW_WIDTHS64))
+@pytest.mark.parametrize("m,w", [(5000, 64), (4097, 33), (20000, 16), (257, 8), (300, 128)])
+def test_panel_f64_every_leaf(cp, rng, leaf, m, w):
+    """Every float64 leaf forced, alone and in the recursion: the host model's pivots."""
+    a = rng.standard_normal((m, w))
+    lu, piv, info, _ = _device_panel64(cp, a, leaf=leaf)
+    check_against_model64(a, lu, piv, info, leaf[1] if leaf[0] == "row" else leaf[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", LEAF_SHAPES[F64] + tuple(("row", lw) for lw in ROW_WIDTHS64))
+@pytest.mark.parametrize("m,w", [(8192, 32), (5000, 17), (33, 32), (300, 3), (33000, 64)])
+def test_panel_f64_zero_and_nan_columns(cp, rng, leaf, m, w):
+    """One leaf launch with a zero column (info, skipped update) and an all-NaN column (no
+    candidate: piv[j] = j, no update): the host model's pivots, info and NaN pattern.  33000
+    rows: more than 32 row-leaf blocks (several record slots polled per lane)."""
+    lw = leaf[1] if leaf[0] == "row" else leaf[0]
+    w = min(w, lw)
+    if leaf[0] != "row" and -(-m // (THREADS * leaf[1])) > GCAP:
+        pytest.skip("too many rows for this tile leaf")
+    a = rng.standard_normal((m, w))
+    a[:, w // 3] = 0
+    a[:, w // 2] = np.nan
+    lu, piv, info, _ = _device_panel64(cp, a, leaf=leaf)
+    h, hpiv = a.copy(), np.zeros(min(m, w), np.int32)
+    assert getf2_host(h, hpiv) == info
+    np.testing.assert_array_equal(piv, hpiv)
+    np.testing.assert_array_equal(np.isnan(lu), np.isnan(h))
+    assert info == (w // 3 + 1 if w // 3 != w // 2 else 0)    # (the NaN column overrides)
+    assert piv[w // 2] == w // 2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,w", [(5000, 24), (3000, 20), (9000, 24), (33, 24), (30000, 17)])
+def test_f64_row_leaves_bitwise_equal_tile_leaf(cp, rng, m, w):
+    """One launch of each float64 leaf on the same <= 24 columns: the same operations per
+    element (row: deferred rank-1 tail, EARLY publication; tile: eager update), so equal bit
+    for bit, a skipped update included."""
+    a = rng.standard_normal((m, w))
+    a[:, w // 2] = 0
+    ref = _device_panel64(cp, a, leaf=(32, 2))[:3]
+    for lw in ROW_WIDTHS[F64]:
+        out = _device_panel64(cp, a, leaf=("row", lw))[:3]
+        np.testing.assert_array_equal(out[1], ref[1])
+        np.testing.assert_array_equal(out[0], ref[0])
+        assert out[2] == ref[2] == w // 2 + 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("lw", ROW_WIDTHS64)
+@pytest.mark.parametrize("m,w", [(8192, 64), (5000, 57), (33, 64), (300, 3), (33000, 64)])
+def test_f64_row_leaf_early_bitwise_equals_late(cp, rng, lw, m, w):
+    """The float64 row leaf publishing early (the communication warp's fma) and late: equal
+    bit for bit, with ties, a zero column and an all-NaN column."""
+    from gpulinalg.lu.panel_gpu import PanelWorkspace
+    a = rng.standard_normal((m, w))
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[[m // 3, m // 2, m - 1], 0] = [2.0, -2.0, 2.0]
+    if w > 2:
+        a[:, w // 3] = 0
+        a[:, w // 2] = np.nan
+    table = tuning.current(element=F64)
+    out = []
+    for early_rpt in (0, dict(ROW_SHAPES[F64])[lw]):    # late, then EARLY for this shape
+        ws = PanelWorkspace(table=dataclasses.replace(table, row_early_rpt=early_rpt),
+                            element=F64)
+        out.append(_device_panel64(cp, a, ws=ws, leaf=("row", lw))[:3])
+    (lu0, piv0, info0), (lu1, piv1, info1) = out
+    assert piv1[0] == m // 3 and info0 == info1
+    np.testing.assert_array_equal(piv0, piv1)
+    np.testing.assert_array_equal(lu0, lu1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("zero_col", [0, 13, 32, 100, 127])
+def test_panel_f64_zero_column_info(cp, rng, zero_col):
+    """Exact zero pivots through the recursion: info (1-based, + col_base), the model's
+    pivots; a zero panel: info = col_base + 1, no pivoting, zero factors."""
+    a = rng.standard_normal((2000, 128))
+    a[:, zero_col] = 0
+    lu, piv, info, ws = _device_panel64(cp, a, col_base=500)
+    assert info == 500 + zero_col + 1
+    check_against_model64(a, lu, piv, info, ws.plan(2000)[1], col_base=500)
+    for leaf in (None, (32, 2)):
+        lu, piv, info, _ = _device_panel64(cp, np.zeros((700, 64)), col_base=1000, leaf=leaf)
+        assert info == 1001 and list(piv) == list(range(64)) and not lu.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", [(32, 2), ("row", 64), ("row", 24)])
+def test_panel_f64_sfmin(cp, rng, leaf):
+    """Multipliers by the reciprocal down to DBL_MIN (LAPACK's sfmin), by division below it:
+    a subnormal pivot (whose reciprocal overflows) still gives finite multipliers, bit for
+    bit the host model's (column 0: no multiply-add before it)."""
+    for pv_scale in (1e-300, 1e-310):
+        a = rng.standard_normal((3000, 8))
+        a[:, 0] = np.clip(a[:, 0], -1, 1) * pv_scale
+        a[1234, 0] = 2 * pv_scale
+        lu, piv, info, _ = _device_panel64(cp, a, leaf=leaf)
+        h, hpiv = a.copy(), np.zeros(8, np.int32)
+        getf2_host(h, hpiv)
+        assert piv[0] == hpiv[0] == 1234 and info == 0
+        assert np.isfinite(lu).all()
+        np.testing.assert_array_equal(lu[:, 0], h[:, 0])
+        np.testing.assert_array_equal(piv, hpiv)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", [(32, 2), ("row", 64), ("row", 24)])
+def test_panel_f64_ties_take_first_row(cp, rng, leaf):
+    """Ties go to the first row: across lanes (rows 300, 301), across blocks and across a
+    thread's rows (the blocks hold 512 rows with (32, 2), 256 with the row leaves)."""
+    a = rng.standard_normal((5000, 3))
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[[300, 301, 556, 812, 2100, 4999], 0] = [2.0, -2.0, 2.0, -2.0, -2.0, 2.0]
+    lu, piv, info, _ = _device_panel64(cp, a, leaf=leaf)
+    assert piv[0] == 300
+    check_against_model64(a, lu, piv, info, leaf[1] if leaf[0] == "row" else leaf[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,expect", [((40, 41, 5000, 7000), 5000), ((40, 44, 5000), 44)])
+def test_panel_f64_keys_equal_in_high_half(cp, rng, rows, expect):
+    """Candidates whose |v| agree in the high 32 bits and differ in the low ones (the row
+    leaf's 64-bit key is reduced in two halves): the larger wins across blocks (5000), and in
+    a warp (44, whose tie with 5000 goes to the first row)."""
+    big = 3.0
+    nxt = np.nextafter(big, 4.0)                  # the same high half, low half + 1
+    vals = {(40, 41, 5000, 7000): [big, -big, -nxt, big], (40, 44, 5000): [big, -nxt, nxt]}
+    a = rng.standard_normal((9000, 4))
+    a[:, 0] = np.clip(a[:, 0], -1, 1)
+    a[list(rows), 0] = vals[rows]
+    for leaf in [(32, 2), ("row", 64), ("row", 24)]:
+        lu, piv, info, _ = _device_panel64(cp, a, leaf=leaf)
+        assert piv[0] == expect
+        check_against_model64(a, lu, piv, info, leaf[1] if leaf[0] == "row" else leaf[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("leaf", [None, (32, 2)])
+def test_panel_f64_strided_view(cp, rng, leaf):
+    """A column strip of a wider row-major float64 matrix whose other elements are NaN: none
+    is read into the factors or written.  Odd column offset: unaligned rows (the row leaf's
+    element-wise path)."""
+    for col0 in (37, 38):
+        big = np.full((3000, 300), np.nan)
+        big[100:, col0:col0 + 128] = rng.standard_normal((2900, 128))
+        d = cp.asarray(big)
+        from gpulinalg.lu.panel_gpu import PanelWorkspace, getrf_panel_device
+        ws = PanelWorkspace(element=F64)
+        ws.rec.fill(np.nan)
+        piv, ws = getrf_panel_device(d[100:, col0:col0 + 128], ws=ws, leaf=leaf)
+        out = cp.asnumpy(d)
+        mask = np.ones(big.shape, bool)
+        mask[100:, col0:col0 + 128] = False
+        assert np.isnan(out[mask]).all()
+        check_against_model64(big[100:, col0:col0 + 128], out[100:, col0:col0 + 128],
+                              cp.asnumpy(piv), int(ws.info.get()[0]),
+                              ws.plan(2900)[1] if leaf is None else 32)
+
+
+@pytest.mark.gpu
+def test_panel_f64_reused_workspace(cp, rng):
+    """One float64 workspace across launches of different grids and leaves (the barrier
+    counter's base and the column tags carried on the host; stale records must never pass
+    as current), the tag reset before uint32 wraps; a panel of the other element type with
+    it is an error, as are a float64 tile shape of float32 and a float16 panel."""
+    from gpulinalg.lu.panel_gpu import PanelWorkspace, getrf_panel_device
+    ws = PanelWorkspace(element=F64)
+    assert ws.element is F64 and ws.rec.dtype == np.float64
+    assert ws.tuning.dtype == "float64"
+    cases = [(5000, 3, None), (700, 128, ("row", 64)), (9000, 64, (16, 4)), (257, 33, None),
+             (60000, 40, None), (300, 1, ("row", 24)), (9000, 128, ("row", 24))]
+    for m, w, leaf in cases:
+        a = rng.standard_normal((m, w))
+        a[:, 0] = np.clip(a[:, 0], -1, 1)
+        a[[17, m // 2, m - 1], 0] = [-2.0, 2.0, 2.0]
+        ws.info.fill(0)                                 # info is sticky (first zero column)
+        lu, piv, info, _ = _device_panel64(cp, a, ws=ws, poison=False, leaf=leaf)
+        assert piv[0] == 17
+        lw = ws.plan(m)[1] if leaf is None else leaf[-1] if leaf[0] == "row" else leaf[0]
+        check_against_model64(a, lu, piv, info, lw)
+    ws.epoch = _panel_gpu.TAG_LIMIT - 3                   # the reset before uint32 wraps
+    a = rng.standard_normal((3000, 64))
+    ws.info.fill(0)
+    lu, piv, info, _ = _device_panel64(cp, a, ws=ws, poison=False, leaf=("row", 64))
+    check_against_model64(a, lu, piv, info, 64)
+    assert ws.epoch == 65
+    with pytest.raises(ValueError, match="workspace of float64"):
+        getrf_panel_device(cp.zeros((10, 4), np.float32), ws=ws)
+    with pytest.raises(ValueError, match="workspace of float32"):
+        getrf_panel_device(cp.zeros((10, 4)), ws=PanelWorkspace())
+    with pytest.raises(ValueError, match="row leaf width"):
+        getrf_panel_device(cp.zeros((10, 4)), leaf=("row", 128))
+    with pytest.raises(ValueError, match="is not one of"):
+        getrf_panel_device(cp.zeros((10, 4)), leaf=(32, 4))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        getrf_panel_device(cp.zeros((10, 4), np.float16))
+    with pytest.raises(ValueError, match="float32 or float64"):
+        getrf_panel_device(cp.zeros((4, 10)).T)          # not row-major
+
+
+@pytest.mark.gpu
+def test_gpu_panel_f64_workspace(cp):
+    """GpuPanel(element=F64) makes a float64 workspace under the float64 table."""
+    panel = GpuPanel(element=F64)
+    ws = panel.workspace()
+    assert ws.element is F64 and ws.tuning.dtype == "float64" and panel.workspace() is ws
+    assert ws.plan(4096)[:3] == ("row", 64, 1)
 
 
 # ---------------------------------------------------------------- GPU: lu_factor(panel="gpu")
