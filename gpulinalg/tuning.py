@@ -97,6 +97,7 @@ class Tuning:
     # ---- DGEMM (gemm/dmma.py, float64 tables): FP64 tensor-core tile picks
     dmma_variant: str            # tile of large products
     dmma_small_variant: str      # tile where the large one leaves most SMs idle
+    dmma_update_variant: str     # tile of the LU's rank-k updates (k <= 512)
 
     # ---- transpose (layout/transpose.py)
     transpose_variant: str       # tile of aligned matrices
@@ -169,6 +170,7 @@ SM90 = Tuning(
     mma_small_variant="64x128s",
     dmma_variant="128x128",
     dmma_small_variant="64x64",
+    dmma_update_variant="128x64",
     transpose_variant="64x4-pair",
     transpose_off_grid="32x8-pf256",
     transpose_off_grid_el="32x8-pf256-el",
@@ -178,11 +180,16 @@ SM90 = Tuning(
 )
 
 # float64 on the H200: the fields of the float64 LU (its panels, the DGEMM's tiles); the
-# float32 kernels' fields (SIMT and TF32 tiles) are not read for float64 work.
+# float32 kernels' fields (SIMT and TF32 tiles) are not read for float64 work.  nb is at
+# least 256: each trailing element is rounded once per update, and with 128-wide steps the
+# backward error is ~3x LAPACK's dgetrf (docs/tuning.md).
 SM90_F64 = replace(
     SM90,
     dtype="float64",
-    gpu_nb_steps_tc=((4096, 256), (16384, 512)),   # FP64 tensor-core updates
+    cpu_nb=256,
+    cpu_nb_steps=(),
+    gpu_nb=256,
+    gpu_nb_steps_tc=((16384, 512),),   # FP64 tensor-core updates
     l21_colmajor_min_cols=0,
 )
 

@@ -40,15 +40,24 @@
 //     so that each half warp's fragment reads (K-major: rows r..r+3 at k 4t + (j ^ (t & 1)),
 //     t = 0..3; MN-major: k-rows 4t + (j ^ (t & 1)) at 4 consecutive rows) and each quarter
 //     warp's cp.async writes are bank-conflict free (tests/test_dgemm.py models both);
+//   * pipeline: slice kt + 1 lands while slice kt is multiplied; one barrier per slice, before
+//     the warp's last m16 tile of it, after which the buffer of slice kt - 1 takes slice
+//     kt + STAGES - 1; each m16 tile's A fragments are read during the previous tile's
+//     products, and a 16-k block's B fragments right after the previous block's last products;
+//   * C: the accumulators start at zero; with beta != 0 the epilogue reads C, the loads of
+//     8 rows of the warp tile in flight at a time, and writes alpha * acc + beta * C (C rounded once
+//     per call, as the LU's accuracy needs); beta == 0 never reads C.  C is accessed with .cs
+//     (streaming: evict-first) so that A and B keep L2;
 //   * epilogue: each lane writes columns 2t, 2t+1 of rows g, g+8 of each m16n8 tile (16-byte
 //     accesses where VEC); out-of-range operand elements are copied as zeros, out-of-range C
-//     elements skipped; the 1-D grid is walked in groups of GROUP_M tile rows (L2 reuse); with
-//     beta != 0 each warp prefetches its C tile into L2 2*STAGES slices before the end.
+//     elements skipped; the 1-D grid is walked in groups of GROUP_M tile rows (L2 reuse).
 // Knobs (template parameters; gpulinalg/gemm/dmma.py passes them, static_asserts check them):
 //   BM, BN (block tile), BK = 16 or 32, WM, WN (warp tile, multiples of 16),
-//   STAGES >= 2, MINB resident blocks per SM (__launch_bounds__), MK (sm_90 instruction).
+//   STAGES >= 3, MINB resident blocks per SM (__launch_bounds__; one fewer for 3 or more
+//   without VEC, whose 8-byte copies need the registers), MK (sm_90 instruction).
 //   Defaults (gpulinalg/tuning.py): 128 x 128 tiles of 8 warps of 64 x 32, BK = 16, 4 stages,
-//   m16n8k16; 64 x 64 tiles (4 warps of 32 x 32) where the large tile leaves most SMs idle.
+//   m16n8k16; for k <= 512 (rank-k updates) 128 x 64 tiles of 4 warps, two blocks per SM;
+//   64 x 64 tiles (4 warps of 32 x 32) where the large tile leaves most SMs idle.
 //   VEC requires lda, ldb, ldc even and 16-byte aligned base pointers (the caller checks).
 //   Dynamic shared memory: 8 * STAGES * BK * (BM + BN) bytes (128 KiB for the default).
 
@@ -219,41 +228,49 @@ struct DgFrag {
     }
 };
 
-// C[gj], C[gj+1] of row `crow` (N columns) := the alpha-scaled v0, v1 + beta * C (C not read
-// when beta == 0).  VEC: one 16-byte access when both columns exist (gj even, row aligned).
+// C is streamed (.cs: evict-first in L1 and L2): each element is read and written once per
+// product, while A and B, which the blocks of a tile row or column share, should stay in L2.
+__device__ __forceinline__ double dg_ldc(const double* p) {
+    double v;
+    asm volatile("ld.global.cs.f64 %0, [%1];\n" : "=d"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ double2 dg_ldc2(const double* p) {
+    double2 v;
+    asm volatile("ld.global.cs.v2.f64 {%0, %1}, [%2];\n" : "=d"(v.x), "=d"(v.y) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ void dg_stc(double* p, double v) {
+    asm volatile("st.global.cs.f64 [%0], %1;\n" :: "l"(p), "d"(v) : "memory");
+}
+__device__ __forceinline__ void dg_stc2(double* p, double v0, double v1) {
+    asm volatile("st.global.cs.v2.f64 [%0], {%1, %2};\n" :: "l"(p), "d"(v0), "d"(v1) : "memory");
+}
+
+// v0, v1 := C[gj], C[gj+1] of row `crow` (N columns), zeros past N.  VEC: one 16-byte access
+// when both columns exist (gj even, row aligned).
 template <bool VEC>
-__device__ __forceinline__ void dg_store_pair(double* crow, long long gj, long long N,
-                                              double beta, double v0, double v1) {
+__device__ __forceinline__ void dg_load_pair(const double* crow, long long gj, long long N,
+                                             double& v0, double& v1) {
     if (VEC && gj + 1 < N) {
-        double2* p = reinterpret_cast<double2*>(crow + gj);
-        if (beta != 0.0) {
-            const double2 o = *p;
-            v0 = fma(beta, o.x, v0);
-            v1 = fma(beta, o.y, v1);
-        }
-        *p = make_double2(v0, v1);
+        const double2 v = dg_ldc2(crow + gj);
+        v0 = v.x;
+        v1 = v.y;
     } else {
-        if (gj < N) crow[gj] = beta != 0.0 ? fma(beta, crow[gj], v0) : v0;
-        if (gj + 1 < N) crow[gj + 1] = beta != 0.0 ? fma(beta, crow[gj + 1], v1) : v1;
+        v0 = gj < N ? dg_ldc(crow + gj) : 0.0;
+        v1 = gj + 1 < N ? dg_ldc(crow + gj + 1) : 0.0;
     }
 }
 
-// L2 prefetch of a warp's ROWS x COLS sub-tile of C at (row0, col0), the part below M and N:
-// lane l takes rows l, l + 32, ...; one prefetch per 128 bytes of a row and one of its last
-// element (a segment off the 128-byte grid spans one more line).
-template <int ROWS, int COLS>
-__device__ __forceinline__ void dg_prefetch_c(const double* C, long long ldc, int M, int N,
-                                              long long row0, long long col0, int lane) {
-    const long long last = min((long long)COLS, N - col0) - 1;
-#pragma unroll
-    for (int r0 = 0; r0 < ROWS; r0 += 32) {
-        const int r = r0 + lane;
-        if (r >= ROWS || row0 + r >= M || last < 0) break;
-        const double* p = C + (row0 + r) * ldc + col0;
-#pragma unroll
-        for (int x = 0; x < COLS; x += 16)
-            if (x <= last) asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p + x));
-        asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p + last));
+// C[gj], C[gj+1] of row `crow` := v0, v1, the columns below N.
+template <bool VEC>
+__device__ __forceinline__ void dg_store_pair(double* crow, long long gj, long long N, double v0,
+                                              double v1) {
+    if (VEC && gj + 1 < N) {
+        dg_stc2(crow + gj, v0, v1);
+    } else {
+        if (gj < N) dg_stc(crow + gj, v0);
+        if (gj + 1 < N) dg_stc(crow + gj + 1, v1);
     }
 }
 
@@ -261,7 +278,7 @@ __device__ __forceinline__ void dg_prefetch_c(const double* C, long long ldc, in
 
 template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MINB, int MK, bool A_KMAJOR,
           bool B_NMAJOR, bool VEC>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, VEC || MINB < 3 ? MINB : MINB - 1)
 dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long long lda,
           const double* __restrict__ B, long long ldb, double beta, double* __restrict__ C,
           long long ldc)
@@ -269,12 +286,13 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
     constexpr int WARPS_N = BN / WN;
     constexpr int THREADS = (BM / WM) * WARPS_N * 32;
     constexpr int MT = WM / 16, NT = WN / 8;         // mma tiles per warp
+    constexpr int KB = BK / 16;                      // 16-k blocks per slice
     constexpr int A_STAGE = BM * BK, B_STAGE = BN * BK;
     static_assert(BK == 16 || BK == 32, "BK: 16 or 32 (whole 16-k blocks, 128-byte spans)");
     static_assert(MK == 16 || MK == 8, "MK: the sm_90 instruction's k, 16 or 8");
     static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 16 == 0,
                   "warp tiles divide the block and start on 16-row swizzle groups");
-    static_assert(STAGES >= 2, "at least double buffering");
+    static_assert(STAGES >= 3, "slice kt + 1 lands while kt is multiplied and kt - 1 refills");
 
     extern __shared__ __align__(16) double smem[];
     double* As = smem;                      // [STAGES][BM*BK]
@@ -295,51 +313,7 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
     const DgFrag<BM, BK, A_KMAJOR> a_frag(wm0, g, t);
     const DgFrag<BN, BK, !B_NMAJOR> b_frag(wn0, g, t);
 
-    double acc[MT][NT][4];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) acc[i][n][q] = 0.0;
-
-    // One 16-k block at kb: the B fragments of every n8 tile, then per m16 tile its A
-    // fragments and its products with each n8 tile.  Fragments are held in the instructions'
-    // register order: fa[h + 2j] = A(g + 8h, t + 4j), fb[n][j] = B(t + 4j, g).
-    auto block16 = [&](const double* as, const double* bs, int kb) {
-        double fb[NT][4];
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) fb[n][j] = b_frag.load(bs, n, j, kb);
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-            double fa[8];
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) fa[h + 2 * j] = a_frag.load(as, 2 * i + h, j, kb);
-#pragma unroll
-            for (int n = 0; n < NT; ++n) {
-#ifdef DGEMM_SM90_MMA
-                if (MK == 16) {
-                    dg_mma16816(acc[i][n], fa, fb[n]);
-                } else {
-                    dg_mma1688(acc[i][n], fa, fb[n]);           // logical k t, t + 4
-                    dg_mma1688(acc[i][n], fa + 4, fb[n] + 2);   // logical k t + 8, t + 12
-                }
-#else
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-                        dg_mma884(acc[i][n][2 * h], acc[i][n][2 * h + 1], fa[h + 2 * j],
-                                  fb[n][j]);
-#endif
-            }
-        }
-    };
-
+    // The ring's fill: slices 0 .. STAGES-2, one commit group each (empty past the end).
     const int ktiles = (K + BK - 1) / BK;
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -350,37 +324,135 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
         cp_async_commit();
     }
 
-    const int prefetch_kt = max(ktiles - 2 * STAGES, 0);
-    int buf = 0;
-    for (int kt = 0; kt < ktiles; ++kt) {
-        ring_advance<STAGES>(kt, ktiles, buf, [&](int, int nbuf) {
-            a_load.issue(As + nbuf * A_STAGE);
-            b_load.issue(Bs + nbuf * B_STAGE);
-        });
-        if (beta != 0.0 && kt == prefetch_kt)
-            dg_prefetch_c<WM, WN>(C, ldc, M, N, row0 + wm0, col0 + wn0, lane);
-        const double* as = As + buf * A_STAGE;
-        const double* bs = Bs + buf * B_STAGE;
-#pragma unroll
-        for (int kb = 0; kb < BK; kb += 16) block16(as, bs, kb);
-        if (++buf == STAGES) buf = 0;
-    }
-    cp_async_wait<0>();
-
-    // Epilogue: C = alpha*acc + beta*C; each lane holds columns 2t, 2t+1 of rows g, g+8 of
-    // each m16n8 tile.
+    // Accumulators from zero: the products of this call are summed apart from C, which the
+    // epilogue adds once (a trailing update rounds C once per call, as LAPACK's blocked LU
+    // does; adding into C at every k-step would round it k/MK times).
+    double acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const long long gi = row0 + wm0 + 16 * i + 8 * h + g;
-            if (gi >= M) continue;
-            double* crow = C + gi * ldc;
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-            for (int n = 0; n < NT; ++n) {
-                const long long gj = col0 + wn0 + 8 * n + 2 * t;
-                dg_store_pair<VEC>(crow, gj, N, beta, alpha * acc[i][n][2 * h],
-                                   alpha * acc[i][n][2 * h + 1]);
+            for (int q = 0; q < 4; ++q) acc[i][n][q] = 0.0;
+
+    // Fragments: the A fragments of m16 tile i + 1 are read while tile i's products run
+    // (fa[i & 1]); the B fragments of a 16-k block (fb), and the next block's first A
+    // fragments, right after the block's last products are issued.  fa[.][h + 2j] =
+    // A(g + 8h, t + 4j), fb[n][j] = B(t + 4j, g).
+    double fa[2][8], fb[NT][4];
+    auto load_a = [&](double (&f)[8], const double* as, int i, int kb) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) f[h + 2 * j] = a_frag.load(as, 2 * i + h, j, kb);
+    };
+    auto load_b = [&](const double* bs, int kb) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) fb[n][j] = b_frag.load(bs, n, j, kb);
+    };
+    auto mma = [&](double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+#ifdef DGEMM_SM90_MMA
+        if (MK == 16) {
+            dg_mma16816(d, a, b);
+        } else {
+            dg_mma1688(d, a, b);           // logical k t, t + 4
+            dg_mma1688(d, a + 4, b + 2);   // logical k t + 8, t + 12
+        }
+#else
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) dg_mma884(d[2 * h], d[2 * h + 1], a[h + 2 * j], b[j]);
+#endif
+    };
+
+    // The ring: slice kt in buffer kt % STAGES.  Before the last m16 tile of slice kt, a
+    // barrier: slice kt + 1 has landed and every warp has read slice kt - 1, whose buffer then
+    // takes slice kt + STAGES - 1.  The last tile's A fragments are read after the barrier,
+    // which keeps its products after it (ptxas would otherwise hoist all of a slice's mma
+    // above the barrier); they run while the next slice's first fragments load.
+    int rd = 0;   // buffer of the slice being multiplied
+    if (ktiles > 0) {
+        cp_async_wait<STAGES - 2>();   // slice 0 landed (this thread's copies) ...
+        __syncthreads();               // ... and everyone's
+        load_b(Bs, 0);
+        load_a(fa[0], As, 0, 0);
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const double* as = As + rd * A_STAGE;
+        const double* bs = Bs + rd * B_STAGE;
+        int nx = rd + 1;   // buffer of slice kt + 1
+        if (nx == STAGES) nx = 0;
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb) {
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+                if (i + 1 == MT && kb + 1 == KB) {
+                    cp_async_wait<STAGES - 3>();   // slice kt + 1 landed ...
+                    __syncthreads();               // ... everyone's; slice kt - 1 read
+                    if (MT > 1) load_a(fa[i & 1], as, i, 16 * kb);
+                    if (kt + STAGES - 1 < ktiles) {
+                        const int wr = rd == 0 ? STAGES - 1 : rd - 1;
+                        a_load.issue(As + wr * A_STAGE);
+                        b_load.issue(Bs + wr * B_STAGE);
+                    }
+                    cp_async_commit();
+                }
+                // the next m16 tile's A fragments (the last one's: after the barrier above)
+                if (i + 1 < MT && !(i + 2 == MT && kb + 1 == KB))
+                    load_a(fa[(i + 1) & 1], as, i + 1, 16 * kb);
+#pragma unroll
+                for (int n = 0; n < NT; ++n) mma(acc[i][n], fa[i & 1], fb[n]);
+            }
+            // the next 16-k block's B fragments and first A fragments
+            if (kb + 1 < KB) {
+                load_b(bs, 16 * (kb + 1));
+                load_a(fa[0], as, 0, 16 * (kb + 1));
+            } else if (kt + 1 < ktiles) {
+                load_b(Bs + nx * B_STAGE, 0);
+                load_a(fa[0], As + nx * A_STAGE, 0, 0);
             }
         }
+        rd = nx;
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: each lane holds columns 2t, 2t+1 of rows g, g+8 of each m16n8 tile.
+    if (beta == 0.0) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long gi = row0 + wm0 + 16 * i + 8 * h + g;
+                if (gi >= M) continue;
+                double* crow = C + gi * ldc;
+#pragma unroll
+                for (int n = 0; n < NT; ++n)
+                    dg_store_pair<VEC>(crow, col0 + wn0 + 8 * n + 2 * t, N,
+                                       alpha * acc[i][n][2 * h], alpha * acc[i][n][2 * h + 1]);
+            }
+    } else {
+        // C = alpha acc + beta C, one row of m16n8 tiles (8 rows of the warp tile) at a time:
+        // its C values read together (one round trip per 8 rows, not per element), then
+        // combined and stored.
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const long long gi = row0 + wm0 + 16 * i + 8 * h + g;
+                if (gi >= M) continue;
+                double* crow = C + gi * ldc;
+                double c[NT][2];
+#pragma unroll
+                for (int n = 0; n < NT; ++n)
+                    dg_load_pair<VEC>(crow, col0 + wn0 + 8 * n + 2 * t, N, c[n][0], c[n][1]);
+#pragma unroll
+                for (int n = 0; n < NT; ++n)
+                    dg_store_pair<VEC>(crow, col0 + wn0 + 8 * n + 2 * t, N,
+                                       fma(beta, c[n][0], alpha * acc[i][n][2 * h]),
+                                       fma(beta, c[n][1], alpha * acc[i][n][2 * h + 1]));
+            }
+    }
 }

@@ -23,7 +23,7 @@ def test_variants_and_names():
     for name, t in dmma.VARIANTS.items():
         threads = dmma.tile_threads(t)
         assert threads % 32 == 0 and threads <= 1024, name
-        assert t.BK in (16, 32) and t.MK in (16, 8) and t.STAGES >= 2, name
+        assert t.BK in (16, 32) and t.MK in (16, 8) and t.STAGES >= 3, name
         assert t.BM % t.WM == 0 and t.BN % t.WN == 0 and t.WM % 16 == 0 and t.WN % 16 == 0
         for rows in (t.BM, t.BN):
             assert (rows * t.BK) % (2 * threads) == 0, "loader passes cover the slice"
@@ -43,6 +43,7 @@ def test_tuning_fields_name_variants():
         assert table.dtype == "float64"
         assert table.dmma_variant in dmma.VARIANTS
         assert table.dmma_small_variant in dmma.VARIANTS
+        assert table.dmma_update_variant in dmma.VARIANTS
 
 
 def test_pick_variant():
@@ -52,11 +53,15 @@ def test_pick_variant():
                     (4096, 64, 4096), (97, 131, 0)]:
         assert pick(m, n, k) in dmma.VARIANTS
     big = dmma.VARIANTS[table.dmma_variant]
-    assert pick(16384, 16384, 64) == table.dmma_variant
+    # rank-k updates (k <= 512) of a large C: the update tile; longer k: the large tile
+    for k in (64, 128, 256, 512):
+        assert pick(16384, 16384, k) == table.dmma_update_variant
+    assert pick(16384, 16384, 513) == table.dmma_variant
     assert pick(4096, 4096, 4096) == table.dmma_variant
     # the small tile while the large one leaves more than half the SMs idle
     assert pick(big.BM, big.BN * (SMS // 2 - 1), 256) == table.dmma_small_variant
-    assert pick(big.BM, big.BN * (SMS // 2), 256) == table.dmma_variant
+    assert pick(big.BM, big.BN * (SMS // 2), 256) == table.dmma_update_variant
+    assert pick(big.BM, big.BN * (SMS // 2), 1024) == table.dmma_variant
     assert pick(1, 1, 1) == table.dmma_small_variant
 
 
@@ -154,6 +159,77 @@ def test_data_path_model_reproduces_the_product(variant, a_km, b_nm):
                         rr, cc = G + 8 * (q // 2), 2 * T + q % 2
                         acc[16 * i + rr, 8 * n + cc] += D[rr, cc]
         np.testing.assert_array_equal(acc, A[wm0:wm0 + wm] @ Bt[wn0:wn0 + wn].T)
+
+
+def ring_events(stages, kb_per_slice, mt, ktiles):
+    """dgemm_mma's main loop in program order (every warp runs the same): ("copy", slice,
+    buffer), ("commit",), ("wait", n) (cp.async.wait_group n), ("bar",), ("read", slice,
+    buffer) (fragment reads)."""
+    ev = []
+    for s in range(stages - 1):
+        if s < ktiles:
+            ev.append(("copy", s, s))
+        ev.append(("commit",))
+    rd = 0
+    if ktiles > 0:
+        ev += [("wait", stages - 2), ("bar",), ("read", 0, 0)]
+    for kt in range(ktiles):
+        nx = (rd + 1) % stages
+        for kb in range(kb_per_slice):
+            for i in range(mt):
+                if i + 1 == mt and kb + 1 == kb_per_slice:
+                    ev += [("wait", stages - 3), ("bar",)]
+                    if mt > 1:
+                        ev.append(("read", kt, rd))
+                    if kt + stages - 1 < ktiles:
+                        ev.append(("copy", kt + stages - 1, (rd - 1) % stages))
+                    ev.append(("commit",))
+                if i + 1 < mt and not (i + 2 == mt and kb + 1 == kb_per_slice):
+                    ev.append(("read", kt, rd))
+            if kb + 1 < kb_per_slice:
+                ev.append(("read", kt, rd))
+            elif kt + 1 < ktiles:
+                ev.append(("read", kt + 1, nx))
+        rd = nx
+    return ev
+
+
+@pytest.mark.parametrize("variant", sorted(dmma.VARIANTS))
+@pytest.mark.parametrize("ktiles", [0, 1, 2, 3, 4, 5, 9])
+def test_ring_schedule_has_no_races(variant, ktiles):
+    """Each fragment read finds its slice in the buffer, landed (a wait_group covering its
+    copy, then a barrier, before the read) and not yet overwritten (a copy into a buffer is
+    issued only after a barrier that follows every read of its previous slice: warps are at
+    most one barrier apart)."""
+    tl = dmma.VARIANTS[variant]
+    ev = ring_events(tl.STAGES, tl.BK // 16, tl.WM // 16, ktiles)
+    interval = 0                 # barriers passed
+    groups, open_copies = [], []  # committed groups (lists of slices); copies not yet committed
+    landed_at = {}               # slice -> interval in which its wait happened
+    content, last_read = {}, {}  # buffer -> slice; buffer -> interval of its last read
+    read = set()
+    for e in ev:
+        if e[0] == "copy":
+            _, sl, buf = e
+            assert last_read.get(buf, -1) < interval, f"slice {sl} overwrites a buffer in use"
+            content[buf] = sl
+            open_copies.append(sl)
+        elif e[0] == "commit":
+            groups.append(open_copies)
+            open_copies = []
+        elif e[0] == "wait":
+            for grp in groups[:max(len(groups) - e[1], 0)]:
+                for sl in grp:
+                    landed_at.setdefault(sl, interval)
+        elif e[0] == "bar":
+            interval += 1
+        else:
+            _, sl, buf = e
+            assert content.get(buf) == sl, f"slice {sl} not in buffer {buf}"
+            assert landed_at.get(sl, interval) < interval, f"slice {sl} read before it landed"
+            last_read[buf] = interval
+            read.add(sl)
+    assert read == set(range(ktiles))
 
 
 def _wavefronts(offs, width):

@@ -21,20 +21,25 @@ FAMILY = "dgemm"
 
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
 # BM x BN block tile, BK k-slice (16 or 32), WM x WN warp tile (multiples of 16), STAGES cp.async
-# ring depth, MINB resident blocks per SM asked of the register allocator, MK the k of the
-# sm_90 instruction (mma m16n8k16 or m16n8k8; other architectures run m8n8k4).
+# ring depth (>= 3), MINB resident blocks per SM asked of the register allocator, MK the k of
+# the sm_90 instruction (mma m16n8k16 or m16n8k8; other architectures run m8n8k4).
 DTile = namedtuple("DTile", "BM BN BK WM WN STAGES MINB MK")
 VARIANTS = {
     # large products: 8 warps of 64 x 32, one block per SM, 128 KiB of ring
     "128x128": DTile(128, 128, 16, 64, 32, 4, 1, 16),
     # the same with Hopper's m16n8k8 (half the fragment registers live per mma)
     "128x128k8": DTile(128, 128, 16, 64, 32, 4, 1, 8),
+    # the same with 32-k slices: one barrier per 32 k, 192 KiB ring of 3
+    "128x128k32": DTile(128, 128, 32, 64, 32, 3, 1, 16),
     # rank-k updates: 4 warps of 64 x 32, two blocks per SM (one's C traffic under the other's mma)
     "128x64": DTile(128, 64, 16, 64, 32, 4, 2, 16),
+    # the same tile transposed (4 warps side by side): fewer A rows, longer rows of B and C
+    "64x128": DTile(64, 128, 16, 64, 32, 4, 2, 16),
     # few tiles: 4 warps of 32 x 32, three blocks per SM
     "64x64": DTile(64, 64, 16, 32, 32, 4, 3, 16),
+    # the same with 32-k slices (96 KiB ring of 3), two blocks per SM
+    "64x64k32": DTile(64, 64, 32, 32, 32, 3, 2, 16),
 }
-
 # dgemm_mma's parameters (M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) in Launcher's notation.
 _GEMM_ARGS = "iiidPqPqdPq"
 
@@ -66,16 +71,19 @@ def _vec(ptr, ld):
 
 
 def pick_variant(m, n, k, sms=None, table=None):
-    """Tile shape for an m x n x k product: table.dmma_variant, or table.dmma_small_variant
-    where the large tile's blocks would leave more than half of the `sms` SMs idle or its
-    ring does not fit the device's shared memory per block.  sms, table: default the current
-    device's SM count and the float64 table in force."""
+    """Tile shape for an m x n x k product: table.dmma_small_variant where the large tile's
+    blocks would leave more than half of the `sms` SMs idle or its ring does not fit the
+    device's shared memory per block; else table.dmma_update_variant for k <= 512 (the LU's
+    rank-k updates, bound by C's traffic), table.dmma_variant above.  sms, table: default the
+    current device's SM count and the float64 table in force."""
     sms = device.sm_count() if sms is None else sms
     table = tuning.current(element=F64) if table is None else table
     big = VARIANTS[table.dmma_variant]
     tiles = -(-m // big.BM) * -(-n // big.BN)
     if tiles < sms // 2 or dynamic_smem(big) > _shared_limit():
         return table.dmma_small_variant
+    if k <= 512 and dynamic_smem(VARIANTS[table.dmma_update_variant]) <= _shared_limit():
+        return table.dmma_update_variant
     return table.dmma_variant
 
 
