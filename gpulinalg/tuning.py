@@ -180,11 +180,17 @@ SM90 = Tuning(
 )
 
 # float64 on the H200: the fields of the float64 LU (its panels, the DGEMM's tiles); the
-# float32 kernels' fields (SIMT and TF32 tiles) are not read for float64 work.
+# float32 kernels' fields (SIMT and TF32 tiles) are not read for float64 work.  nb is at least
+# 256 (GPU and host panels): each trailing element is rounded once per update, and with
+# 128-wide steps the backward error on kappa = 1e6 matrices is ~2.4x LAPACK's dgetrf
+# (docs/tuning.md).
 SM90_F64 = replace(
     SM90,
     dtype="float64",
-    gpu_nb_steps_tc=((4096, 256), (16384, 512)),   # FP64 tensor-core updates
+    cpu_nb=256,
+    cpu_nb_steps=(),
+    gpu_nb=256,
+    gpu_nb_steps_tc=((16384, 512),),   # FP64 tensor-core updates
     l21_colmajor_min_cols=0,
 )
 
