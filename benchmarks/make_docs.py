@@ -2,8 +2,8 @@
 
     python3 benchmarks/make_docs.py [RESULTS_DIR]      # default docs/data
 
-RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json,
-transpose.json, laswp.json, lu.json (with lu_timeline.json), lu_host.json, lu_multi.json,
+RESULTS_DIR holds the files `benchmarks/gpu_check.sh` writes to $OUT: sgemm.json, dgemm.json,
+transpose.json, laswp.json, lu.json (with lu_timeline.json), lu64.json, lu_host.json, lu_multi.json,
 lu_large.json (any subset; the last two come from `STAGES="lu_multi lu_large"` on a machine of
 several GPUs), and the files of earlier runs listed in EXTRA.  performance.md holds the tables
 and how they were measured, nothing else: what was tried and when goes to docs/journal/.
@@ -230,6 +230,41 @@ def lu_section(doc, img):
     return "\n".join(text)
 
 
+def dgemm_section(doc, img=None):
+    """Our FP64 tensor-core DGEMM beside cuBLAS's: every tile timed (tools/dgemm_bench.py)."""
+    from gpulinalg.tuning import SM90_F64
+    cols = [("case", "case", ""), ("variant", "tile", ""), ("ours_ms", "ours ms", ".3f"),
+            ("ours_tflops", "ours TF/s", ".1f"), ("cublas_tflops", "cuBLAS TF/s", ".1f"),
+            ("ratio", "ours/cuBLAS", ".3f"), ("max_rel_err", "max rel. diff", ".1e")]
+    return "\n".join([
+        f"## DGEMM (float64)\n\n{env_line(doc)}\n",
+        "C = A B on squares (`dgemm`, `matmul` of float64) and the LU's rank-k update C −= A B "
+        "(A 16384 × k and B k × 16384 row-major, C 16384²), ours on the FP64 tensor cores "
+        "(`mma.sync` f64) beside cuBLAS DGEMM (`cupy.matmul`; for the update one fused "
+        "`cupy.cublas.gemm` with alpha −1, beta 1), timed in alternating bursts, medians.  "
+        f"The defaults: `{SM90_F64.dmma_variant}` for products with k > 512, "
+        f"`{SM90_F64.dmma_update_variant}` for k ≤ 512, `{SM90_F64.dmma_small_variant}` where "
+        "the large tile leaves half the SMs idle (`auto` in this run named the tile of the "
+        "table at the time).  The difference is max |ours − cuBLAS| / max |cuBLAS|.  "
+        + reproduce("dgemm", "python3 tools/dgemm_bench.py --variants all"),
+        table(doc["rows"], cols)])
+
+
+def lu64_section(doc, img=None):
+    """The float64 LU at lu_factor's defaults beside cuSOLVER's dgetrf."""
+    cols = [("m", "m", ""), ("n", "n", ""), ("nb", "nb", ""), ("ms", "ours ms", ".1f"),
+            ("ms_no_graph", "ours ms, no graph", ".1f"), ("tflops", "ours TF/s", ".2f"),
+            ("cusolver_tflops", "cuSOLVER TF/s", ".2f"), ("ratio", "ours/cuSOLVER", ".2f"),
+            ("err", "err ours", ".1e"), ("err_cusolver", "err cuSOLVER", ".1e")]
+    cmd = "gpulinalg-bench lu --dtype float64 --sizes " + sizes_arg(doc["rows"])
+    return "\n".join([
+        f"## LU factorization, float64\n\n{env_line(doc)}\n",
+        "As the float32 table: a CuPy float64 matrix at `lu_factor`'s defaults (GPU panel, "
+        "FP64 updates on our DGEMM) against cuSOLVER's dgetrf (`cupyx.scipy.linalg.lu_factor`) "
+        "in the same run; errors in units of n ε of float64.  " + reproduce("lu64", cmd),
+        table(doc["rows"], cols)])
+
+
 def cpu_panel_steps(doc):
     """Per-step summaries of the CPU-panel timelines that came with the LU rows (the bench
     writes one timeline per one-GPU row, in the rows' order), or [] where there are none."""
@@ -454,9 +489,10 @@ def first_call_section(doc, img=None):
         "\n".join(lines)])
 
 
-SECTIONS = {"first_call": first_call_section, "sgemm": sgemm_section, "transpose": transpose_section,
-            "laswp": laswp_section, "lu": lu_section, "lu_multi": lu_multi_section,
-            "lu_host": lu_host_section, "lu_large": lu_large_section}
+SECTIONS = {"first_call": first_call_section, "sgemm": sgemm_section, "dgemm": dgemm_section,
+            "transpose": transpose_section, "laswp": laswp_section, "lu": lu_section,
+            "lu64": lu64_section, "lu_multi": lu_multi_section, "lu_host": lu_host_section,
+            "lu_large": lu_large_section}
 PLOTS = {"sgemm": "img/sgemm.png", "lu": "img/lu.png", "lu_multi": "img/lu_multi.png"}
 
 
@@ -537,6 +573,26 @@ def summary(docs):
                         + (" (the default)" if prec == default else ""))
                 lines.append(f"| {what} | {r['tflops']:.1f} TF/s | "
                              f"cuSOLVER {r['cusolver_tflops']:.1f} | {r['ratio']:.2f}× |")
+    if "dgemm" in docs:
+        from gpulinalg.tuning import SM90_F64
+        gpu64 = docs["dgemm"]["environment"]["device"].replace("NVIDIA ", "")
+        for r in docs["dgemm"]["rows"]:
+            tile = r["variant"].split("=")[-1]
+            default = (SM90_F64.dmma_update_variant if r["k"] <= 512
+                       else SM90_F64.dmma_variant)
+            if tile == default and r["variant"] == tile and (
+                    r["k"] in (128, 256) or r["n"] in (4096, 16384) and r["k"] == r["n"]):
+                op = "C=AB" if r["beta"] == 0 else "C-=AB"
+                lines.append(f"| DGEMM {op} {r['m']}×{r['n']}×{r['k']} ({tile}, {gpu64}) | "
+                             f"{r['ours_tflops']:.1f} TF/s | cuBLAS {r['cublas_tflops']:.1f} | "
+                             f"{r['ratio']:.2f}× |")
+    if "lu64" in docs:
+        gpu64 = docs["lu64"]["environment"]["device"].replace("NVIDIA ", "")
+        for r in docs["lu64"]["rows"]:
+            if r.get("m", r["n"]) == r["n"]:
+                lines.append(f"| LU n={r['n']}, float64 ({gpu64}) | {r['tflops']:.1f} TF/s "
+                             f"| cuSOLVER dgetrf {r['cusolver_tflops']:.1f} | "
+                             f"{r['ratio']:.2f}× |")
     if "lu_multi" in docs:
         gpu = docs["lu_multi"]["environment"]["device"].replace("NVIDIA ", "").split()[0]
         for r in docs["lu_multi"]["rows"]:
