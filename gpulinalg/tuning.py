@@ -21,7 +21,7 @@ import contextvars
 from dataclasses import dataclass, fields, replace
 
 from .core import device
-from .core.element import F32, F64
+from .core.element import F32
 
 __all__ = ["Tuning", "SM90", "SM90_F64", "DEFAULT", "DEFAULT_F64", "current",
            "for_capability", "override"]

@@ -5,6 +5,8 @@ a complex element, in any layout (GPU).  float32: test_gpu_finite_check in test_
 import numpy as np
 import pytest
 
+from array_helpers import view_maker
+
 from gpulinalg.core import finite as _finite
 
 
@@ -76,17 +78,6 @@ DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 VIEWS = ["C", "F", "cols", "rows_f", "reversed", "strided", "column", "vector", "row"]
 
 
-def _make(cp, view, m, n):
-    return {"C": lambda d: cp.ascontiguousarray(d[:m, :n]),
-            "F": lambda d: cp.asfortranarray(d[:m, :n]),
-            "cols": lambda d: d[1:m + 1, 2:n + 2],
-            "rows_f": lambda d: cp.asfortranarray(d)[1:m + 1, :n],
-            "reversed": lambda d: d[m - 1::-1, n - 1::-1],
-            "strided": lambda d: d[:m, 1:2 * n + 1:2],
-            "column": lambda d: d[:m, 1:2],
-            "vector": lambda d: d[:m, 0],
-            "row": lambda d: d[2, 1:2 * n + 1:2]}[view]
-
 
 def _values(dtype):
     """The non-finite values to plant: NaN, +inf, -inf; for complex in the real part, in the
@@ -113,7 +104,7 @@ def test_gpu_finite_check_dtypes(cp, rng, view, shape, dtype):
     base = base.astype(dtype)
     base[-1, -1] = np.nan                     # outside every view below
     base[-1, 0] = complex(0, np.inf) if np.dtype(dtype).kind == "c" else np.inf
-    v = _make(cp, view, m, n)(cp.asarray(base))
+    v = view_maker(cp, view, m, n)(cp.asarray(base))
     assert v.dtype == dtype
     assert device_all_finite(v)
     last = tuple(s - 1 for s in v.shape)

@@ -6,6 +6,8 @@ import types
 import numpy as np
 import pytest
 
+from array_helpers import bits, random_bits
+
 import gpulinalg
 from gpulinalg.core.element import F32, F64
 from gpulinalg.layout import laswp as _laswp
@@ -239,18 +241,6 @@ def test_laswp_inplace_against_sequential(cp, rng, m, n, k, pk, inverse, dtype):
     np.testing.assert_array_equal(d.get(), ref)
 
 
-def random_bits(rng, shape, dtype):
-    """Arbitrary bit patterns of `dtype` (NaNs with payloads, infinities, subnormals, -0):
-    data movement must carry every one unchanged."""
-    size = np.dtype(dtype).itemsize
-    raw = rng.integers(0, 256, size=int(np.prod(shape)) * size, dtype=np.uint8)
-    return raw.view(dtype).reshape(shape)
-
-
-def bits(x):
-    """x's bit patterns as unsigned integers (compares NaN payloads and signed zeros)."""
-    x = np.ascontiguousarray(x)
-    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
 
 
 @pytest.mark.gpu

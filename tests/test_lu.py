@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
+from array_helpers import view_maker
 from lu_helpers import EPS, assert_same_pivots, backward_error, wilkinson, with_cond
 import gpulinalg
 from gpulinalg import tuning
@@ -709,14 +710,7 @@ def test_gpu_finite_check(cp, rng, view, shape):
     m, n = shape
     base = rng.standard_normal((m + 3, 2 * n + 5)).astype(np.float32)
     base[-1, -1] = np.nan                     # outside every view below
-    make = {"C": lambda d: cp.ascontiguousarray(d[:m, :n]),
-            "F": lambda d: cp.asfortranarray(d[:m, :n]),
-            "cols": lambda d: d[1:m + 1, 2:n + 2],
-            "rows_f": lambda d: cp.asfortranarray(d)[1:m + 1, :n],
-            "reversed": lambda d: d[m - 1::-1, n - 1::-1],
-            "strided": lambda d: d[:m, 1:2 * n + 1:2],
-            "column": lambda d: d[:m, 1:2],
-            "vector": lambda d: d[:m, 0]}[view]
+    make = view_maker(cp, view, m, n)
     view_of = make(cp.asarray(base))
     assert device_all_finite(view_of)
     cells = {(0, 0), (view_of.shape[0] - 1, 0), (view_of.shape[0] // 2, 0)}

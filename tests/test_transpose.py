@@ -7,6 +7,8 @@ import types
 import numpy as np
 import pytest
 
+from array_helpers import bits, random_bits
+
 import gpulinalg
 from gpulinalg import tuning
 from gpulinalg.core.element import F32, F64
@@ -319,18 +321,6 @@ def _rand(rng, shape, dtype=np.float32):
     return rng.standard_normal(shape).astype(dtype)
 
 
-def random_bits(rng, shape, dtype):
-    """Arbitrary bit patterns of `dtype` (NaNs with payloads, infinities, subnormals, -0):
-    data movement must carry every one unchanged."""
-    size = np.dtype(dtype).itemsize
-    raw = rng.integers(0, 256, size=int(np.prod(shape)) * size, dtype=np.uint8)
-    return raw.view(dtype).reshape(shape)
-
-
-def bits(x):
-    """x's bit patterns as unsigned integers (compares NaN payloads and signed zeros)."""
-    x = np.ascontiguousarray(x)
-    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
 
 
 @pytest.mark.gpu
