@@ -32,34 +32,35 @@ def _as_input(a):
     return a if hasattr(a, "shape") and hasattr(a, "dtype") else np.asarray(a)
 
 
-def _host_input(a, kind, emulate):
+def _host_input(a, kind, emulated):
     """The host matrix to factor (a NumPy view of the input's own dtype, checked against the
     policy), or None for device input that the GPU factors."""
-    if kind in _HOST_KINDS or emulate:
+    if kind in _HOST_KINDS or emulated:
         return _arrays.host_view(a.cpu() if kind == "torch" else a, "a")
     return None
 
 
-def _factor(a, overwrite_a, check_finite, options, finish, to_host=False, run=None):
-    """finish(kind, xp, lu, piv, info) of the LU of `a` under `options` (a plan.Options).
+def _factor(a, overwrite_a, check_finite, options, finish, to_host=False,
+            backend=_plan.DEVICE):
+    """finish(kind, xp, lu, piv, info) of the LU of `a` under `options` (a plan.Options) on
+    `backend` (plan.DEVICE: the GPU; gpulinalg.testing.lu supplies the emulation's).
 
-    to_host: a host input's factors come back to the host here (lu_factor).  run: the plan's
-    runner (default plan.run; gpulinalg.testing.lu passes one that also runs the emulation).
+    to_host: a host input's factors come back to the host here (lu_factor).
     """
-    run = _plan.run if run is None else run
     a = _as_input(a)
     kind = _arrays.array_kind(a)
     _arrays.check_matrix(a, "a")
     # Everything checkable without a GPU comes before the GPU is asked for.
     options.check(_element(_arrays.dtype_of(a)))
-    host = _host_input(a, kind, options.emulate)
-    if (host is not None and check_finite and _plan.finite_on_host(options)
+    host = _host_input(a, kind, backend.emulated)
+    if (host is not None and check_finite and _plan.finite_on_host(options, backend=backend)
             and not _finite.host_all_finite(host)):
         raise ValueError(_finite.NONFINITE)
-    settings = dict(overwrite_a=overwrite_a, check_finite=check_finite, to_host=to_host)
-    if options.emulate or (host is not None and host.size == 0):   # no GPU needed
+    settings = dict(overwrite_a=overwrite_a, check_finite=check_finite, to_host=to_host,
+                    backend=backend)
+    if backend.emulated or (host is not None and host.size == 0):   # no GPU needed
         plan = _plan.make_plan(_plan.host_matrix(host, kind), options, **settings)
-        return finish(kind, *run(plan, host, None))
+        return finish(kind, *backend.run(plan, host, None))
     with _arrays.launch_context(kind, _arrays.device_of((a,))):
         ids = _plan.resolve_devices(options.devices)
         if host is not None:
@@ -68,7 +69,7 @@ def _factor(a, overwrite_a, check_finite, options, finish, to_host=False, run=No
             src = _arrays.to_device(a, kind, "a")
             x = _plan.device_matrix(src, a, kind)
         plan = _plan.make_plan(x, options, device_ids=ids, **settings)
-        return finish(kind, *run(plan, host, src))
+        return finish(kind, *backend.run(plan, host, src))
 
 
 def _out(x, kind, xp):

@@ -269,12 +269,14 @@ def _device(shape, order="C", owned=False, dtype=np.float32):
 
 
 def _plan(x, overwrite_a=False, check_finite=True, to_host=True, device_ids=None, wgmma=False,
-          table=None, **options):
+          table=None, emulate=False, timeline=None, **options):
     """make_plan without a GPU: the device's facts (wgmma, device_ids) given; the table in
-    force (an override, else the device's; without a GPU: tuning.DEFAULT)."""
+    force (an override, else the device's; without a GPU: tuning.DEFAULT); emulate and
+    timeline: the test backend's (gpulinalg.testing.lu.backend)."""
     return lu_plan.make_plan(x, lu_plan.Options(**options), overwrite_a=overwrite_a,
                              check_finite=check_finite, to_host=to_host,
-                             device_ids=device_ids, wgmma=wgmma, table=table)
+                             device_ids=device_ids, wgmma=wgmma, table=table,
+                             backend=glt.backend(emulate, timeline))
 
 
 def _placement(plan):
@@ -429,7 +431,7 @@ def test_finite_rules():
     a[9, 5] = np.inf
     assert not host_all_finite(a, rows=3) and not host_all_finite(a)
     opts = lu_plan.Options
-    assert lu_plan.finite_on_host(opts(emulate=True), gpu=True)
+    assert lu_plan.finite_on_host(opts(), gpu=True, backend=glt.backend(emulate=True))
     assert lu_plan.finite_on_host(opts(devices=1), gpu=True)
     assert not lu_plan.finite_on_host(opts(), gpu=True)
     assert lu_plan.finite_on_host(opts(), gpu=False)

@@ -116,13 +116,13 @@ def test_cpu_panel_thread(rng, monkeypatch, threaded):
     (the driver's thread enqueues the rest of the update meanwhile), else on the driver's;
     factoring a panel that was never sent is an error."""
     import threading
-    threads, host_log = [], NumpyOps.host_log
+    threads, view = [], NumpyOps.host_panel_view
 
-    def log(self, label, step):
+    def log(self, j0, j1):   # the host panel takes this view to factor the panel
         threads.append(threading.current_thread())
-        return host_log(self, label, step)
+        return view(self, j0, j1)
 
-    monkeypatch.setattr(NumpyOps, "host_log", log)
+    monkeypatch.setattr(NumpyOps, "host_panel_view", log)
     for lookahead in (0, 1):
         check_against_scipy(rng.standard_normal((40, 37)), 8, lookahead, threaded=threaded)
     assert len(threads) == 10

@@ -132,7 +132,6 @@ def _host_work(ops, step, j0, j1, arrived):
     lu, ipiv, info = ops.element.lapack_func("getrf")(panel, overwrite_a=True)
     if not np.shares_memory(lu, panel):    # f2py copied after all: keep the staging valid
         panel[...] = lu
-    ops.host_log("getrf", step)
     # Pivots: SciPy's xgetrf returns them 0-based (LAPACK's are 1-based), relative to the
     # panel's first row j0: exactly what laswp takes on the view a[j0:, :].
     ops.host_piv[j0:j1] = ipiv[:jb]

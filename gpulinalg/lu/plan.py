@@ -21,6 +21,11 @@
   GPUs' upload.
 
 `run` then executes the plan on the current GPU.  Nothing here decides again.
+
+Where a plan runs and what it records is its `Backend`: `DEVICE`, the library's (the GPU,
+no timeline), or one the tests supply (gpulinalg.testing.lu: the NumPy emulation, a
+per-step timeline, another threshold for the host panel's L11^{-1}); the public keywords alone
+are `Options`.
 """
 
 import functools
@@ -37,7 +42,7 @@ from . import graph
 from .driver import INV_THRESHOLD, getrf
 from .steps import CupyOps, workspace_bytes
 
-__all__ = ["Options", "Matrix", "Plan", "make_plan", "run", "block_size", "update_precision",
+__all__ = ["Options", "Backend", "DEVICE", "Matrix", "Plan", "make_plan", "run", "block_size", "update_precision",
            "tail_cut", "finite_on_host", "count_devices", "resolve_devices", "make_panel",
            "check_memory", "host_matrix", "device_matrix"]
 
@@ -67,15 +72,12 @@ BESIDE = "beside upload"         # several GPUs: beside the upload of an input r
 
 @dataclass(frozen=True, eq=False)
 class Options:
-    """lu_factor's keywords, and the test hooks (gpulinalg.testing.lu)."""
+    """lu_factor's keywords."""
     panel: str = "auto"
     block_size: object = None
     lookahead: int = 1
     precision: str = "auto"
     devices: object = None
-    timeline: object = None         # a list that receives the driver's per-step record
-    inv_threshold: float = INV_THRESHOLD   # U12 by L11^{-1} while its norm is below this
-    emulate: bool = False           # the driver on the NumPy emulation (route "emulated")
 
     def check(self, element=F32):
         """Validate the keywords for a matrix of `element`; needs no GPU."""
@@ -98,6 +100,22 @@ class Options:
             raise ValueError(f"block_size must be a positive integer or None, got {nb!r}")
         if self.lookahead not in (0, 1) or isinstance(self.lookahead, float):
             raise ValueError(f"lookahead must be 0 or 1, got {self.lookahead!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class Backend:
+    """Where a plan runs and what it records.  `DEVICE` is the library's: the GPU, no
+    timeline.  gpulinalg.testing.lu supplies others."""
+    emulated: bool = False          # the driver on the NumPy emulation (route "emulated")
+    timeline: object = None         # a list that receives the driver's per-step record
+    inv_threshold: float = INV_THRESHOLD   # U12 by L11^{-1} while its norm is below this
+
+    def run(self, plan, host=None, src=None):
+        """Run `plan` (see the module's `run`)."""
+        return run(plan, host, src)
+
+
+DEVICE = Backend()
 
 
 @dataclass(frozen=True)
@@ -229,12 +247,12 @@ def tail_cut(requested, precision, panel, nb, table):
     return 0
 
 
-def finite_on_host(options, gpu=None):
+def finite_on_host(options, gpu=None, backend=DEVICE):
     """Whether a host matrix is checked for inf/NaN on the host: when emulated, on several
     GPUs (the matrix is never whole on one) and without a GPU (checked before anything needs
     one).  One GPU checks the copy it uploads instead (on the host the check costs more than
     the LU at large sizes).  gpu: whether a GPU is available (None: ask)."""
-    if options.emulate or options.devices is not None:
+    if backend.emulated or options.devices is not None:
         return True
     return not (gpu_available() if gpu is None else gpu)
 
@@ -304,8 +322,8 @@ def make_panel(name, devices=1, table=None, element=F32):
 # ------------------------------------------------------------------------ the plan
 
 def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False,
-              device_ids=None, wgmma=None, table=None):
-    """The Plan of factoring the Matrix x with `options` (validated).
+              device_ids=None, wgmma=None, table=None, backend=DEVICE):
+    """The Plan of factoring the Matrix x with `options` (validated) on `backend`.
 
     to_host: a host input's factors go back to the host (lu_factor; lu forms L and U on the
     device first).  device_ids: `resolve_devices(options.devices)`.  wgmma: whether the
@@ -320,15 +338,15 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
     panel = "cpu" if options.panel == "cpu" else "gpu"
     ndev = count_devices(options.devices)
     precision = update_precision(options.precision, m, n, table,
-                                 False if options.emulate else wgmma, el)
+                                 False if backend.emulated else wgmma, el)
     nb = options.block_size
     if nb is None:
         nb = block_size(m, n, panel, precision, ndev, table)
     nb = max(1, min(int(nb), k))
-    route = _route(x, el, options, panel, device_ids, table)
+    route = _route(x, el, options, panel, device_ids, table, backend)
     if x.on_host:
         source, result, finite = _host_placement(x, options, route, overwrite_a,
-                                                 check_finite, to_host)
+                                                 check_finite, to_host, backend)
     else:
         source, result, finite = _device_placement(x, route, overwrite_a, check_finite)
     return Plan(m=m, n=n, dtype=x.dtype, element=el, nb=nb, precision=precision,
@@ -336,13 +354,13 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
                 panel=panel, lookahead=options.lookahead, devices=ndev,
                 device_ids=device_ids if route == MULTI else None, route=route,
                 input="host" if x.on_host else "device", source=source, result=result,
-                finite=finite, inv_threshold=options.inv_threshold,
-                timeline=options.timeline, table=table)
+                finite=finite, inv_threshold=backend.inv_threshold,
+                timeline=backend.timeline, table=table)
 
 
-def _route(x, el, options, panel, device_ids, table):
+def _route(x, el, options, panel, device_ids, table, backend):
     m, n = x.shape
-    if options.emulate:
+    if backend.emulated:
         return EMULATED
     if min(m, n) == 0:
         return EMPTY
@@ -350,17 +368,17 @@ def _route(x, el, options, panel, device_ids, table):
         return CUSOLVER
     if device_ids is not None:
         return MULTI
-    if graph.eligible(m, n, panel, options.timeline, options.devices, table):
+    if graph.eligible(m, n, panel, backend.timeline, options.devices, table):
         return GRAPH
     return DRIVER if panel == "gpu" else HOST_PANEL
 
 
-def _host_placement(x, options, route, overwrite_a, check_finite, to_host):
+def _host_placement(x, options, route, overwrite_a, check_finite, to_host, backend):
     """(source, result, finite) of a host input.  It is factored where it lies only when
     allowed and already row-major NumPy of the working dtype."""
     in_place = (overwrite_a and x.kind == "numpy" and x.native and x.c_contiguous
                 and x.writeable)
-    finite = HOST if check_finite and finite_on_host(options, gpu=True) else (
+    finite = HOST if check_finite and finite_on_host(options, True, backend) else (
         FLAG if check_finite else NONE)
     if route == EMPTY:
         return NOTHING, NEW_HOST, NONE

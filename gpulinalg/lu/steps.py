@@ -286,9 +286,6 @@ class CupyOps(_Columns):
     def elapsed_ms(self, ev0, ev1):
         return self._cp.cuda.get_elapsed_time(ev0, ev1)
 
-    def host_log(self, label, step):
-        pass
-
     # -- panel transfers (panel_stream)
     def _copy(self, dst, src, nbytes, kind, stream="panel"):
         if nbytes:

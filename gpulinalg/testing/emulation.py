@@ -172,8 +172,6 @@ class NumpyOps(_Columns):
     def elapsed_ms(self, t0, t1):
         return (t1.time - t0.time) * 1e3
 
-    def host_log(self, label, step):
-        self.log.append(("host", label, step))
 
     # -- panel transfers
     def panel_to_host(self, step, j0, j1):
@@ -189,6 +187,9 @@ class NumpyOps(_Columns):
         self._enqueue("panel", "d2h", step, d2h)
 
     def host_panel_view(self, j0, j1):
+        """CupyOps' view; the host's factorization of the panel starting at j0 is logged as
+        ("host", "getrf", step) (the host panel takes this view to factor it)."""
+        self.log.append(("host", "getrf", j0 // self.nb))
         mp, jb = self.shape[0] - j0, j1 - j0
         return self.host_panel[:jb * mp].reshape(jb, mp).T
 

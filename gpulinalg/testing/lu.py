@@ -1,4 +1,5 @@
-"""The LU's test hooks: `lu_factor`, `lu` and `lu_solve` as gpulinalg's, plus
+"""The LU's test hooks: `lu_factor`, `lu` and `lu_solve` as gpulinalg's, run on a plan
+`Backend` built from
 
 - emulate=True: the same plan run on the host, on the NumPy emulation of the device steps
   (gpulinalg/testing/emulation.py: `NumpyOps`), with the CPU panel (`CpuPanel`) or the GPU
@@ -19,34 +20,39 @@ from ..core import arrays, finite
 from ..lu import plan as lu_plan
 from ..lu.driver import INV_THRESHOLD, getrf
 
-__all__ = ["lu_factor", "lu", "lu_solve", "emulated_panel", "run"]
+__all__ = ["lu_factor", "lu", "lu_solve", "emulated_panel", "run", "HookBackend", "backend"]
 
 
-def _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
-             inv_threshold):
-    return lu_plan.Options(panel, block_size, lookahead, precision, devices, timeline,
-                           INV_THRESHOLD if inv_threshold is None else inv_threshold,
-                           bool(emulate))
+class HookBackend(lu_plan.Backend):
+    """A plan backend with the test hooks: `run` also runs the route "emulated"."""
+
+    def run(self, plan, host=None, src=None):
+        return run(plan, host, src)
+
+
+def backend(emulate=False, timeline=None, inv_threshold=None):
+    """The plan backend of the hooks (see the module docstring)."""
+    return HookBackend(bool(emulate), timeline,
+                       INV_THRESHOLD if inv_threshold is None else inv_threshold)
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_size=None,
               lookahead=1, precision="auto", devices=None, emulate=False, timeline=None,
               inv_threshold=None):
     """gpulinalg.lu_factor with the test hooks (see the module docstring)."""
-    options = _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
-                       inv_threshold)
+    options = lu_plan.Options(panel, block_size, lookahead, precision, devices)
     return linalg._factor(a, overwrite_a, check_finite, options, linalg._finish_factor,
-                          to_host=True, run=run)
+                          to_host=True, backend=backend(emulate, timeline, inv_threshold))
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
        panel="auto", block_size=None, lookahead=1, precision="auto", devices=None,
        emulate=False, timeline=None, inv_threshold=None):
     """gpulinalg.lu with the test hooks (see the module docstring)."""
-    options = _options(panel, block_size, lookahead, precision, devices, emulate, timeline,
-                       inv_threshold)
+    options = lu_plan.Options(panel, block_size, lookahead, precision, devices)
     return linalg._factor(a, overwrite_a, check_finite, options,
-                          functools.partial(linalg._finish_lu, permute_l, p_indices), run=run)
+                          functools.partial(linalg._finish_lu, permute_l, p_indices),
+                          backend=backend(emulate, timeline, inv_threshold))
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, emulate=False):
