@@ -23,6 +23,10 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "dgemm": "gpulinalg.gemm.dmma"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
+# Known local memory, by name expression: the late-publishing 128-wide float row leaf spills 4
+# bytes under the build's -ftz=true (not without it); the default table launches the early
+# leaf at that shape, the late one is the reference the tests compare it with.
+KNOWN_SPILLS = {"getrf_leaf_row<float,128,1,0>": (8, 4, 4)}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -102,10 +106,15 @@ def test_compiles_for_sm90_without_spills(family, tmp_path):
     if isinstance(names, dict):
         names = names[family]
     report = _built_report(family, names)
+    known = set()
     if report is None:
         report = _compile_report(family, names, tmp_path)
+    else:   # the build's report: its symbols name the known exceptions
+        info = _kernels.manifest(family)
+        known = {info["symbols"][n] for n, v in KNOWN_SPILLS.items()
+                 if n in info["symbols"] and report.get(info["symbols"][n]) == v}
     assert len(report) >= len(names), f"ptxas reported {len(report)} of {len(names)} kernels"
-    bad = {k: v for k, v in report.items() if any(v)}
+    bad = {k: v for k, v in report.items() if any(v) and k not in known}
     assert not bad, f"stack frame / spill stores / spill loads in: {bad}"
 
 
