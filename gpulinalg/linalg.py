@@ -466,7 +466,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
             return _out(cp.empty(bshape, dtype), kind, cp)
         LU = _arrays.to_device(lu_, kind, "lu", dtype)
         if dtype.kind == "c":
-            from cupyx.scipy.linalg import lu_solve as cupyx_lu_solve
+            # CuPy's implementation module (see lu.plan._cusolver)
+            from cupyx.scipy.linalg._decomp_lu import lu_solve as cupyx_lu_solve
             X = cupyx_lu_solve((LU, cp.asarray(piv)), B, trans=trans, check_finite=False)
             return _out(X, kind, cp)
         from cupyx.scipy.linalg import solve_triangular

@@ -496,7 +496,9 @@ def _cusolver(A):
     """(piv, info) of the C-ordered complex CuPy matrix A factored in place by cuSOLVER's
     getrf, through cupyx.scipy.linalg.lu_factor (its own column-major copy, copied back)."""
     import warnings
-    from cupyx.scipy.linalg import lu_factor
+    # CuPy's implementation module, not the public name: a caller that rebinds
+    # cupyx.scipy.linalg.lu_factor to ours (as tools/scipy_lu_suite.py does) must not recurse.
+    from cupyx.scipy.linalg._decomp_lu import lu_factor
     cp = cupy()
     with warnings.catch_warnings():
         # Its singular-matrix warning: the caller warns once, from `info` below.
