@@ -204,22 +204,16 @@ _DEFAULTS = {"float32": DEFAULT, "float64": DEFAULT_F64}
 _OVERRIDE = contextvars.ContextVar("gpulinalg_tuning", default=())
 
 
-def _real_name(element):
-    """The dtype whose table serves `element` (complex work, cuSOLVER's, reads only the LU's
-    plan fields: those of its real counterpart)."""
-    return {"complex64": "float32", "complex128": "float64"}.get(element.name, element.name)
-
-
 def for_capability(major, minor, element=F32):
     """The table of a device of compute capability major.minor for `element`'s work."""
-    name = _real_name(element)
+    name = element.real.name   # complex work (cuSOLVER's) reads only the plan's fields
     return _TABLES.get(((major, minor), name), _DEFAULTS[name])
 
 
 def current(device_id=None, element=F32):
     """The table in force for `element`'s work: the innermost `override` of that dtype, else
     the current (or given) device's, else (no GPU) the DEFAULT of that dtype."""
-    name = _real_name(element)
+    name = element.real.name
     for table in reversed(_OVERRIDE.get()):
         if table.dtype == name:
             return table

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Element", "F32", "F64", "C64", "C128", "element", "working_dtype", "REAL_KERNEL",
+__all__ = ["Element", "F32", "F64", "C64", "C128", "element", "exact", "working_dtype",
+           "REAL_KERNEL",
            "describe_policy"]
 
 
@@ -24,7 +25,8 @@ __all__ = ["Element", "F32", "F64", "C64", "C128", "element", "working_dtype", "
 class Element:
     dtype: np.dtype      # the NumPy dtype of the matrix
     itemsize: int        # bytes per element (device pointer arithmetic)
-    ctype: str           # C type of the kernels' template argument ("float", "double")
+    ctype: str           # C type of the kernels' template argument ("float", "double";
+                         # complex: "float2", "double2", real and imaginary adjacent)
     lapack: str          # LAPACK prefix: "s", "d", "c", "z"
     fmt: str             # struct format of a scalar kernel argument (Launcher): "f", "d"
     eps: float           # machine epsilon (error bounds of the tests)
@@ -37,6 +39,11 @@ class Element:
     def is_complex(self):
         return self.dtype.kind == "c"
 
+    @property
+    def real(self):
+        """The Element of one component: itself for a real type, F32 / F64 for complex."""
+        return _BY_DTYPE[np.finfo(self.dtype).dtype]
+
     def lapack_func(self, name):
         """SciPy's LAPACK routine `name` without its prefix ("getrf") for this element."""
         from scipy.linalg import lapack
@@ -48,9 +55,8 @@ class Element:
 
 F32 = Element(np.dtype(np.float32), 4, "float", "s", "f", float(np.finfo(np.float32).eps))
 F64 = Element(np.dtype(np.float64), 8, "double", "d", "d", float(np.finfo(np.float64).eps))
-C64 = Element(np.dtype(np.complex64), 8, "cuComplex", "c", "", float(np.finfo(np.float32).eps))
-C128 = Element(np.dtype(np.complex128), 16, "cuDoubleComplex", "z", "",
-               float(np.finfo(np.float64).eps))
+C64 = Element(np.dtype(np.complex64), 8, "float2", "c", "", float(np.finfo(np.float32).eps))
+C128 = Element(np.dtype(np.complex128), 16, "double2", "z", "", float(np.finfo(np.float64).eps))
 
 _BY_DTYPE = {e.dtype: e for e in (F32, F64, C64, C128)}
 
@@ -79,6 +85,13 @@ def working_dtype(dtype):
 def element(dtype):
     """The Element of a working dtype (working_dtype's result, or any dtype it maps)."""
     return _BY_DTYPE[working_dtype(dtype)]
+
+
+def exact(dtype, among=REAL_KERNEL):
+    """The Element of `among` whose dtype is `dtype` itself (no policy, no conversion: an
+    in-place kernel's operand), or None."""
+    el = _BY_DTYPE.get(dtype)
+    return el if el in among else None
 
 
 def describe_policy():

@@ -12,17 +12,15 @@ import numpy as np
 
 from .backend import cupy
 from .device import sm_count
+from .element import C64, C128, F32, F64, exact
 from .kernels import Launcher, get_kernel
 
 NONFINITE = "array must not contain infs or NaNs"   # SciPy's check_finite message
 FAMILY = "finite"
-# dtype -> (all_finite's template argument, the C type of one component): a complex element
-# is two adjacent components, real and imaginary.
-_KERNEL_TYPES = {np.dtype(np.float32): ("float", "float"),
-                 np.dtype(np.float64): ("double", "double"),
-                 np.dtype(np.complex64): ("float2", "float"),
-                 np.dtype(np.complex128): ("double2", "double")}
-KERNEL_NAMES = tuple(f"all_finite<{t}>" for t, _ in _KERNEL_TYPES.values())
+# The element types checked; all_finite's template argument is the Element's C type (a complex
+# element is two adjacent components, real and imaginary: float2, double2).
+ELEMENTS = (F32, F64, C64, C128)
+KERNEL_NAMES = tuple(f"all_finite<{e.ctype}>" for e in ELEMENTS)
 _THREADS = 256          # all_finite's block (its __launch_bounds__)
 _SEG = 1024             # elements of one line per warp item (FIN_SEG in kernels/finite.cu)
 
@@ -52,15 +50,14 @@ def _kernel_args(x):
     """(all_finite's template argument, outer, inner, outer stride, inner stride) that check
     the non-empty array x, strides in components (float or double: the kernel's unit, a
     complex element is two of them); TypeError for a dtype or shape it does not take."""
-    types = _KERNEL_TYPES.get(x.dtype)
-    if types is None or x.ndim > 2:
+    el = exact(x.dtype, ELEMENTS)
+    if el is None or x.ndim > 2:
         raise TypeError(f"the finite check takes float32, float64, complex64 or complex128 "
                         f"arrays of at most 2 dimensions, got {x.dtype} {x.shape}")
-    name, part = types
-    parts = 2 if x.dtype.kind == "c" else 1
-    outer, inner, s_outer, s_inner = _lines(x, x.itemsize // parts)
-    if parts == 2 and s_inner == 2:   # adjacent complex elements: one real line, twice as long
-        name, inner, s_inner = part, 2 * inner, 1
+    name = el.ctype
+    outer, inner, s_outer, s_inner = _lines(x, el.real.itemsize)
+    if el.is_complex and s_inner == 2:   # adjacent complex elements: one real line, 2x long
+        name, inner, s_inner = el.real.ctype, 2 * inner, 1
     return name, outer, inner, s_outer, s_inner
 
 

@@ -10,7 +10,7 @@ pick_variant, gemm_into).
 
 from .. import tuning
 from ..core import device
-from ..core.element import F64
+from ..core.element import F32, F64
 from . import mma, simt, wgmma
 from .simt import chosen_variant, gemm_into, gemm_ptr, pick_split, pick_variant
 
@@ -21,10 +21,10 @@ PRECISIONS = ("auto", "fp32", "3xtf32", "tf32")          # float32 work
 PRECISIONS_FP64 = ("auto", "fp64")                         # float64 work: FP64 throughout
 
 
-def check_precision(precision, element=None):
-    """`precision` if it names an arithmetic of `element`'s work (None or float32: PRECISIONS;
+def check_precision(precision, element=F32):
+    """`precision` if it names an arithmetic of `element`'s work (float32: PRECISIONS;
     float64: PRECISIONS_FP64; complex: "auto"), else ValueError."""
-    name = "float32" if element is None else element.name
+    name = element.name
     if name == "float32":
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")

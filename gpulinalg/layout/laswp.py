@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core import device
 from ..core.backend import cupy
-from ..core.element import F32, F64
+from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "laswp"
@@ -25,8 +25,7 @@ FUSED_META = 4 * 6 * KMAX   # s_piv, s_slot, s_key/s_dst (2 KMAX), s_first (2 KM
 FUSED_SMEM = FUSED_META + 100 * 1024   # dynamic shared memory of one block
 FUSED_BLOCKS_PER_SM = 2     # 2 x FUSED_SMEM (+1 KiB reserved each) fit an SM's 228 KiB
 VECTOR_BYTES = 16           # laswp_fused's wide copies: VW = 16 // itemsize elements
-ELEMENTS = (F32, F64)       # the element types laswp_fused is instantiated for
-_BY_DTYPE = {e.dtype: e for e in ELEMENTS}
+ELEMENTS = REAL_KERNEL      # the element types laswp_fused is instantiated for
 
 
 def fused_cap(element=F32):
@@ -150,7 +149,7 @@ def laswp_inplace(a, piv_dev, inverse=False, offset=0):
     cp = cupy()
     if a.ndim != 2:
         raise ValueError("a must be a 2-D array")
-    element = _BY_DTYPE.get(a.dtype)
+    element = exact(a.dtype)
     if element is None:
         raise TypeError(f"laswp_inplace takes float32 or float64 arrays, got {a.dtype}")
     m, n = a.shape
@@ -189,7 +188,7 @@ def laswp_ptr(n, ap, lda, k, pp, offset=0, inverse=False, sms=None, element=F32)
     grid = (fused_grid(n, device.sm_count(dev) if sms is None else sms), 1, 1)
     inv = int(bool(inverse))
     fused = _launcher(dev, element.ctype, vw)
-    cap = (FUSED_SMEM - FUSED_META) // size     # fused_cap(element)
+    cap = fused_cap(element)
     for start, count in ((0, k),) if k <= KMAX else launch_plan(k, inverse):
         # pivots are int32: 4 bytes each
         fused(grid, (FUSED_THREADS, 1, 1), n, ap, lda, count, pp + 4 * start, offset + start,

@@ -15,7 +15,7 @@ from .. import tuning
 from ..core import arrays as _arrays
 from ..core import device
 from ..core.backend import cupy
-from ..core.element import F32, F64
+from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "transpose"
@@ -38,8 +38,7 @@ VARIANTS = {
 BASELINE = "32x8"     # the first tile: the benchmark's baseline (also the small-matrix tile)
 _COPY_THREADS = 256   # copy2d's block size (its __launch_bounds__)
 _MAX_GRID_Y = 65535
-ELEMENTS = (F32, F64)   # the element types the kernels are instantiated for
-_BY_DTYPE = {e.dtype: e for e in ELEMENTS}
+ELEMENTS = REAL_KERNEL  # the element types the kernels are instantiated for
 
 
 def _tiled_name(t, ctype="float"):
@@ -206,7 +205,7 @@ def transpose_into(src, dst, variant=None):
     m, n = src.shape
     if dst.shape != (n, m):
         raise ValueError(f"dst has shape {dst.shape}, expected {(n, m)}")
-    element = _BY_DTYPE.get(src.dtype)
+    element = exact(src.dtype)
     if element is None or dst.dtype != src.dtype:
         raise TypeError(f"transpose_into takes two float32 or two float64 arrays, got "
                         f"{src.dtype} and {dst.dtype}")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.arrays import array_kind
 from ..core.backend import cupy
-from ..core.element import F32, F64
+from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
 from ..gemm.dispatch import gemm_ptr_for
 from ..layout.laswp import row_leading_dim
@@ -32,8 +32,7 @@ CHUNK = 32                  # TRSM_CHUNK: rows solved per diagonal block
 NB_SHAPES_OF = {"float": (32, 64, 128), "double": (32, 64, 96)}
 NB_SHAPES = NB_SHAPES_OF["float"]
 NBMAX = NB_SHAPES[-1]
-ELEMENTS = (F32, F64)
-_BY_DTYPE = {e.dtype: e for e in ELEMENTS}
+ELEMENTS = REAL_KERNEL
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
 
 
@@ -107,7 +106,7 @@ def trsm_lower_unit(l, b):
     """
     if array_kind(l) != "cupy":
         raise TypeError(f"l must be a CuPy array, got {type(l).__name__}")
-    element = _BY_DTYPE.get(l.dtype)            # the element type: l's dtype, b's too
+    element = exact(l.dtype)            # the element type: l's dtype, b's too
     if element is None:
         raise ValueError(f"l must be a float32 or float64 array, got {l.dtype}")
     ldl, ldb = _row_ld(l, "l", element), _row_ld(b, "b", element)
