@@ -48,6 +48,15 @@ python3 -m pip install -v --no-deps --no-build-isolation -e . > /tmp/gpulinalg-i
       --format=csv; python3 -c "import cupy; cupy.show_config()"; } >> "$LOG" 2>&1
 
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+# run_stage LINES TITLE COMMAND...: the title and the command's output into the log, its last
+# LINES lines shown; a failing command makes the script's status 1.
+run_stage() {
+    local lines=$1 title=$2
+    shift 2
+    echo "== $title" | tee -a "$LOG"
+    "$@" 2>&1 | tee -a "$LOG" | tail -n "$lines"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+}
 
 # A new user's first calls (benchmarks/first_call.py: fresh processes, empty CuPy cache), on
 # the idle GPU before anything else, into first_call.json.
@@ -92,25 +101,20 @@ LU_ARGS=${LU_ARGS:-"--panel gpu,cpu --precision fp32,3xtf32,auto --wide --timeli
 for routine in sgemm transpose laswp lu; do
     has "$routine" || continue
     var="$(echo "$routine" | tr a-z A-Z)_ARGS"
-    echo "== gpulinalg-bench $routine ${!var:-}" | tee -a "$LOG"
-    python3 -m gpulinalg.bench "$routine" --json "$OUT/$routine.json" ${!var:-} 2>&1 \
-        | tee -a "$LOG" | tail -n 25
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    run_stage 25 "gpulinalg-bench $routine ${!var:-}" \
+        python3 -m gpulinalg.bench "$routine" --json "$OUT/$routine.json" ${!var:-}
 done
 # float64: our DGEMM against cuBLAS (squares and the LU's rank-k update shapes), into
 # dgemm.json; the float64 LU at lu_factor's defaults against cuSOLVER's dgetrf, into lu64.json.
 if has dgemm; then
-    echo "== dgemm_bench ${DGEMM_ARGS:-}" | tee -a "$LOG"
-    python3 tools/dgemm_bench.py --json "$OUT/dgemm.json" ${DGEMM_ARGS:-} 2>&1 \
-        | tee -a "$LOG" | tail -n 25
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    run_stage 25 "dgemm_bench ${DGEMM_ARGS:-}" \
+        python3 tools/dgemm_bench.py --json "$OUT/dgemm.json" ${DGEMM_ARGS:-}
 fi
 if has lu64; then
     args=${LU64_ARGS:-"--dtype float64 --sizes 2048,4096,8192,16384,32768 --rect '' --wide"}
-    echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
-    eval python3 -m gpulinalg.bench lu --json "$OUT/lu64.json" $args 2>&1 \
-        | tee -a "$LOG" | tail -n 12
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    eval "set -- $args"   # the arguments as the shell splits them ('' is one empty argument)
+    run_stage 12 "gpulinalg-bench lu $args" \
+        python3 -m gpulinalg.bench lu --json "$OUT/lu64.json" "$@"
 fi
 # SciPy's installed LU tests with its lu, lu_factor, lu_solve replaced by ours (failures
 # listed in the log; the stacked-input tests are not ours yet).
@@ -123,27 +127,21 @@ fi
 # lu_host.json.
 if has lu_host; then
     args=${LU_HOST_ARGS:-"2048,4096,8192,16384 --scipy 8192"}
-    echo "== lu_host $args" | tee -a "$LOG"
-    python3 benchmarks/lu_host.py $args --json "$OUT/lu_host.json" 2>&1 | tee -a "$LOG" \
-        | tail -n 8
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    run_stage 8 "lu_host $args" python3 benchmarks/lu_host.py $args --json "$OUT/lu_host.json"
 fi
 # Optional (STAGES="... lu_multi", a machine of several GPUs): the LU at the library's
 # defaults on 1 and DEVICES GPUs, same run, into lu_multi.json.
 if has lu_multi; then
     args=${LU_MULTI_ARGS:-"--devices ${DEVICES:-1,2} --sizes 8192,16384,32768,49152 --rect ''"}
-    echo "== gpulinalg-bench lu $args" | tee -a "$LOG"
-    eval python3 -m gpulinalg.bench lu --json "$OUT/lu_multi.json" $args 2>&1 \
-        | tee -a "$LOG" | tail -n 25
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    eval "set -- $args"
+    run_stage 25 "gpulinalg-bench lu $args" \
+        python3 -m gpulinalg.bench lu --json "$OUT/lu_multi.json" "$@"
 fi
 # Optional (STAGES="... lu_large", several GPUs): a host matrix larger than one GPU's memory
 # factored on LARGE_DEVICES GPUs, HPL's residual check, into lu_large.json.
 if has lu_large; then
-    echo "== lu_large --devices ${LARGE_DEVICES:-4}" | tee -a "$LOG"
-    python3 benchmarks/lu_large.py --devices "${LARGE_DEVICES:-4}" --json "$OUT/lu_large.json" \
-        2>&1 | tee -a "$LOG" | tail -n 25
-    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    run_stage 25 "lu_large --devices ${LARGE_DEVICES:-4}" \
+        python3 benchmarks/lu_large.py --devices "${LARGE_DEVICES:-4}" --json "$OUT/lu_large.json"
 fi
 # Optional (STAGES="... ncu_lu"): kernel-by-kernel GPU time of one LU (NCU_LU_ARGS: n panel
 # precision), summarised into the log (the CSV stays on the machine: at most 8 files return).
