@@ -21,14 +21,14 @@
 //   C: m16n8 c_i = (g + 8*(i/2), 2t + i%2);  m8n8k4 c0, c1 = (g, 2t), (g, 2t+1)
 // So a thread holds rows (columns) g + 8u of its warp tile at four k of each 16-k block.  Each
 // fragment is one 8-byte shared-memory read straight into the register the instruction takes
-// (fa[h + 2j], fb[n][j]; a 16-byte read pairs values the instruction wants apart: moves and
+// (a[h + 2j], b[j]; a 16-byte read pairs values the instruction wants apart: moves and
 // registers).  Within each 16-k block, logical k = t + 4j is physical k = 4t + (j ^ (t & 1)),
 // for A and B alike (the product is unchanged): it alternates the 8-byte half of a 16-byte
 // chunk between neighbouring t, which the conflict-free K-major reads need.  An m16n8k8 takes
 // j = 0, 1 then 2, 3; an m8n8k4 one j.
 //
-// Thread/data mapping (dgemm_mma<BM, BN, BK, WM, WN, STAGES, MINB, MK, A_KMAJOR, B_NMAJOR,
-// VEC>):
+// Thread/data mapping (dgemm_mma<BM, BN, BK, WM, WN, STAGES, MINB, MK, SB, A_KMAJOR,
+// B_NMAJOR, VEC>):
 //   * a block computes a BM x BN tile of C with (BM/WM)*(BN/WN) warps; warp w owns the WM x WN
 //     sub-tile (w / (BN/WN), w % (BN/WN)) as (WM/16) x (WN/8) m16n8 accumulator tiles
 //     (WM*WN/16 registers per thread);
@@ -41,9 +41,11 @@
 //     t = 0..3; MN-major: k-rows 4t + (j ^ (t & 1)) at 4 consecutive rows) and each quarter
 //     warp's cp.async writes are bank-conflict free (tests/test_dgemm.py models both);
 //   * pipeline: slice kt + 1 lands while slice kt is multiplied; one barrier per slice, before
-//     the warp's last m16 tile of it, after which the buffer of slice kt - 1 takes slice
-//     kt + STAGES - 1; each m16 tile's A fragments are read during the previous tile's
-//     products, and a 16-k block's B fragments right after the previous block's last products;
+//     the warp's last streamed tile of it, after which the buffer of slice kt - 1 takes slice
+//     kt + STAGES - 1.  One operand is streamed, the other held: each streamed tile's fragments
+//     (A's m16 tiles, or B's n8 tiles where SB) are read during the previous tile's products,
+//     the held operand's fragments of a 16-k block right after the previous block's last
+//     products (SB holds A: a warp tile wider than tall holds fewer registers that way);
 //   * C: the accumulators start at zero; with beta != 0 the epilogue reads C, the loads of
 //     8 rows of the warp tile in flight at a time, and writes alpha * acc + beta * C (C rounded once
 //     per call, as the LU's accuracy needs); beta == 0 never reads C.  C is accessed with .cs
@@ -54,10 +56,11 @@
 // Knobs (template parameters; gpulinalg/gemm/dmma.py passes them, static_asserts check them):
 //   BM, BN (block tile), BK = 16 or 32, WM, WN (warp tile, multiples of 16),
 //   STAGES >= 3, MINB resident blocks per SM (__launch_bounds__; one fewer for 3 or more
-//   without VEC, whose 8-byte copies need the registers), MK (sm_90 instruction).
-//   Defaults (gpulinalg/tuning.py): 128 x 128 tiles of 8 warps of 64 x 32, BK = 16, 4 stages,
-//   m16n8k16; for k <= 512 (rank-k updates) 128 x 64 tiles of 4 warps, two blocks per SM;
-//   64 x 64 tiles (4 warps of 32 x 32) where the large tile leaves most SMs idle.
+//   without VEC, whose 8-byte copies need the registers), MK (sm_90 instruction), SB (B
+//   streamed, A held).  Defaults (gpulinalg/tuning.py): 128 x 128 tiles of 8 warps of 64 x 32,
+//   BK = 32, 3 stages, m16n8k16; for k <= 512 (rank-k updates) 128 x 64 tiles of 4 warps of
+//   32 x 64 (SB), two blocks per SM; 64 x 64 tiles (4 warps of 32 x 32) where the large tile
+//   leaves most SMs idle.
 //   VEC requires lda, ldb, ldc even and 16-byte aligned base pointers (the caller checks).
 //   Dynamic shared memory: 8 * STAGES * BK * (BM + BN) bytes (128 KiB for the default).
 
@@ -276,8 +279,8 @@ __device__ __forceinline__ void dg_store_pair(double* crow, long long gj, long l
 
 }  // namespace
 
-template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MINB, int MK, bool A_KMAJOR,
-          bool B_NMAJOR, bool VEC>
+template <int BM, int BN, int BK, int WM, int WN, int STAGES, int MINB, int MK, bool SB,
+          bool A_KMAJOR, bool B_NMAJOR, bool VEC>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, VEC || MINB < 3 ? MINB : MINB - 1)
 dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long long lda,
           const double* __restrict__ B, long long ldb, double beta, double* __restrict__ C,
@@ -335,24 +338,41 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
 #pragma unroll
             for (int q = 0; q < 4; ++q) acc[i][n][q] = 0.0;
 
-    // Fragments: the A fragments of m16 tile i + 1 are read while tile i's products run
-    // (fa[i & 1]); the B fragments of a 16-k block (fb), and the next block's first A
-    // fragments, right after the block's last products are issued.  fa[.][h + 2j] =
-    // A(g + 8h, t + 4j), fb[n][j] = B(t + 4j, g).
-    double fa[2][8], fb[NT][4];
-    auto load_a = [&](double (&f)[8], const double* as, int i, int kb) {
+    // Fragments.  One operand's tiles are streamed, the other's held: SB false, the A
+    // fragments of m16 tile o + 1 are read while tile o's products run (fs[o & 1]), and the B
+    // fragments of all n8 tiles of a 16-k block are held (fh); SB true, the same with the
+    // roles swapped (B streamed per n8 tile, A held per 16-k block), which suits warp tiles
+    // wider than tall.  The held fragments, and the next block's first streamed ones, are read
+    // right after the block's last products are issued.  A fragment: a[h + 2j] = A(g + 8h,
+    // t + 4j); B fragment: b[j] = B(t + 4j, g).
+    constexpr int OT = SB ? NT : MT;          // streamed tiles per 16-k block
+    constexpr int HT = SB ? MT : NT;          // held tiles
+    constexpr int SF = SB ? 4 : 8, HF = SB ? 8 : 4;
+    double fs[2][SF], fh[HT][HF];
+    auto load_a = [&](double* f, const double* as, int i, int kb) {
 #pragma unroll
         for (int j = 0; j < 4; ++j)
 #pragma unroll
             for (int h = 0; h < 2; ++h) f[h + 2 * j] = a_frag.load(as, 2 * i + h, j, kb);
     };
-    auto load_b = [&](const double* bs, int kb) {
+    auto load_b = [&](double* f, const double* bs, int n, int kb) {
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int j = 0; j < 4; ++j) fb[n][j] = b_frag.load(bs, n, j, kb);
+        for (int j = 0; j < 4; ++j) f[j] = b_frag.load(bs, n, j, kb);
     };
-    auto mma = [&](double (&d)[4], const double (&a)[8], const double (&b)[4]) {
+    // streamed tile o of the 16-k block at kb into f
+    auto load_s = [&](double* f, const double* as, const double* bs, int o, int kb) {
+        if constexpr (SB) load_b(f, bs, o, kb);
+        else load_a(f, as, o, kb);
+    };
+    // every held tile of the 16-k block at kb
+    auto load_h = [&](const double* as, const double* bs, int kb) {
+#pragma unroll
+        for (int h = 0; h < HT; ++h) {
+            if constexpr (SB) load_a(fh[h], as, h, kb);
+            else load_b(fh[h], bs, h, kb);
+        }
+    };
+    auto mma = [&](double (&d)[4], const double* a, const double* b) {
 #ifdef DGEMM_SM90_MMA
         if (MK == 16) {
             dg_mma16816(d, a, b);
@@ -367,6 +387,14 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
             for (int h = 0; h < 2; ++h) dg_mma884(d[2 * h], d[2 * h + 1], a[h + 2 * j], b[j]);
 #endif
     };
+    // the products of streamed tile o with every held tile
+    auto mma_s = [&](int o, const double* f) {
+#pragma unroll
+        for (int h = 0; h < HT; ++h) {
+            if constexpr (SB) mma(acc[h][o], fh[h], f);
+            else mma(acc[o][h], f, fh[h]);
+        }
+    };
 
     // The ring: slice kt in buffer kt % STAGES.  Before the last m16 tile of slice kt, a
     // barrier: slice kt + 1 has landed and every warp has read slice kt - 1, whose buffer then
@@ -377,8 +405,8 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
     if (ktiles > 0) {
         cp_async_wait<STAGES - 2>();   // slice 0 landed (this thread's copies) ...
         __syncthreads();               // ... and everyone's
-        load_b(Bs, 0);
-        load_a(fa[0], As, 0, 0);
+        load_h(As, Bs, 0);
+        load_s(fs[0], As, Bs, 0, 0);
     }
     for (int kt = 0; kt < ktiles; ++kt) {
         const double* as = As + rd * A_STAGE;
@@ -388,11 +416,11 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
 #pragma unroll
         for (int kb = 0; kb < KB; ++kb) {
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                if (i + 1 == MT && kb + 1 == KB) {
+            for (int o = 0; o < OT; ++o) {
+                if (o + 1 == OT && kb + 1 == KB) {
                     cp_async_wait<STAGES - 3>();   // slice kt + 1 landed ...
                     __syncthreads();               // ... everyone's; slice kt - 1 read
-                    if (MT > 1) load_a(fa[i & 1], as, i, 16 * kb);
+                    if (OT > 1) load_s(fs[o & 1], as, bs, o, 16 * kb);
                     if (kt + STAGES - 1 < ktiles) {
                         const int wr = rd == 0 ? STAGES - 1 : rd - 1;
                         a_load.issue(As + wr * A_STAGE);
@@ -400,19 +428,18 @@ dgemm_mma(int M, int N, int K, double alpha, const double* __restrict__ A, long 
                     }
                     cp_async_commit();
                 }
-                // the next m16 tile's A fragments (the last one's: after the barrier above)
-                if (i + 1 < MT && !(i + 2 == MT && kb + 1 == KB))
-                    load_a(fa[(i + 1) & 1], as, i + 1, 16 * kb);
-#pragma unroll
-                for (int n = 0; n < NT; ++n) mma(acc[i][n], fa[i & 1], fb[n]);
+                // the next streamed tile's fragments (the last one's: after the barrier above)
+                if (o + 1 < OT && !(o + 2 == OT && kb + 1 == KB))
+                    load_s(fs[(o + 1) & 1], as, bs, o + 1, 16 * kb);
+                mma_s(o, fs[o & 1]);
             }
-            // the next 16-k block's B fragments and first A fragments
+            // the next 16-k block's held fragments and first streamed ones
             if (kb + 1 < KB) {
-                load_b(bs, 16 * (kb + 1));
-                load_a(fa[0], as, 0, 16 * (kb + 1));
+                load_h(as, bs, 16 * (kb + 1));
+                load_s(fs[0], as, bs, 0, 16 * (kb + 1));
             } else if (kt + 1 < ktiles) {
-                load_b(Bs + nx * B_STAGE, 0);
-                load_a(fa[0], As + nx * A_STAGE, 0, 0);
+                load_h(As + nx * A_STAGE, Bs + nx * B_STAGE, 0);
+                load_s(fs[0], As + nx * A_STAGE, Bs + nx * B_STAGE, 0, 0);
             }
         }
         rd = nx;

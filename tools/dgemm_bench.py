@@ -1,6 +1,6 @@
 """Our FP64 tensor-core DGEMM (gpulinalg/gemm/dmma.py) beside cuBLAS DGEMM, in one run.
 
-    python3 tools/dgemm_bench.py [--variants auto,128x128,128x64,...|all] [--json PATH]
+    python3 tools/dgemm_bench.py [--variants auto,128x128k32,128x64sb,...|all] [--json PATH]
 
 Cases: C = A B for each --square size s (all s x s, row-major); and the LU's trailing update
 C -= A B with A n x k row-major (K-contiguous), B k x n row-major, C n x n, for each k of --ks.

@@ -22,23 +22,17 @@ FAMILY = "dgemm"
 # One source of truth for the tile shapes; the kernel static_asserts their consistency.
 # BM x BN block tile, BK k-slice (16 or 32), WM x WN warp tile (multiples of 16), STAGES cp.async
 # ring depth (>= 3), MINB resident blocks per SM asked of the register allocator, MK the k of
-# the sm_90 instruction (mma m16n8k16 or m16n8k8; other architectures run m8n8k4).
-DTile = namedtuple("DTile", "BM BN BK WM WN STAGES MINB MK")
+# the sm_90 instruction (mma m16n8k16 or m16n8k8; other architectures run m8n8k4), SB: B's
+# fragments streamed per n8 tile and A's held (else A streamed per m16 tile, B held).
+DTile = namedtuple("DTile", "BM BN BK WM WN STAGES MINB MK SB")
 VARIANTS = {
-    # large products: 8 warps of 64 x 32, one block per SM, 128 KiB of ring
-    "128x128": DTile(128, 128, 16, 64, 32, 4, 1, 16),
-    # the same with Hopper's m16n8k8 (half the fragment registers live per mma)
-    "128x128k8": DTile(128, 128, 16, 64, 32, 4, 1, 8),
-    # the same with 32-k slices: one barrier per 32 k, 192 KiB ring of 3
-    "128x128k32": DTile(128, 128, 32, 64, 32, 3, 1, 16),
-    # rank-k updates: 4 warps of 64 x 32, two blocks per SM (one's C traffic under the other's mma)
-    "128x64": DTile(128, 64, 16, 64, 32, 4, 2, 16),
-    # the same tile transposed (4 warps side by side): fewer A rows, longer rows of B and C
-    "64x128": DTile(64, 128, 16, 64, 32, 4, 2, 16),
+    # large products: 8 warps of 64 x 32, one block per SM, 32-k slices in a 192 KiB ring of 3
+    "128x128k32": DTile(128, 128, 32, 64, 32, 3, 1, 16, False),
+    # rank-k updates: 4 warps of 32 x 64, two blocks per SM (one's C traffic under the other's
+    # products)
+    "128x64sb": DTile(128, 64, 16, 32, 64, 4, 2, 16, True),
     # few tiles: 4 warps of 32 x 32, three blocks per SM
-    "64x64": DTile(64, 64, 16, 32, 32, 4, 3, 16),
-    # the same with 32-k slices (96 KiB ring of 3), two blocks per SM
-    "64x64k32": DTile(64, 64, 32, 32, 32, 3, 2, 16),
+    "64x64": DTile(64, 64, 16, 32, 32, 4, 3, 16, False),
 }
 # dgemm_mma's parameters (M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) in Launcher's notation.
 _GEMM_ARGS = "iiidPqPqdPq"
@@ -54,9 +48,8 @@ def dynamic_smem(t):
 
 
 def _kernel_name(t, a_kmajor, b_nmajor, vec):
-    flags = ",".join(str(f).lower() for f in (a_kmajor, b_nmajor, vec))
-    return (f"dgemm_mma<{t.BM},{t.BN},{t.BK},{t.WM},{t.WN},{t.STAGES},{t.MINB},{t.MK},"
-            f"{flags}>")
+    flags = ",".join(str(f).lower() for f in (t.SB, a_kmajor, b_nmajor, vec))
+    return f"dgemm_mma<{t.BM},{t.BN},{t.BK},{t.WM},{t.WN},{t.STAGES},{t.MINB},{t.MK},{flags}>"
 
 
 # Every kernel this module can launch (the nvcc CI test compiles each one for sm_90).
