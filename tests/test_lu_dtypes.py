@@ -161,10 +161,11 @@ def test_gpu_float64_hard_matrices(rng, cp, kind):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lu, piv = gpulinalg.lu_factor(a)
-    if kind == "rank_deficient":   # pivots among equals: any choice is LAPACK-valid
-        assert backward_error(a, lu, piv, F64_EPS) <= 2 * _reference_error(cp, a) + 1e-3
-    else:
-        assert_matches_lapack(a, lu, piv)
+    # LAPACK's pivots (rank-deficient: pivots among equals, any choice is valid), the error
+    # within 2x the worse of LAPACK's and cuSOLVER's: on the kappa = 1e6 matrix the GPU panel
+    # gives 0.0063, LAPACK 0.0017-0.0027 by OpenBLAS's threads (docs/journal/float64.md)
+    assert_matches_lapack(a, lu, piv, same_pivots=kind != "rank_deficient",
+                          ref=_reference_error(cp, a))
 
 
 @pytest.mark.gpu
