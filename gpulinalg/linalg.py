@@ -15,6 +15,7 @@ from .core import finite as _finite
 from .core.backend import cupy
 from .core.element import element as _element
 from .layout.laswp import laswp_reference
+from .lu import getrs as _getrs
 from .lu import plan as _plan
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
@@ -465,37 +466,15 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         if B.size == 0:
             return _out(cp.empty(bshape, dtype), kind, cp)
         LU = _arrays.to_device(lu_, kind, "lu", dtype)
-        if dtype.kind == "c":
-            # CuPy's implementation module (see lu.plan._cusolver)
-            from cupyx.scipy.linalg._decomp_lu import lu_solve as cupyx_lu_solve
-            X = cupyx_lu_solve((LU, cp.asarray(piv)), B, trans=trans, check_finite=False)
-            return _out(X, kind, cp)
-        from cupyx.scipy.linalg import solve_triangular
-        from .layout.laswp import laswp_inplace
         # Layout: right-hand sides row-major (n x nrhs, C-order), so laswp moves whole rows.
         X = cp.array(B.reshape(n, -1), dtype=dtype, order="C")
-        P = cp.asarray(piv)  # 0-based absolute = relative to row 0 of X
-        X = _solve(cp, solve_triangular, LU, X, P, trans,
-                   lambda v, p, inv: laswp_inplace(v, p, inverse=inv))
+        X = _getrs.getrs(cp, LU, X, cp.asarray(piv), trans)
         return _out(_solution(cp, X, bshape), kind, cp)
 
 
 def _solution(xp, X, bshape):
     """The n x nrhs solution X in b's shape; F-ordered when 2-D (SciPy's, LAPACK's)."""
     return X.reshape(bshape) if len(bshape) == 1 else xp.asfortranarray(X)
-
-
-def _solve(xp, trsm, LU, X, piv, trans, laswp):
-    """The getrs steps; X row-major (n x nrhs), modified or replaced; returns X."""
-    if trans == 0:
-        laswp(X, piv, False)                                        # X = P^T b
-        X = trsm(LU, X, lower=True, unit_diagonal=True)             # L y = X
-        return trsm(LU, X, lower=False)                             # U x = y
-    X = trsm(LU, X, trans=1, lower=False)                           # U^T y = b
-    X = trsm(LU, X, trans=1, lower=True, unit_diagonal=True)        # L^T z = y
-    X = xp.ascontiguousarray(X)
-    laswp(X, piv, True)                                             # x = P z (reverse order)
-    return X
 
 
 def _host_pivots(piv):

@@ -99,6 +99,11 @@ class Tuning:
     dmma_small_variant: str      # tile where the large one leaves most SMs idle
     dmma_update_variant: str     # tile of the LU's rank-k updates (k <= 512)
 
+    # ---- solve (gesv.py): float64 systems by a float32 LU and float64 refinement
+    solve_refine_min_n: int      # refine from this n (float64 table); below, factor in float64
+    solve_refine_max_iter: int   # refinement steps before the float64 factorization answers
+    solve_refine_stall: float    # a step must shrink the residual below this share of the last
+
     # ---- transpose (layout/transpose.py)
     transpose_variant: str       # tile of aligned matrices
     transpose_off_grid: str      # tile where B's rows are off the 128-byte grid
@@ -171,6 +176,9 @@ SM90 = Tuning(
     dmma_variant="128x128k32",
     dmma_small_variant="64x64",
     dmma_update_variant="128x64sb",
+    solve_refine_min_n=4096,
+    solve_refine_max_iter=30,
+    solve_refine_stall=0.5,
     transpose_variant="64x4-pair",
     transpose_off_grid="32x8-pf256",
     transpose_off_grid_el="32x8-pf256-el",

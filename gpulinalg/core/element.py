@@ -79,7 +79,8 @@ def working_dtype(dtype):
         raise TypeError(f"dtype {dtype} has no GPU working precision (float32, float64, "
                         f"complex64, complex128); gpulinalg does not round it silently. "
                         f"Convert explicitly, e.g. a.astype(numpy.float64)")
-    raise TypeError(f"unsupported dtype {dtype}: {describe_policy()}")
+    raise TypeError(f"unsupported dtype {dtype}: it cannot be cast to float(32, 64) or "
+                    f"complex(64, 128); {describe_policy()}")
 
 
 def element(dtype):

@@ -60,8 +60,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
     solves, the reference laswp), inputs taken as NumPy."""
     if not emulate:
         return linalg.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
-    import scipy.linalg
-    from ..layout.laswp import laswp_reference
+    from ..lu.getrs import getrs
     _, lu_, b, piv, n, bshape, dtype = linalg._solve_inputs(lu_and_piv, b, trans,
                                                             kind="numpy")
     bh = arrays.host_view(b, "b")
@@ -69,8 +68,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
         raise ValueError(finite.NONFINITE)
     LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=dtype)
     X = np.array(bh, dtype=dtype, order="C").reshape(n, -1)
-    X = linalg._solve(np, scipy.linalg.solve_triangular, LU, X, piv, trans,
-                      lambda v, p, inv: laswp_reference(v, p, inv))
+    X = getrs(np, LU, X, piv, trans)
     return linalg._solution(np, X, bshape)
 
 

@@ -1,0 +1,552 @@
+"""solve, inv and det on the GPU, SciPy-compatible, on gpulinalg's LU.
+
+Each function checks its arguments without a GPU, returns early where nothing is to be
+computed, factors the matrix once with our LU (`linalg._factor`: the plan, its route and the
+backend that runs it) and finishes with the factors where they lie (lu/getrs.py).  A float64
+`solve` may factor a float32 copy and refine the float64 answer instead (`_refined`).
+"""
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import linalg as _linalg
+from . import tuning as _tuning
+from .core import arrays as _arrays
+from .core import finite as _finite
+from .core.backend import cupy
+from .core.element import F32, F64
+from .core.element import element as _element
+from .lu import getrs as _getrs
+from .lu import plan as _plan
+
+__all__ = ["solve", "inv", "det", "SolveInfo"]
+
+# assume_a's structures that our LU solves (the symmetric kinds from the indicated triangle),
+# by SciPy's names and aliases.
+_LU_STRUCTURES = {None: "general", "general": "general", "gen": "general",
+                  "symmetric": "symmetric", "sym": "symmetric",
+                  "hermitian": "hermitian", "her": "hermitian",
+                  "positive definite": "positive definite", "pos": "positive definite"}
+# The structured kinds SciPy also takes, and what to call instead.
+_ELSEWHERE = {
+    "diagonal": "b / diag(a)[:, None] (or scipy.linalg.solve on the host)",
+    "tridiagonal": "scipy.linalg.solve_banded, or cupyx.scipy.linalg.solve_banded",
+    "banded": "scipy.linalg.solve_banded, or cupyx.scipy.linalg.solve_banded",
+    "upper triangular": "cupyx.scipy.linalg.solve_triangular(a, b, lower=False)",
+    "lower triangular": "cupyx.scipy.linalg.solve_triangular(a, b, lower=True)",
+}
+
+
+@dataclass(frozen=True)
+class SolveInfo:
+    """How `solve` reached its answer (``solve(..., return_info=True)``).
+
+    path : "direct" (factored in the working dtype and solved), "refined" (float64: factored
+        in float32, the answer refined in float64 to float64's backward error) or "fallback"
+        (refinement stopped short and the float64 factorization answered).
+    factor_dtype : the dtype of the factors that gave the answer's last correction.
+    iterations : refinement steps taken (0 on the direct path).
+    backward_error : the refined answer's normwise backward error ||b - A x||_inf /
+        (||A||_inf ||x||_inf + ||b||_inf), largest over the columns; None on the direct path
+        (not computed).
+    rcond : the reciprocal 1-norm condition estimate (LAPACK's gecon) from the factors that
+        answered, None where it was not needed (a converged refinement).
+    """
+    path: str
+    factor_dtype: np.dtype
+    iterations: int
+    backward_error: float = None
+    rcond: float = None
+
+
+def _structure(assume_a, error=ValueError):
+    """The structure our LU solves for `assume_a`; NotImplementedError for the structured
+    kinds (naming what to call), `error` for unknown names (SciPy: ValueError in solve,
+    KeyError in inv)."""
+    if assume_a in _ELSEWHERE:
+        raise NotImplementedError(
+            f"gpulinalg solves assume_a={assume_a!r} as a general matrix only on request: "
+            f"pass assume_a='general', or use {_ELSEWHERE[assume_a]}")
+    try:
+        return _LU_STRUCTURES[assume_a]
+    except (KeyError, TypeError):
+        raise error(f"{assume_a} is not a recognized matrix structure") from None
+
+
+def _singular():
+    from scipy.linalg import LinAlgError
+    return LinAlgError("A singular matrix detected: slice(s) [0] are singular.")
+
+
+def _warn_ill_conditioned(rcond, dtype, stacklevel=4):
+    """SciPy's warning where the estimate is below the working dtype's eps."""
+    if rcond < np.finfo(dtype).eps:
+        warnings.warn(f"An ill-conditioned matrix detected: slice 0 has rcond = {rcond}.",
+                      _linalg._linalg_warning(), stacklevel=stacklevel)
+
+
+def _square(a, name="a"):
+    """a as a 2-D square array (a scalar or 1 x 1 stays 1 x 1); ValueError otherwise, with
+    stacked (ndim > 2) input named as not supported."""
+    if a.ndim > 2:
+        raise ValueError(f"{name} has shape {tuple(a.shape)}: stacked matrices (ndim > 2) are "
+                         "not supported yet; pass one 2-D matrix")
+    if a.ndim < 2:
+        raise ValueError(f"Expected at least ndim=2, got {name}.ndim={a.ndim}")
+    if a.shape[0] != a.shape[1]:
+        raise ValueError(f"Expected square matrix, got {name}.shape={tuple(a.shape)}")
+    return a.shape[0]
+
+
+def _working_matrix(xp, a, kind, dtype, structure, lower, check_finite):
+    """A C-ordered copy of `a` of `dtype` in module xp, the full matrix of its structure: the
+    symmetric kinds are rebuilt from the triangle `lower` names (SciPy reads only that one,
+    and checks all of `a` for non-finite numbers, as here)."""
+    if xp is np:
+        m = np.array(_arrays.host_view(a, "a"), dtype=dtype, order="C")
+    else:
+        m = xp.array(_arrays.to_device(a, kind, "a", dtype), dtype=dtype, order="C")
+    if check_finite and not _all_finite(xp, m):
+        raise ValueError(_finite.NONFINITE)
+    if structure == "general":
+        return m
+    tri = xp.tril(m) if lower else xp.triu(m)
+    other = tri.T.conj() if structure == "hermitian" else tri.T
+    full = tri + other
+    n = m.shape[0]
+    diag = xp.arange(n)
+    full[diag, diag] = m[diag, diag].real if structure == "hermitian" else m[diag, diag]
+    return xp.ascontiguousarray(full)
+
+
+def _factors(M, backend, precision="auto"):
+    """(xp, lu, piv, info) of the LU of the working matrix M (overwritten)."""
+    options = _plan.Options("auto", None, 1, precision, None)
+    return _linalg._factor(M, True, False, options,
+                           lambda kind, xp, lu, piv, info: (xp, lu, piv, info),
+                           backend=backend)
+
+
+def _module(backend):
+    """The array module the work runs in: CuPy (host input is uploaded once and the answer
+    brought back), NumPy for the emulation the tests run."""
+    return np if backend.emulated else cupy()
+
+
+def _context(xp, kind, arrays):
+    """The input's device made current (and torch's stream CuPy's); nothing for NumPy."""
+    if xp is np:
+        return contextlib.nullcontext()
+    return _arrays.launch_context(kind, _arrays.device_of(arrays))
+
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+          assume_a=None, transposed=False, *, precision="auto", return_info=False):
+    """Solve ``a @ x == b`` for ``x`` on the GPU.
+
+    Parameters
+    ----------
+    a : (N, N) array_like
+        Square matrix: NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
+    b : (N,) or (N, NRHS) array_like
+        Right-hand side(s), of the same kind as `a`.
+    lower : bool, optional
+        With a symmetric `assume_a`, use the lower triangle of `a` (default: the upper).
+    overwrite_a, overwrite_b : bool, optional
+        As SciPy's: where allowed, an F-ordered NumPy `a` of the working dtype receives the
+        LU factors, and an F-ordered NumPy `b` of the result dtype receives the solution and
+        is returned.  Other inputs are never modified.
+    check_finite : bool, optional
+        Check that `a` and `b` hold only finite numbers (ValueError otherwise).
+    assume_a : str, optional
+        None or 'general' ('gen'): our pivoted LU.  'symmetric' ('sym'), 'hermitian' ('her')
+        and 'positive definite' ('pos'): the matrix rebuilt from the triangle `lower` names,
+        then our pivoted LU (not a Cholesky or Bunch-Kaufman factorization).  'diagonal',
+        'tridiagonal', 'banded', 'upper triangular', 'lower triangular' raise
+        NotImplementedError naming the function to use.
+    transposed : bool, optional
+        Solve ``a.T @ x == b`` (real `a` only, as SciPy).
+    precision : {"auto", "fp64", "direct"}, keyword-only
+        float64 systems: "auto" (default) factors a float32 copy of `a` with our LU and
+        refines the float64 answer with float64 residuals of the original `a` until its
+        backward error is float64's (LAPACK's dsgesv criterion); where the refinement stalls
+        or diverges, or the float32 copy does not fit in GPU memory, `a` is factored in
+        float64 and the answer comes from those factors: never less accurate than the direct
+        path.  "fp64" (or "direct") factors in float64 at once.  Below the tuning table's
+        ``solve_refine_min_n`` the direct path is taken (the float32 LU's fixed cost is not
+        repaid).  Other dtypes solve directly in their working dtype.
+    return_info : bool, keyword-only
+        Also return a `SolveInfo` (the path, iterations, backward error, rcond).
+
+    Returns
+    -------
+    x : (N,) or (N, NRHS) array
+        Of b's shape, the inputs' kind, and SciPy's dtype (the promotion of the working
+        dtypes of `a` and `b`: float32 for float32, float64 for float64 and integers, ...).
+    info : SolveInfo
+        With `return_info` only.
+
+    Raises
+    ------
+    LinAlgError
+        `a` is singular (an exactly zero pivot).
+    ValueError
+        Shapes, non-finite input with `check_finite`, an unknown `assume_a` or `precision`,
+        stacked (ndim > 2) input.
+    NotImplementedError
+        A structured `assume_a`; `transposed` with complex `a`.
+
+    Warns
+    -----
+    LinAlgWarning
+        The reciprocal condition estimate (LAPACK's gecon, on the GPU, from the factors) is
+        below the working dtype's eps, as SciPy warns.
+
+    Notes
+    -----
+    The estimate needs a few single right-hand-side solves and reads their norms on the
+    host: the call synchronises with the GPU (as SciPy's semantics need the warning before
+    returning).  A converged refinement skips it: its convergence already bounds the
+    condition number far above eps.  Complex systems are factored and solved by cuSOLVER
+    through CuPy (lu_factor's complex route).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import gpulinalg
+    >>> a = np.array([[3, 2, 0], [1, -1, 0], [0, 5, 1]])
+    >>> b = np.array([2, 4, -1])
+    >>> x = gpulinalg.solve(a, b)
+    >>> x
+    array([ 2., -2.,  9.])
+    >>> np.allclose(a @ x, b)
+    True
+    """
+    return _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed,
+                  precision, return_info, _plan.DEVICE)
+
+
+_PRECISIONS = ("auto", "fp64", "direct")
+
+
+def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transposed, precision,
+           return_info, backend):
+    structure = _structure(assume_a)
+    if precision not in _PRECISIONS:
+        raise ValueError(f"precision must be one of {_PRECISIONS}, got {precision!r}")
+    a, b = _linalg._as_input(a), _linalg._as_input(b)
+    kind = _arrays.common_kind(a, b)
+    if a.ndim < 2 and a.size == 1:
+        a = a.reshape(1, 1)
+    n = _square(a)
+    if b.ndim == 0:
+        b = b.reshape(1)
+    bshape = tuple(b.shape)
+    if b.ndim > 2:
+        raise ValueError(f"b has shape {bshape}: stacked right-hand sides (ndim > 2) are not "
+                         "supported yet")
+    if bshape[0] != n and n != 1:
+        raise ValueError(f"incompatible shapes: a.shape={tuple(a.shape)} and b.shape={bshape}")
+    dtype = np.promote_types(_element(_arrays.dtype_of(a)).dtype,
+                             _element(_arrays.dtype_of(b)).dtype)
+    if dtype.kind == "c" and transposed:
+        raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
+                                  "a^H x = b for complex matrices.")
+    info = SolveInfo("direct", dtype, 0)
+    xp = _module(backend)
+    if n == 0 or b.size == 0:
+        x = xp.empty(bshape, dtype)
+        return _finish(x, kind, xp, bshape, info, return_info)
+    with _context(xp, kind, (a, b)):
+        M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
+        B = _rhs(xp, b, kind, dtype)
+        if check_finite and not _all_finite(xp, B):
+            raise ValueError(_finite.NONFINITE)
+        if n == 1:   # SciPy: a scalar a divides any b
+            if not bool(M[0, 0] != 0):
+                raise _singular()
+            return _finish(B / M[0, 0], kind, xp, bshape, info, return_info)
+        trans = 1 if transposed else 0
+        if (dtype == F64.dtype and precision == "auto"
+                and n >= _tuning.current(element=F64).solve_refine_min_n):
+            X, info = _refined(xp, M, B, trans, backend)
+        else:
+            X, info, LU = _direct(xp, M, B, trans, backend)
+            if overwrite_a and _writable_as(a, kind, dtype, "F"):
+                _copy_into(a, LU)      # as LAPACK's gesv leaves its factors in a
+        if overwrite_b and _writable_as(b, kind, dtype, "F"):
+            _copy_into(b, _linalg._solution(xp, X, bshape))
+            return (b, info) if return_info else b
+        return _finish(X, kind, xp, bshape, info, return_info)
+
+
+def _rhs(xp, b, kind, dtype):
+    """b as a C-ordered rows x nrhs array of `dtype` in module xp."""
+    if xp is np:
+        B = np.array(_arrays.host_view(b, "b"), dtype=dtype, order="C")
+    else:
+        B = xp.array(_arrays.to_device(b, kind, "b", dtype), dtype=dtype, order="C")
+    return B.reshape(B.shape[0], -1)
+
+
+def _all_finite(xp, x):
+    return bool(xp.isfinite(x).all()) if xp is np else _finite.device_all_finite(x)
+
+
+def _finish(X, kind, xp, bshape, info, return_info):
+    x = _linalg._out(_linalg._solution(xp, X, bshape), kind, xp)
+    return (x, info) if return_info else x
+
+
+def _writable_as(x, kind, dtype, order):
+    """x is a writeable NumPy array of `dtype` in `order` ("C" or "F"): SciPy then uses, and
+    so may overwrite, its memory where the caller allows it."""
+    return (kind == "numpy" and x.dtype == dtype and x.flags.writeable
+            and (x.flags.f_contiguous if order == "F" else x.flags.c_contiguous))
+
+
+def _copy_into(dest, value):
+    """dest[...] = value (a NumPy or CuPy array)."""
+    np.copyto(dest, value.get() if hasattr(value, "get") else value)
+
+
+def _direct(xp, M, B, trans, backend, rcond_check=True):
+    """Factor M (overwritten) in its dtype and solve; (X, SolveInfo, LU)."""
+    anorm = _getrs.norm1(xp, M)
+    _, LU, piv, info = _factors(M, backend)
+    if info > 0:
+        raise _singular()
+    piv = xp.asarray(piv)
+    rc = _getrs.rcond(xp, LU, piv, anorm)
+    if rcond_check:
+        _warn_ill_conditioned(rc, LU.dtype, stacklevel=5)
+    X = _getrs.getrs(xp, LU, B, piv, trans)
+    return X, SolveInfo("direct", LU.dtype, 0, rcond=rc), LU
+
+
+def _backward_error(xp, A, X, B, trans, anorm_inf):
+    """max over columns of ||b - op(A) x||_inf / (||A||_inf ||x||_inf + ||b||_inf), and R."""
+    R = B - (A.T @ X if trans else A @ X)
+    rn = xp.abs(R).max(axis=0)
+    den = anorm_inf * xp.abs(X).max(axis=0) + xp.abs(B).max(axis=0)
+    with np.errstate(all="ignore"):
+        err = xp.where(den > 0, rn / xp.where(den > 0, den, 1), xp.where(rn > 0, xp.inf, 0))
+    return float(err.max()), R
+
+
+def _refined(xp, A, B, trans, backend):
+    """float64 A x = B (A, B float64, C-ordered; A never modified until the fallback, which
+    factors it in place): a float32 LU and float64 refinement (LAPACK dsgesv's stopping rule:
+    ||r||_inf <= sqrt(n) eps ||A||_inf ||x||_inf per column), the direct float64 path where
+    the refinement stalls (the residual not halved), diverges, exceeds the table's steps or
+    the float32 copy does not fit."""
+    table = _tuning.current(element=F64)
+    n = A.shape[0]
+    eps = np.finfo(np.float64).eps
+    try:
+        A32 = A.astype(np.float32, order="C")
+        _, LU, piv, info = _factors(A32, backend)
+    except MemoryError:
+        return _fallback(xp, A, B, trans, backend, 0)
+    except Exception as exc:   # CuPy's OutOfMemoryError is not a MemoryError
+        if type(exc).__name__ != "OutOfMemoryError":
+            raise
+        return _fallback(xp, A, B, trans, backend, 0)
+    if info > 0 or not bool(xp.isfinite(LU).all()):   # float32 factors of no use
+        del LU
+        return _fallback(xp, A, B, trans, backend, 0)
+    piv = xp.asarray(piv)
+    anorm = float(xp.abs(A).sum(axis=0 if trans else 1).max())   # ||op(A)||_inf
+    X = _getrs.getrs(xp, LU, B.astype(np.float32), piv, trans).astype(np.float64)
+    last = np.inf
+    for it in range(1, table.solve_refine_max_iter + 1):
+        R = B - (A.T @ X if trans else A @ X)
+        rn = xp.abs(R).max(axis=0)
+        xn = xp.abs(X).max(axis=0)
+        if not bool(xp.isfinite(rn).all()):
+            break
+        if bool((rn <= np.sqrt(n) * eps * anorm * xn).all()):
+            err, _ = _backward_error(xp, A, X, B, trans, anorm)
+            return X, SolveInfo("refined", np.dtype(np.float32), it - 1, backward_error=err)
+        size = float(rn.max())
+        if size > table.solve_refine_stall * last:   # stalled or diverging
+            break
+        last = size
+        D = _getrs.getrs(xp, LU, xp.ascontiguousarray(R.astype(np.float32)), piv, trans)
+        X += D.astype(np.float64)
+    del LU
+    return _fallback(xp, A, B, trans, backend, it)
+
+
+def _fallback(xp, A, B, trans, backend, iterations):
+    X, info, _ = _direct(xp, A, B, trans, backend)
+    return X, SolveInfo("fallback", info.factor_dtype, iterations, rcond=info.rcond)
+
+
+def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    """The inverse of a square matrix, on the GPU.
+
+    Parameters
+    ----------
+    a : (N, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
+    overwrite_a : bool, optional
+        As SciPy's: where allowed, an F-ordered NumPy `a` of the working dtype receives the
+        inverse and is returned.  Other inputs are never modified.
+    check_finite : bool, optional
+        Check that `a` holds only finite numbers (ValueError otherwise).
+    assume_a : str, keyword-only
+        As `solve`'s: None / 'general' ('gen'), 'sym', 'her', 'pos' (the matrix rebuilt from
+        the triangle `lower` names) on our LU; the structured kinds raise
+        NotImplementedError; an unknown name raises KeyError (as SciPy's inv).
+    lower : bool, keyword-only
+        With a symmetric `assume_a`, use the lower triangle.
+
+    Returns
+    -------
+    ainv : (N, N) array
+        The inverse, of the working dtype (float32 for float32, float64 for float64 and
+        integers, complex as itself) and the input's kind.
+
+    Raises
+    ------
+    LinAlgError
+        `a` is singular.
+    ValueError
+        Not square, not 2-D (stacked input is not supported yet), non-finite with
+        `check_finite`.
+
+    Warns
+    -----
+    LinAlgWarning
+        The reciprocal condition estimate is below the working dtype's eps.
+
+    Notes
+    -----
+    Our LU, then ``L U X = P`` solved for all N columns of the identity (``2 N^3`` flops in
+    the triangular solves, cuBLAS's through cupyx); the condition estimate synchronises with
+    the GPU.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import gpulinalg
+    >>> a = np.array([[1., 2.], [3., 4.]])
+    >>> gpulinalg.inv(a)
+    array([[-2. ,  1. ],
+           [ 1.5, -0.5]])
+    """
+    return _inv(a, overwrite_a, check_finite, assume_a, lower, _plan.DEVICE)
+
+
+def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
+    structure = _structure(assume_a, error=KeyError)
+    a = _linalg._as_input(a)
+    kind = _arrays.array_kind(a)
+    n = _square(a)
+    dtype = _element(_arrays.dtype_of(a)).dtype
+    xp = _module(backend)
+    if n == 0:
+        return _linalg._out(xp.empty((0, 0), dtype), kind, xp)
+    with _context(xp, kind, (a,)):
+        M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
+        X, _, _ = _direct(xp, M, xp.eye(n, dtype=dtype), 0, backend)
+        if overwrite_a and _writable_as(a, kind, dtype, "F"):
+            _copy_into(a, X)       # as SciPy's inv, into an F-ordered a it may overwrite
+            return a
+        return _linalg._out(xp.ascontiguousarray(X), kind, xp)
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """The determinant of a square matrix, from our LU on the GPU.
+
+    Parameters
+    ----------
+    a : (N, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
+    overwrite_a : bool, optional
+        As SciPy's: where allowed, a C-ordered NumPy `a` of the working dtype receives the LU
+        factors.  Other inputs are never modified.
+    check_finite : bool, optional
+        Check that `a` holds only finite numbers (ValueError otherwise).
+
+    Returns
+    -------
+    det : float64 or complex128
+        As SciPy: a NumPy scalar for host input (float64 for real, complex128 for complex
+        input, whatever the working dtype); for CuPy or CUDA torch input a 0-d array of that
+        kind and dtype on the input's device.  1.0 for a 0 x 0 matrix; 0.0 for a singular
+        one.
+
+    Notes
+    -----
+    The product of U's diagonal, with the sign of the row interchanges, formed in float64
+    (complex128) with the exponents kept apart: no overflow or underflow in the product
+    where the determinant itself is representable, for float32 factors too.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import gpulinalg
+    >>> a = np.array([[0, 2, 3], [4, 5, 6], [7, 8, 9]])
+    >>> round(float(gpulinalg.det(a)), 10)
+    3.0
+    """
+    return _det(a, overwrite_a, check_finite, _plan.DEVICE)
+
+
+def _det(a, overwrite_a, check_finite, backend):
+    a = _linalg._as_input(a)
+    kind = _arrays.array_kind(a)
+    if a.ndim < 2:
+        raise ValueError("The input array must be at least two-dimensional.")
+    if a.ndim == 2 and a.shape[0] != a.shape[1]:
+        raise ValueError("Last 2 dimensions of the array must be square but received shape "
+                         f"{tuple(a.shape)}.")
+    n = _square(a)
+    dtype = _element(_arrays.dtype_of(a)).dtype
+    out = np.complex128 if dtype.kind == "c" else np.float64
+    xp = _module(backend)
+    if n == 0:
+        return _det_out(out(1.0), kind)
+    with _context(xp, kind, (a,)):
+        M = _working_matrix(xp, a, kind, dtype, "general", False, check_finite)
+        if n == 1:
+            return _det_out(out(complex(M[0, 0]) if out is np.complex128 else float(M[0, 0])),
+                            kind)
+        _, LU, piv, _ = _factors(M, backend)
+        if overwrite_a and _writable_as(a, kind, dtype, "C"):
+            _copy_into(a, LU)      # as SciPy's det, which factors a C-ordered a in place
+        diag = LU.diagonal()
+        d = np.asarray(diag.get() if xp is not np else diag).astype(out)
+        swaps = int(np.count_nonzero(np.asarray(piv.get() if hasattr(piv, "get") else piv)
+                                     != np.arange(n)))
+        return _det_out(_product(d) * (-1.0 if swaps % 2 else 1.0), kind)
+
+
+def _product(d):
+    """prod(d) in d's dtype (float64 or complex128) with the exponents summed apart: a
+    result that is representable does not overflow or underflow on the way."""
+    mag = np.abs(d)
+    if not mag.all():
+        return d.dtype.type(0)
+    m, e = np.frexp(mag)
+    mant, expo = 1.0, 0
+    for chunk in range(0, len(m), 512):   # 512 factors in [0.5, 1) stay above 2**-512
+        mant, ex = np.frexp(mant * np.prod(m[chunk:chunk + 512]))
+        expo += int(ex)
+    expo += int(e.sum())
+    value = np.ldexp(mant, expo) if abs(expo) < 2000 else (0.0 if expo < 0 else np.inf)
+    if d.dtype.kind == "c":
+        phase = np.prod(d / mag)
+        return np.complex128(value * phase)
+    return np.float64(value) * np.prod(np.sign(d))
+
+
+def _det_out(value, kind):
+    if kind in ("cupy", "torch"):
+        return _arrays.from_device(cupy().asarray(value), kind)
+    return value

@@ -1,0 +1,103 @@
+"""Solves with LU factors where they lie: the getrs steps and LAPACK's gecon estimate.
+
+Both work on the array module of the factors, `xp` (CuPy on the GPU; NumPy for the NumPy
+emulation the tests run): the row interchanges by our laswp kernel (NumPy: its reference), the
+triangular solves by `cupyx.scipy.linalg.solve_triangular` (NumPy: SciPy's).  The factors are
+lu_factor's: the row-major (C-ordered) n x n LU of a real dtype and 0-based LAPACK pivots.
+"""
+
+import numpy as np
+
+from ..layout.laswp import laswp_reference
+
+
+def _kit(xp):
+    """(solve_triangular, laswp(x, piv, inverse) in place) for arrays of module xp."""
+    if xp is np:
+        import scipy.linalg
+        return scipy.linalg.solve_triangular, laswp_reference
+    from cupyx.scipy.linalg import solve_triangular
+
+    from ..layout.laswp import laswp_inplace
+    return solve_triangular, laswp_inplace
+
+
+def getrs(xp, LU, X, piv, trans=0):
+    """op(A)^{-1} X for A = P L U given by (LU, piv): X row-major (n x nrhs, C-ordered) of
+    LU's dtype, modified or replaced; returns the solution (n x nrhs).  piv: the pivots as an
+    array of xp (0-based, absolute).  trans 0: A x = b; 1: A^T x = b; 2: A^H x = b.  Complex
+    factors (cuSOLVER's, through lu_factor's complex route) are solved by cuSOLVER's getrs
+    (NumPy: LAPACK's)."""
+    if np.dtype(LU.dtype).kind == "c":
+        if xp is np:
+            from scipy.linalg import lu_solve
+        else:   # CuPy's implementation module (see lu.plan._cusolver)
+            from cupyx.scipy.linalg._decomp_lu import lu_solve
+        return lu_solve((LU, piv), X, trans=trans, check_finite=False)
+    trsm, laswp = _kit(xp)
+    if trans == 0:
+        X = laswp(X, piv, False)                                                 # P^T b
+        X = trsm(LU, X, lower=True, unit_diagonal=True)                          # L y = X
+        return trsm(LU, X, lower=False)                                          # U x = y
+    X = trsm(LU, X, trans=1, lower=False)                                        # U^T y = b
+    X = trsm(LU, X, trans=1, lower=True, unit_diagonal=True)                     # L^T z = y
+    X = xp.ascontiguousarray(X)
+    return laswp(X, piv, True)                                                   # x = P z
+
+
+def norm1(xp, a):
+    """||a||_1, the largest column sum of |a|, as a Python float (one host synchronisation)."""
+    return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
+
+
+def inverse_norm1(solve, n, xp, dtype, max_iter=5):
+    """An estimate of ||A^{-1}||_1 from solves with A and A^H (LAPACK's xlacn2: Hager's method
+    as refined by Higham, 1988): solve(x, trans) returns A^{-1} x (trans 0) or A^{-H} x
+    (trans 1) for a vector x of xp.  At most 2 * max_iter + 1 solves; every step reads a
+    norm or an index on the host."""
+    complex_ = np.dtype(dtype).kind == "c"
+
+    def sign(y):
+        if complex_:
+            a = xp.abs(y)
+            return xp.where(a > 0, y / xp.where(a > 0, a, 1), 1).astype(dtype)
+        return xp.where(y >= 0, 1, -1).astype(dtype)
+
+    x = xp.full(n, 1.0 / n, dtype=dtype)
+    est, xi = 0.0, None
+    for it in range(max_iter):
+        y = solve(x, 0)
+        new = float(xp.abs(y).sum())
+        s = sign(y)
+        if it > 0 and (new <= est or (not complex_ and bool((s == xi).all()))):
+            break
+        est, xi = new, s
+        z = solve(xi, 1)
+        j = int(xp.argmax(xp.abs(z)))
+        if it > 0 and float(xp.abs(z[j])) <= float(xp.real(xp.vdot(z, x))):
+            break
+        x = xp.zeros(n, dtype=dtype)
+        x[j] = 1
+    # Higham's alternative vector guards against the underestimates of special structure.
+    i = xp.arange(n, dtype=np.float64)
+    alt = ((-1.0) ** i * (1 + i / max(n - 1, 1))).astype(dtype)
+    return max(est, 2 * float(xp.abs(solve(alt, 0)).sum()) / (3 * n))
+
+
+def rcond(xp, LU, piv, anorm):
+    """LAPACK's xgecon: the reciprocal 1-norm condition number estimate 1 / (||A||_1
+    ||A^{-1}||_1) from the factors (LU, piv) of A and anorm = ||A||_1.  0 where anorm is 0 or
+    the solves overflow."""
+    n = LU.shape[0]
+    if n == 0:
+        return float("inf")
+    if anorm == 0:
+        return 0.0
+
+    def solve(x, trans):
+        return getrs(xp, LU, xp.array(x.reshape(n, 1), order="C"), piv,
+                     2 * trans).reshape(n)
+
+    with np.errstate(all="ignore"):
+        inv = inverse_norm1(solve, n, xp, LU.dtype)
+    return 1.0 / (anorm * inv) if np.isfinite(inv) and inv > 0 else 0.0
