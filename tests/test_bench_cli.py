@@ -15,7 +15,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import tuning
-from gpulinalg.bench import common, laswp, lu, sgemm, transpose
+from gpulinalg.bench import common, laswp, lu, sgemm, solve, transpose
 from gpulinalg.bench import __main__ as cli
 
 # The folder that holds the gpulinalg these tests import (a checkout or site-packages).
@@ -373,9 +373,21 @@ def fake_laswp(m, n, k, repeat, rotate=8, calls=16):
                 graph_how="graph", gather_scatter_ms=0.5)
 
 
+def fake_lu_solve(n, nrhs, dtype, repeat):
+    return dict(case="lu_solve", dtype=dtype, n=n, nrhs=nrhs, ours_ms=1.0, vendor_ms=2.0,
+                ratio=2.0, err_ours=1e-7, err_vendor=1e-7, vendor="cupyx")
+
+
+def fake_solve(n, repeat, kappa=None):
+    return dict(case="solve", dtype="float64", n=n, nrhs=1, kappa=kappa, ours_ms=100.0,
+                vendor_ms=250.0, ratio=2.5, err_ours=1e-17, err_vendor=1e-17,
+                path="refined", iterations=2, vendor="cupy.linalg.solve")
+
+
 @pytest.mark.parametrize("routine, argv", [
     ("lu", []), ("sgemm", ["--sizes", "1024,2048", "--rank-k", "64"]),
-    ("transpose", ["--sizes", "1000,4096"]), ("laswp", ["--npiv", "128,256"])])
+    ("transpose", ["--sizes", "1000,4096"]), ("laswp", ["--npiv", "128,256"]),
+    ("solve", ["--nrhs", "1,16", "--solve-sizes", "4096", "--kappa", "1e3,1e12"])])
 @pytest.mark.parametrize("wide", [False, True])
 def test_a_routine_writes_its_json_and_plot(monkeypatch, tmp_path, capsys, routine, argv,
                                             wide):
@@ -386,6 +398,8 @@ def test_a_routine_writes_its_json_and_plot(monkeypatch, tmp_path, capsys, routi
     monkeypatch.setattr(sgemm, "measure", fake_sgemm)
     monkeypatch.setattr(transpose, "measure", fake_transpose)
     monkeypatch.setattr(laswp, "measure", fake_laswp)
+    monkeypatch.setattr(solve, "measure_lu_solve", fake_lu_solve)
+    monkeypatch.setattr(solve, "measure_solve", fake_solve)
     path = tmp_path / "res" / f"{routine}.json"
     args = cli.build_parser().parse_args(
         [routine, "--json", str(path), "--plot", "--quiet"] + argv + (["--wide"] if wide else []))

@@ -188,6 +188,30 @@ def time_burst(fns, warmup=2, repeat=10, calls=10, queued=False):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def time_wall(fns, warmup=1, repeat=5):
+    """{name: median milliseconds of one call} for a dict of callables, each call timed by
+    the host's clock up to a device synchronisation after it (what a user's call costs, host
+    work included).  The candidates take turns in every round, in an order shuffled each
+    round (seeded)."""
+    import time
+
+    import cupy as cp
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    cp.cuda.Device().synchronize()
+    times = {name: [] for name in fns}
+    names, rng = list(fns), random.Random(0)
+    for _ in range(repeat):
+        rng.shuffle(names)
+        for name in names:
+            t0 = time.perf_counter()
+            fns[name]()
+            cp.cuda.Device().synchronize()
+            times[name].append(1e3 * (time.perf_counter() - t0))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def time_both(fn, warmup=2, repeat=10, calls=10):
     """{'call_ms', 'graph_ms', 'graph_how'}: time_gpu (one Python call between events, fn
     rotating through a list like time_graph) and time_graph of the same fn."""
