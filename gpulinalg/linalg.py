@@ -437,8 +437,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     -----
     Real dtypes, trans = 0: the row interchanges are applied to a row-major copy of b with
     our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on
-    the GPU (cuBLAS trsm through cupyx).  trans = 1, 2: ``U^T`` and ``L^T`` solves, then the
-    interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
+    the GPU: up to 16 right-hand sides by our kernel that reads each triangle once (one
+    launch per triangle), beyond by cuBLAS trsm through cupyx.  trans = 1, 2: ``U^T`` and
+    ``L^T`` solves, then the interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
     `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
 
     Examples

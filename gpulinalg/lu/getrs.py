@@ -2,13 +2,16 @@
 
 Both work on the array module of the factors, `xp` (CuPy on the GPU; NumPy for the NumPy
 emulation the tests run): the row interchanges by our laswp kernel (NumPy: its reference), the
-triangular solves by `cupyx.scipy.linalg.solve_triangular` (NumPy: SciPy's).  The factors are
-lu_factor's: the row-major (C-ordered) n x n LU of a real dtype and 0-based LAPACK pivots.
+triangular solves, up to trsv.MAX_RHS right-hand sides, by our few-column kernel (lu/trsv.py:
+each triangle read once), beyond by `cupyx.scipy.linalg.solve_triangular` (cuBLAS trsm;
+NumPy: SciPy's).  The factors are lu_factor's: the row-major (C-ordered) n x n LU of a real
+dtype and 0-based LAPACK pivots.
 """
 
 import numpy as np
 
-from ..layout.laswp import laswp_reference
+from ..layout.laswp import laswp_reference, row_leading_dim
+from . import trsv
 
 
 def _kit(xp):
@@ -20,6 +23,12 @@ def _kit(xp):
 
     from ..layout.laswp import laswp_inplace
     return solve_triangular, laswp_inplace
+
+
+def _row_major(a):
+    """a is a row-major view (unit column stride): the layout the few-column solve reads."""
+    size = a.itemsize
+    return row_leading_dim(a.shape, (a.strides[0] // size, a.strides[1] // size)) is not None
 
 
 def getrs(xp, LU, X, piv, trans=0):
@@ -35,6 +44,15 @@ def getrs(xp, LU, X, piv, trans=0):
             from cupyx.scipy.linalg._decomp_lu import lu_solve
         return lu_solve((LU, piv), X, trans=trans, check_finite=False)
     trsm, laswp = _kit(xp)
+    if xp is not np and X.shape[1] <= trsv.MAX_RHS and _row_major(LU):
+        # few right-hand sides: one bandwidth-bound launch per triangle (lu/trsv.py)
+        if trans == 0:
+            laswp(X, piv, False)
+            trsv.solve_triangular_few(LU, X, lower=True)
+            return trsv.solve_triangular_few(LU, X, lower=False)
+        trsv.solve_triangular_few(LU, X, lower=False, trans=True)
+        trsv.solve_triangular_few(LU, X, lower=True, trans=True)
+        return laswp(X, piv, True)
     if trans == 0:
         X = laswp(X, piv, False)                                                 # P^T b
         X = trsm(LU, X, lower=True, unit_diagonal=True)                          # L y = X
