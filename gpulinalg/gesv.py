@@ -113,12 +113,15 @@ def _working_matrix(xp, a, kind, dtype, structure, lower, check_finite):
         raise ValueError(_finite.NONFINITE)
     if structure == "general":
         return m
+    # Hermitian for 'hermitian' and 'positive definite' (LAPACK's xpotrf reads its triangle
+    # as Hermitian), symmetric for 'symmetric'
+    hermitian = structure != "symmetric"
     tri = xp.tril(m) if lower else xp.triu(m)
-    other = tri.T.conj() if structure == "hermitian" else tri.T
+    other = tri.T.conj() if hermitian else tri.T
     full = tri + other
     n = m.shape[0]
     diag = xp.arange(n)
-    full[diag, diag] = m[diag, diag].real if structure == "hermitian" else m[diag, diag]
+    full[diag, diag] = m[diag, diag].real if hermitian else m[diag, diag]
     return xp.ascontiguousarray(full)
 
 
@@ -163,8 +166,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         Check that `a` and `b` hold only finite numbers (ValueError otherwise).
     assume_a : str, optional
         None or 'general' ('gen'): our pivoted LU.  'symmetric' ('sym'), 'hermitian' ('her')
-        and 'positive definite' ('pos'): the matrix rebuilt from the triangle `lower` names,
-        then our pivoted LU (not a Cholesky or Bunch-Kaufman factorization).  'diagonal',
+        and 'positive definite' ('pos', Hermitian): the matrix rebuilt from the triangle
+        `lower` names, then our pivoted LU (not a Cholesky or Bunch-Kaufman factorization: a
+        matrix that is not positive definite is solved, not refused).  'diagonal',
         'tridiagonal', 'banded', 'upper triangular', 'lower triangular' raise
         NotImplementedError naming the function to use.
     transposed : bool, optional

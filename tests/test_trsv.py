@@ -366,7 +366,9 @@ def test_reference_ignores_unused_parts(rng):
 def _factors(n):
     """lu_factor's combined matrix of a seeded random matrix (float64; cached per n)."""
     rng = np.random.default_rng(n)
-    return sl.lu_factor(rng.standard_normal((n, n)) if n else np.zeros((0, 0)))[0]
+    # C-ordered: lu_factor's own order, the row-major layout the kernel reads
+    return np.ascontiguousarray(
+        sl.lu_factor(rng.standard_normal((n, n)) if n else np.zeros((0, 0)))[0])
 
 
 def factor_with_nan(n, lower, dtype):

@@ -9,7 +9,9 @@ on the GPU (CuPy arrays):
   factors) against `cupyx.scipy.linalg.lu_solve` on `cupyx.scipy.linalg.lu_factor`'s (cuSOLVER
   getrs), n = --n, for each --nrhs and --dtype;
 * the float64 solve of one right-hand side: `gpulinalg.solve` at its defaults against
-  `cupy.linalg.solve` (cuSOLVER dgetrf + dgetrs), for each of --solve-sizes;
+  `cupy.linalg.solve` (cuSOLVER dgetrf + dgetrs), for each of --solve-sizes, with our two
+  paths also timed on their own (`precision="fp64"`; the refinement forced by a tuning table
+  with solve_refine_min_n = 1: the evidence of that cut-over);
 * the same at n = --kappa-n on matrices of condition number kappa (random orthogonal factors,
   log-spaced singular values), for each of --kappa.
 
@@ -91,25 +93,42 @@ def measure_lu_solve(n, nrhs, dtype, repeat):
 def measure_solve(n, repeat, kappa=None):
     """The float64 solve of one right-hand side on a random n x n matrix, or on one of
     condition number kappa (`conditioned`)."""
+    import dataclasses
     import warnings
 
     import cupy as cp
 
     import gpulinalg
+    from gpulinalg import tuning
+    from gpulinalg.core.element import F64
     a = (common.random_matrix((n, n), 4, cp, dtype="float64") if kappa is None
          else conditioned(cp, n, kappa, 5))
     b = common.random_matrix((n,), 3, cp, dtype="float64")
+    # ours at its defaults, our two paths forced (the direct float64 path by precision="fp64",
+    # the refinement by a table with solve_refine_min_n = 1), cuSOLVER's
+    refine_all = dataclasses.replace(tuning.current(element=F64), solve_refine_min_n=1)
+
+    def refined():
+        with tuning.override(refine_all):
+            return gpulinalg.solve(a, b)
+
     fns = {"ours": lambda: gpulinalg.solve(a, b),
+           "direct": lambda: gpulinalg.solve(a, b, precision="fp64"),
+           "refined": refined,
            "cupy": lambda: cp.linalg.solve(a, b)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the ill-conditioned matrices warn, as SciPy's
         ms = common.time_wall(fns, repeat=repeat)
         x, info = gpulinalg.solve(a, b, return_info=True)
+        with tuning.override(refine_all):
+            _, info_refined = gpulinalg.solve(a, b, return_info=True)
     row = {"case": "solve", "dtype": "float64", "n": n, "nrhs": 1, "kappa": kappa,
            "ours_ms": ms["ours"], "vendor_ms": ms["cupy"], "ratio": ms["cupy"] / ms["ours"],
            "err_ours": backward_error(cp, a, x, b),
            "err_vendor": backward_error(cp, a, fns["cupy"](), b),
-           "path": info.path, "iterations": info.iterations, "vendor": "cupy.linalg.solve"}
+           "path": info.path, "iterations": info.iterations, "vendor": "cupy.linalg.solve",
+           "direct_ms": ms["direct"], "refined_ms": ms["refined"],
+           "refined_path": info_refined.path, "refined_iterations": info_refined.iterations}
     del a, b, x
     cp.get_default_memory_pool().free_all_blocks()
     return row
@@ -163,7 +182,9 @@ def summary(rows):
             ("ours_ms", "ours ms", "{:.3f}"),
             ("vendor_ms", "cuSOLVER ms", "{:.3f}"), ("ratio", "ratio", "{:.2f}"),
             ("err_ours", "err ours", "{:.1e}"), ("err_vendor", "err cuSOLVER", "{:.1e}"),
-            ("path", "path", "{}"), ("iterations", "steps", "{}")]
+            ("path", "path", "{}"), ("iterations", "steps", "{}"),
+            ("direct_ms", "fp64 path ms", "{:.3f}"), ("refined_ms", "refined ms", "{:.3f}"),
+            ("refined_path", "refined path", "{}")]
     print()
     common.print_table(cols, rows,
                        title="solve: ours vs cuSOLVER (lu_solve: cupyx.scipy.linalg.lu_solve; "
