@@ -265,6 +265,26 @@ def lu64_section(doc, img=None):
         table(doc["rows"], cols)])
 
 
+def solve_section(doc, img=None):
+    """lu_solve and the float64 solve beside cuSOLVER (gpulinalg-bench solve)."""
+    cols = [("case", "case", ""), ("dtype", "dtype", ""), ("n", "n", ""), ("nrhs", "nrhs", ""),
+            ("kappa", "κ", ".0e"), ("ours_ms", "ours ms", ".3f"),
+            ("vendor_ms", "cuSOLVER ms", ".3f"), ("ratio", "cuSOLVER/ours", ".2f"),
+            ("err_ours", "err ours", ".1e"), ("err_vendor", "err cuSOLVER", ".1e"),
+            ("path", "path", ""), ("iterations", "steps", "")]
+    return "\n".join([
+        f"## Solves\n\n{env_line(doc)}\n",
+        "CuPy inputs, wall time of one call with a device synchronisation, ours and cuSOLVER's "
+        "alternating, medians.  `lu_solve`: factors on the GPU (ours from `lu_factor`, "
+        "cuSOLVER's from `cupyx.scipy.linalg.lu_factor`), against "
+        "`cupyx.scipy.linalg.lu_solve`.  `solve`: float64, one right-hand side, "
+        "`gpulinalg.solve` at its defaults against `cupy.linalg.solve` (dgetrf + dgetrs); κ "
+        "rows on matrices of that condition number.  Error: ‖b − Ax‖∞ / (‖A‖∞‖x‖∞ + ‖b‖∞); "
+        "path and steps as `solve(..., return_info=True)` reports them.  "
+        + reproduce("solve", "gpulinalg-bench solve"),
+        table(doc["rows"], cols)])
+
+
 def cpu_panel_steps(doc):
     """Per-step summaries of the CPU-panel timelines that came with the LU rows (the bench
     writes one timeline per one-GPU row, in the rows' order), or [] where there are none."""
@@ -491,7 +511,8 @@ def first_call_section(doc, img=None):
 
 SECTIONS = {"first_call": first_call_section, "sgemm": sgemm_section, "dgemm": dgemm_section,
             "transpose": transpose_section, "laswp": laswp_section, "lu": lu_section,
-            "lu64": lu64_section, "lu_multi": lu_multi_section, "lu_host": lu_host_section,
+            "lu64": lu64_section, "solve": solve_section, "lu_multi": lu_multi_section,
+            "lu_host": lu_host_section,
             "lu_large": lu_large_section}
 PLOTS = {"sgemm": "img/sgemm.png", "lu": "img/lu.png", "lu_multi": "img/lu_multi.png"}
 
@@ -593,6 +614,16 @@ def summary(docs):
                 lines.append(f"| LU n={r['n']}, float64 ({gpu64}) | {r['tflops']:.1f} TF/s "
                              f"| cuSOLVER dgetrf {r['cusolver_tflops']:.1f} | "
                              f"{r['ratio']:.2f}× |")
+    if "solve" in docs:
+        gpus = docs["solve"]["environment"]["device"].replace("NVIDIA ", "")
+        for r in docs["solve"]["rows"]:
+            if r["case"] == "lu_solve" and r["nrhs"] in (1, 16) or (
+                    r["case"] == "solve" and not r.get("kappa") and r["n"] >= 16384):
+                what = (f"lu_solve n={r['n']}, {r['nrhs']} rhs, {r['dtype']}"
+                        if r["case"] == "lu_solve" else
+                        f"solve n={r['n']}, float64, 1 rhs ({r['path']})")
+                lines.append(f"| {what} ({gpus}) | {r['ours_ms']:.2f} ms | cuSOLVER "
+                             f"{r['vendor_ms']:.2f} ms | {r['ratio']:.2f}× |")
     if "lu_multi" in docs:
         gpu = docs["lu_multi"]["environment"]["device"].replace("NVIDIA ", "").split()[0]
         for r in docs["lu_multi"]["rows"]:

@@ -99,6 +99,9 @@ class Tuning:
     dmma_small_variant: str      # tile where the large one leaves most SMs idle
     dmma_update_variant: str     # tile of the LU's rank-k updates (k <= 512)
 
+    # ---- few-column triangular solve (lu/trsv.py)
+    trsv_nb: int                 # rows per block (the largest the device's shared memory takes)
+
     # ---- solve (gesv.py): float64 systems by a float32 LU and float64 refinement
     solve_refine_min_n: int      # refine from this n (float64 table); below, factor in float64
     solve_refine_max_iter: int   # refinement steps before the float64 factorization answers
@@ -176,6 +179,7 @@ SM90 = Tuning(
     dmma_variant="128x128k32",
     dmma_small_variant="64x64",
     dmma_update_variant="128x64sb",
+    trsv_nb=128,
     solve_refine_min_n=4096,
     solve_refine_max_iter=30,
     solve_refine_stall=0.5,
@@ -200,6 +204,7 @@ SM90_F64 = replace(
     gpu_nb=256,
     gpu_nb_steps_tc=((16384, 512),),   # FP64 tensor-core updates
     l21_colmajor_min_cols=0,
+    trsv_nb=64,                        # the double kernel's largest block
 )
 
 # Other architectures: sm_90's values (not measured elsewhere; the tensor-core fields

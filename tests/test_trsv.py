@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
+from gpulinalg import tuning
 from gpulinalg.core import kernels as _kernels
 from gpulinalg.core.element import F32, F64
 from gpulinalg.lu import trsv as _trsv
@@ -68,10 +69,13 @@ def test_shared_memory(element):
         # every device from sm_80 on (99 KB a block on sm_86/89/120) has the smallest NB
         assert shared_bytes(shapes[0], r, element) + _trsv.STATIC_SHARED <= 99 * KIB
         # sm_90's 227 KB take the largest
-        assert nb_shape(r, element, limit=227 * KIB) == shapes[-1]
-        assert nb_shape(r, element, limit=99 * KIB) == shapes[0]
-    assert nb_shape(1, F32, limit=163 * KIB) == 64             # sm_80: float 128 needs 199 KB
-    assert nb_shape(16, F64, limit=163 * KIB) == 64
+        assert nb_shape(r, element, limit=227 * KIB, wanted=shapes[-1]) == shapes[-1]
+        assert nb_shape(r, element, limit=227 * KIB, wanted=shapes[0]) == shapes[0]
+        assert nb_shape(r, element, limit=99 * KIB, wanted=shapes[-1]) == shapes[0]
+    assert nb_shape(1, F32, limit=163 * KIB, wanted=128) == 64   # sm_80: float 128 needs 199 KB
+    assert nb_shape(16, F64, limit=163 * KIB, wanted=64) == 64
+    for element in (F32, F64):   # the tables' values are kernels this module instantiates
+        assert tuning.current(element=element).trsv_nb in NB_SHAPES_OF[element.ctype]
     assert shared_bytes(128, 16, F32) == 4 * (2 * 128 * 132 + 128 * 132 + 128 * 16)
     assert shared_bytes(32, 16, F64) == 8 * (8 * 16 * 32 + 32 * 34 + 32 * 16)  # sums > ring
     with pytest.raises(ValueError, match="shared memory"):
@@ -308,7 +312,7 @@ def poisoned(rng, n, lower, dtype=np.float64):
     triangle for U."""
     a = rng.standard_normal((n, n)) + n * np.eye(n) * 0.5
     lu, _ = sl.lu_factor(a)
-    lu = lu.astype(dtype)
+    lu = np.ascontiguousarray(lu, dtype=dtype)   # row-major, as lu_factor's and the kernel's
     if lower:
         lu[np.triu_indices(n)] = np.nan
     else:
@@ -493,13 +497,20 @@ def test_more_blocks_than_grid(cp, rng, element, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("element", ELEMENTS)
 @pytest.mark.parametrize("nrhs", [1, 3, 16])
-def test_smaller_nb_shapes(cp, rng, element, nrhs, monkeypatch):
+def test_smaller_nb_shapes(cp, rng, element, nrhs):
     """The smaller NB of each element type (what devices with less shared memory per block
-    run), forced: partial blocks, every case, aligned and one-element-off views."""
-    from gpulinalg.core import device
-    monkeypatch.setattr(_trsv, "_plan", lambda dev, ctype, r: (NB_SHAPES_OF[ctype][0],
-                                                               device.sm_count(dev)))
+    run), forced by a table with that trsv_nb: partial blocks, every case, aligned and
+    one-element-off views."""
+    import dataclasses
+
+    from gpulinalg import tuning
     nb = NB_SHAPES_OF[element.ctype][0]
+    small = dataclasses.replace(tuning.current(element=element), trsv_nb=nb)
+    with tuning.override(small):
+        _smaller_nb_cases(cp, rng, element, nrhs, nb)
+
+
+def _smaller_nb_cases(cp, rng, element, nrhs, nb):
     for n in (nb - 1, 2 * nb + 5, 1000):
         for lower, trans in CASES:
             t = factor_with_nan(n, lower, element.dtype)

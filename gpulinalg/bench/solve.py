@@ -10,8 +10,8 @@ on the GPU (CuPy arrays):
   getrs), n = --n, for each --nrhs and --dtype;
 * the float64 solve of one right-hand side: `gpulinalg.solve` at its defaults against
   `cupy.linalg.solve` (cuSOLVER dgetrf + dgetrs), for each of --solve-sizes, with our two
-  paths also timed on their own (`precision="fp64"`; the refinement forced by a tuning table
-  with solve_refine_min_n = 1: the evidence of that cut-over);
+  paths also timed, each on its own after that pair (`precision="fp64"`; the refinement
+  forced by a tuning table with solve_refine_min_n = 1: the evidence of that cut-over);
 * the same at n = --kappa-n on matrices of condition number kappa (random orthogonal factors,
   log-spaced singular values), for each of --kappa.
 
@@ -113,12 +113,15 @@ def measure_solve(n, repeat, kappa=None):
             return gpulinalg.solve(a, b)
 
     fns = {"ours": lambda: gpulinalg.solve(a, b),
-           "direct": lambda: gpulinalg.solve(a, b, precision="fp64"),
-           "refined": refined,
            "cupy": lambda: cp.linalg.solve(a, b)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the ill-conditioned matrices warn, as SciPy's
         ms = common.time_wall(fns, repeat=repeat)
+        # each forced path on its own: alternating with the default, calls of different
+        # tables and dtypes would evict each other's CUDA graphs (lu_factor's replay cache)
+        ms["direct"] = common.time_wall(
+            {"direct": lambda: gpulinalg.solve(a, b, precision="fp64")}, repeat=repeat)["direct"]
+        ms["refined"] = common.time_wall({"refined": refined}, repeat=repeat)["refined"]
         x, info = gpulinalg.solve(a, b, return_info=True)
         with tuning.override(refine_all):
             _, info_refined = gpulinalg.solve(a, b, return_info=True)

@@ -24,6 +24,7 @@ import threading
 
 import numpy as np
 
+from .. import tuning
 from ..core import device
 from ..core.arrays import array_kind
 from ..core.backend import cupy
@@ -37,7 +38,8 @@ SUB = 8                     # TRSV_SUB: rows of the diagonal solve's redundant s
 RHS_STEPS = (1, 2, 4, 8, 16)    # template R: nrhs columns run the smallest R >= nrhs
 MAX_RHS = RHS_STEPS[-1]     # the most right-hand sides of one launch
 # Template NB (rows per block) per element type (C type), smallest first: a call takes the
-# largest whose shared memory the device grants a block (float 128 needs sm_90 / sm_100).
+# largest up to the tuning table's trsv_nb whose shared memory the device grants a block
+# (float 128 needs sm_90 / sm_100).
 NB_SHAPES_OF = {"float": (64, 128), "double": (32, 64)}
 CTAS_PER_SM = 1             # persistent grid: min(row blocks, CTAS_PER_SM * SMs) blocks
 STATIC_SHARED = 16          # bytes of static shared memory (the ticket) beside the dynamic
@@ -72,13 +74,16 @@ def shared_bytes(nb, r, element=F32):
     return element.itemsize * (max(2 * tile, 8 * r * nb) + tile + nb * r)
 
 
-def nb_shape(r, element=F32, limit=None):
-    """The template NB for R = r: the largest of NB_SHAPES_OF[element] whose block fits
-    `limit` bytes of shared memory (the current device's opt-in limit by default)."""
+def nb_shape(r, element=F32, limit=None, wanted=None):
+    """The template NB for R = r: the largest of NB_SHAPES_OF[element], at most `wanted` (the
+    tuning table's trsv_nb by default), whose block fits `limit` bytes of shared memory (the
+    current device's opt-in limit by default)."""
     if limit is None:
         limit = device.max_shared_per_block()
+    if wanted is None:
+        wanted = tuning.current(element=element).trsv_nb
     fits = [nb for nb in NB_SHAPES_OF[element.ctype]
-            if shared_bytes(nb, r, element) + STATIC_SHARED <= limit]
+            if shared_bytes(nb, r, element) + STATIC_SHARED <= limit and nb <= wanted]
     if not fits:
         raise ValueError(f"trsv needs {shared_bytes(NB_SHAPES_OF[element.ctype][0], r, element)}"
                          f" bytes of shared memory per block; the device grants {limit}")
@@ -105,9 +110,9 @@ def _kernel(device_id, ctype, nb, r):
 
 
 @functools.lru_cache(maxsize=None)
-def _plan(device_id, ctype, r):
-    """(NB, SMs) of the device for element `ctype` and R = r."""
-    return (nb_shape(r, _BY_CTYPE[ctype], device.max_shared_per_block(device_id)),
+def _plan(device_id, ctype, r, wanted):
+    """(NB, SMs) of the device for element `ctype`, R = r and the table's trsv_nb."""
+    return (nb_shape(r, _BY_CTYPE[ctype], device.max_shared_per_block(device_id), wanted),
             device.sm_count(device_id))
 
 
@@ -163,7 +168,7 @@ def trsv_ptr(n, nrhs, tp, ldt, xp, ldx, lower, trans=False, element=F32):
         raise RuntimeError("trsv cannot be captured into a CUDA graph: a replay would reuse "
                            "the captured epoch of its flags")
     r = rhs_step(nrhs)
-    nb, sms = _plan(dev, element.ctype, r)
+    nb, sms = _plan(dev, element.ctype, r, tuning.current(element=element).trsv_nb)
     launch = _kernel(dev, element.ctype, nb, r)
     nblk = -(-n // nb)
     grid = (grid_size(n, nb, sms), 1, 1)
