@@ -384,6 +384,15 @@ def factor_with_nan(n, lower, dtype):
     return lu
 
 
+def solve_and_check(cp, rng, element, n, nrhs, lower, trans):
+    """One solve of a NaN-poisoned factor of order n with nrhs random columns, checked."""
+    t = factor_with_nan(n, lower, element.dtype)
+    b = rng.standard_normal((n, nrhs)).astype(element.dtype)
+    dx = cp.asarray(b)
+    _trsv.solve_triangular_few(cp.asarray(t), dx, lower=lower, trans=trans)
+    check(t, b, cp.asnumpy(dx), lower, trans, element)
+
+
 def resolve(size, nrhs, element):
     """A size of SIZES for the NB the device uses at nrhs columns."""
     if isinstance(size, int):
@@ -471,12 +480,7 @@ def test_lu_solve_pair_and_back_to_back(cp, rng, element):
 @pytest.mark.parametrize("lower,trans", CASES)
 def test_large_n_flag_chain(cp, rng, element, lower, trans):
     """n = 8192: a chain of 64 to 256 blocks, more blocks than some devices have SMs."""
-    n = 8192
-    t = factor_with_nan(n, lower, element.dtype)
-    b = rng.standard_normal((n, 1)).astype(element.dtype)
-    dx = cp.asarray(b)
-    _trsv.solve_triangular_few(cp.asarray(t), dx, lower=lower, trans=trans)
-    check(t, b, cp.asnumpy(dx), lower, trans, element)
+    solve_and_check(cp, rng, element, 8192, 1, lower, trans)
 
 
 @pytest.mark.gpu
@@ -485,13 +489,8 @@ def test_more_blocks_than_grid(cp, rng, element, monkeypatch):
     """A grid of 2 CTAs for dozens of blocks: the tickets hand each CTA block after block."""
     monkeypatch.setattr(_trsv, "CTAS_PER_SM", 1)
     monkeypatch.setattr(_trsv, "grid_size", lambda n, nb, sms: min(-(-n // nb), 2))
-    n = 3000
     for lower, trans in CASES:
-        t = factor_with_nan(n, lower, element.dtype)
-        b = rng.standard_normal((n, 2)).astype(element.dtype)
-        dx = cp.asarray(b)
-        _trsv.solve_triangular_few(cp.asarray(t), dx, lower=lower, trans=trans)
-        check(t, b, cp.asnumpy(dx), lower, trans, element)
+        solve_and_check(cp, rng, element, 3000, 2, lower, trans)
 
 
 @pytest.mark.gpu

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from ..core import device
+from ..core.arrays import array_kind
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
@@ -99,6 +100,25 @@ def row_leading_dim(shape, strides):
     if m <= 1:
         return max(n, 1)
     return s0 if s0 >= max(n, 1) else None
+
+
+def row_major_ld(x, name, element):
+    """Leading dimension (elements) of x, a row-major 2-D CuPy view of `element`s (unit
+    column stride, rows not overlapping, no negative stride); TypeError / ValueError naming
+    `name` otherwise."""
+    if array_kind(x) != "cupy":
+        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
+    if x.ndim != 2 or x.dtype != element.dtype:
+        raise ValueError(f"{name} must be a 2-D {element.name} array, got {x.dtype} of shape "
+                         f"{x.shape}")
+    size = element.itemsize
+    if any(s % size for s in x.strides):
+        raise ValueError(f"{name} must have whole-element strides")
+    ld = row_leading_dim(x.shape, (x.strides[0] // size, x.strides[1] // size))
+    if ld is None:
+        raise ValueError(f"{name} must be a row-major view (unit column stride, rows not "
+                         "overlapping, no negative strides)")
+    return ld
 
 
 def net_moves(piv, offset=0, inverse=False):

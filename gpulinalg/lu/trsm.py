@@ -19,7 +19,7 @@ from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
 from ..gemm.dispatch import gemm_ptr_for
-from ..layout.laswp import row_leading_dim
+from ..layout.laswp import row_major_ld
 
 FAMILY = "trsm"
 THREADS = 256               # TRSM_THREADS: threads per block (8 warps)
@@ -78,23 +78,6 @@ def _kernel(device_id, ctype, shape):
     return Launcher(get_kernel(FAMILY, _name(ctype, shape), dynamic_smem=smem), "iiPqPq", smem)
 
 
-def _row_ld(x, name, element):
-    """Leading dimension (elements) of a row-major CuPy view of `element`s, else ValueError."""
-    if array_kind(x) != "cupy":
-        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
-    if x.ndim != 2 or x.dtype != element.dtype:
-        raise ValueError(f"{name} must be a 2-D {element.name} array, got {x.dtype} of shape "
-                         f"{x.shape}")
-    size = element.itemsize
-    if any(s % size for s in x.strides):
-        raise ValueError(f"{name} must have whole-element strides")
-    ld = row_leading_dim(x.shape, (x.strides[0] // size, x.strides[1] // size))
-    if ld is None:
-        raise ValueError(f"{name} must be a row-major view (unit column stride, rows not "
-                         "overlapping, no negative strides)")
-    return ld
-
-
 def trsm_lower_unit(l, b):
     """b := L^{-1} b in place on the current stream (no host synchronisation); returns b.
 
@@ -109,7 +92,7 @@ def trsm_lower_unit(l, b):
     element = exact(l.dtype)            # the element type: l's dtype, b's too
     if element is None:
         raise ValueError(f"l must be a float32 or float64 array, got {l.dtype}")
-    ldl, ldb = _row_ld(l, "l", element), _row_ld(b, "b", element)
+    ldl, ldb = row_major_ld(l, "l", element), row_major_ld(b, "b", element)
     (nb, nb2), (mb, ncols) = l.shape, b.shape
     if nb != nb2 or mb != nb:
         raise ValueError(f"l must be square and match b's rows: l {l.shape}, b {b.shape}")

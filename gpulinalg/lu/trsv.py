@@ -30,7 +30,7 @@ from ..core.arrays import array_kind
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
-from ..layout.laswp import row_leading_dim
+from ..layout.laswp import row_major_ld
 
 FAMILY = "trsv"
 THREADS = 256               # TRSV_THREADS: threads per block (8 warps, one k-range each)
@@ -190,27 +190,17 @@ def _ld(a, name, element):
     """Leading dimension (elements) of `a`, a row-major 2-D view of `element`s or, for x, a
     1-D vector (one column, any positive stride); ValueError / TypeError otherwise.  Reads only
     the array's kind, ndim, shape, strides and dtype."""
-    if array_kind(a) != "cupy":
-        raise TypeError(f"{name} must be a CuPy array, got {type(a).__name__}")
-    if a.dtype != element.dtype:
-        raise ValueError(f"{name} must be a {element.name} array (t's dtype), got {a.dtype}")
-    size = element.itemsize
-    if any(s % size for s in a.strides):
-        raise ValueError(f"{name} must have whole-element strides")
-    if a.ndim not in (1, 2) or (a.ndim == 1 and name != "x"):
-        raise ValueError(f"{name} must be 2-D, got shape {a.shape}")
-    if a.size == 0:
-        return 1                                    # nothing is read or written
-    if a.ndim == 1:
+    if a.ndim == 1 and name == "x" and array_kind(a) == "cupy" and a.dtype == element.dtype:
+        size = element.itemsize
+        if a.strides[0] % size:
+            raise ValueError(f"{name} must have whole-element strides")
         stride = a.strides[0] // size
         if stride <= 0 and a.shape[0] > 1:
             raise ValueError("x must have a positive stride")
         return max(stride, 1)
-    ld = row_leading_dim(a.shape, (a.strides[0] // size, a.strides[1] // size))
-    if ld is None:
-        raise ValueError(f"{name} must be a row-major view (unit column stride, rows not "
-                         "overlapping, no negative strides)")
-    return ld
+    if a.size == 0 and a.ndim == 2 and array_kind(a) == "cupy" and a.dtype == element.dtype:
+        return 1                                    # nothing is read or written
+    return row_major_ld(a, name, element)
 
 
 def check_arguments(t, x):
