@@ -21,6 +21,7 @@ from .core.element import F32, F64
 from .core.element import element as _element
 from .lu import getrs as _getrs
 from .lu import plan as _plan
+from .lu import stacked as _stacked
 
 __all__ = ["solve", "inv", "det", "SolveInfo"]
 
@@ -89,11 +90,8 @@ def _warn_ill_conditioned(rcond, dtype, stacklevel=4):
 
 
 def _square(a, name="a"):
-    """a as a 2-D square array (a scalar or 1 x 1 stays 1 x 1); ValueError otherwise, with
-    stacked (ndim > 2) input named as not supported."""
-    if a.ndim > 2:
-        raise ValueError(f"{name} has shape {tuple(a.shape)}: stacked matrices (ndim > 2) are "
-                         "not supported yet; pass one 2-D matrix")
+    """The order of a, a 2-D square matrix (stacks take their own paths before); ValueError
+    otherwise."""
     if a.ndim < 2:
         raise ValueError(f"Expected at least ndim=2, got {name}.ndim={a.ndim}")
     if a.shape[0] != a.shape[1]:
@@ -152,9 +150,11 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
 
     Parameters
     ----------
-    a : (N, N) array_like
+    a : (..., N, N) array_like
         Square matrix: NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
-    b : (N,) or (N, NRHS) array_like
+        Stacks broadcast with `b`'s as SciPy's (each system solved by the 2-D path, one call
+        per system; no `return_info`).
+    b : (N,) or (..., N, NRHS) array_like
         Right-hand side(s), of the same kind as `a`.
     lower : bool, optional
         With a symmetric `assume_a`, use the lower triangle of `a` (default: the upper).
@@ -199,7 +199,7 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
         `a` is singular (an exactly zero pivot).
     ValueError
         Shapes, non-finite input with `check_finite`, an unknown `assume_a` or `precision`,
-        stacked (ndim > 2) input.
+        `return_info` with stacked input.
     NotImplementedError
         A structured `assume_a`; `transposed` with complex `a`.
 
@@ -243,6 +243,12 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
         raise ValueError(f"precision must be one of {_PRECISIONS}, got {precision!r}")
     a, b = _linalg._as_input(a), _linalg._as_input(b)
     kind = _arrays.common_kind(a, b)
+    if a.ndim > 2 or b.ndim > 2:
+        if return_info:
+            raise ValueError("return_info describes one system; solve stacked systems "
+                             "without it")
+        return _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precision,
+                            backend)
     if a.ndim < 2 and a.size == 1:
         a = a.reshape(1, 1)
     n = _square(a)
@@ -285,6 +291,36 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
             _copy_into(b, _linalg._solution(xp, X, bshape))
             return (b, info) if return_info else b
         return _finish(X, kind, xp, bshape, info, return_info)
+
+
+def _stack_module(kind, backend):
+    """The array module stacked work is gathered in: the input's side (host or device)."""
+    return np if backend.emulated or kind in _linalg._HOST_KINDS else cupy()
+
+
+def _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precision, backend):
+    """solve over broadcast stacks, as SciPy 1.17's: a (..., N, N), b (..., N, K) or (N,),
+    each system solved by the 2-D path."""
+    xp = _stack_module(kind, backend)
+    A, B = _stacked.native(a, xp), _stacked.native(b, xp)
+    one = B.ndim == 1
+    if one:
+        B = B[:, None]
+    if A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"Expected square matrix, got a.shape={tuple(A.shape)}")
+    if B.shape[-2] != A.shape[-1]:
+        raise ValueError(f"incompatible shapes: a.shape={tuple(A.shape)} and "
+                         f"b.shape={tuple(b.shape)}")
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    if 0 in batch or A.size == 0 or B.size == 0:
+        dtype = np.promote_types(_element(A.dtype).dtype, _element(B.dtype).dtype)
+        X = xp.empty(batch + tuple(B.shape[-2:]), dtype)
+    else:
+        X = _stacked.over_batch(
+            lambda ai, bi: _solve(ai, bi, lower, False, False, check_finite, assume_a,
+                                  transposed, precision, False, backend),
+            [A, B], [2, 2], xp)
+    return _linalg._out(X[..., 0] if one else X, kind, xp)
 
 
 def _rhs(xp, b, kind, dtype):
@@ -395,8 +431,9 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
     Parameters
     ----------
-    a : (N, N) array_like
-        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
+    a : (..., N, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides; a stack is
+        inverted matrix by matrix.
     overwrite_a : bool, optional
         As SciPy's: where allowed, an F-ordered NumPy `a` of the working dtype receives the
         inverse and is returned.  Other inputs are never modified.
@@ -420,8 +457,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     LinAlgError
         `a` is singular.
     ValueError
-        Not square, not 2-D (stacked input is not supported yet), non-finite with
-        `check_finite`.
+        Not square, fewer than 2 dimensions, non-finite with `check_finite`.
 
     Warns
     -----
@@ -450,6 +486,16 @@ def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
     structure = _structure(assume_a, error=KeyError)
     a = _linalg._as_input(a)
     kind = _arrays.array_kind(a)
+    if a.ndim > 2:
+        xp = _stack_module(kind, backend)
+        A = _stacked.native(a, xp)
+        if A.shape[-1] != A.shape[-2]:
+            raise ValueError(f"Expected square matrix, got a.shape={tuple(A.shape)}")
+        if A.size == 0:
+            return _linalg._out(xp.empty(A.shape, _element(A.dtype).dtype), kind, xp)
+        X = _stacked.over_batch(
+            lambda ai: _inv(ai, False, check_finite, assume_a, lower, backend), [A], [2], xp)
+        return _linalg._out(X, kind, xp)
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype
     xp = _module(backend)
@@ -469,8 +515,9 @@ def det(a, overwrite_a=False, check_finite=True):
 
     Parameters
     ----------
-    a : (N, N) array_like
-        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
+    a : (..., N, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides; a stack gives
+        an array of determinants of the batch shape, from one batched LU.
     overwrite_a : bool, optional
         As SciPy's: where allowed, a C-ordered NumPy `a` of the working dtype receives the LU
         factors.  Other inputs are never modified.
@@ -507,9 +554,11 @@ def _det(a, overwrite_a, check_finite, backend):
     kind = _arrays.array_kind(a)
     if a.ndim < 2:
         raise ValueError("The input array must be at least two-dimensional.")
-    if a.ndim == 2 and a.shape[0] != a.shape[1]:
+    if a.shape[-1] != a.shape[-2]:
         raise ValueError("Last 2 dimensions of the array must be square but received shape "
                          f"{tuple(a.shape)}.")
+    if a.ndim > 2:
+        return _det_stack(a, kind, check_finite, backend)
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype
     out = np.complex128 if dtype.kind == "c" else np.float64
@@ -529,6 +578,33 @@ def _det(a, overwrite_a, check_finite, backend):
         swaps = int(np.count_nonzero(np.asarray(piv.get() if hasattr(piv, "get") else piv)
                                      != np.arange(n)))
         return _det_out(_product(d) * (-1.0 if swaps % 2 else 1.0), kind)
+
+
+def _det_stack(a, kind, check_finite, backend):
+    """det of each matrix of a stack (..., N, N): an array of the batch shape (float64 or
+    complex128), from one batched LU of the stack."""
+    batch, n = tuple(a.shape[:-2]), a.shape[-1]
+    out = np.complex128 if _element(_arrays.dtype_of(a)).dtype.kind == "c" else np.float64
+    if n == 0 or 0 in batch:
+        values = np.ones(batch, out)
+    elif n == 1:
+        xp = _stack_module(kind, backend)
+        A = _stacked.native(a, xp)
+        if check_finite and not bool(xp.isfinite(A).all()):
+            raise ValueError(_finite.NONFINITE)
+        values = np.asarray(A.get() if hasattr(A, "get") else A)[..., 0, 0].astype(out)
+    else:
+        _, xp, LU, piv, _ = _stacked.factor(a, check_finite, _plan.Options(), backend,
+                                          _linalg._factor_one)
+        diag = LU.reshape(-1, n, n).diagonal(axis1=1, axis2=2)
+        d = np.asarray(diag.get() if hasattr(diag, "get") else diag).astype(out)
+        p = np.asarray(piv.get() if hasattr(piv, "get") else piv).reshape(len(d), n)
+        swaps = np.count_nonzero(p != np.arange(n), axis=1)
+        values = np.array([_product(row) for row in d], out).reshape(batch)
+        values *= np.where(swaps % 2 == 1, -1.0, 1.0).reshape(batch)
+    if kind in ("cupy", "torch"):
+        return _arrays.from_device(cupy().asarray(values), kind)
+    return values
 
 
 def _product(d):

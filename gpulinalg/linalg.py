@@ -17,6 +17,7 @@ from .core.element import element as _element
 from .layout.laswp import laswp_reference
 from .lu import getrs as _getrs
 from .lu import plan as _plan
+from .lu import stacked as _stacked
 
 __all__ = ["lu", "lu_factor", "lu_solve"]
 
@@ -136,9 +137,10 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
 
     Parameters
     ----------
-    a : (M, N) array_like
-        NumPy/CuPy array or torch tensor (CPU or CUDA), any memory order or strides.  The
-        factorization runs in SciPy's working dtype, never a narrower one: float32 for
+    a : (..., M, N) array_like
+        NumPy/CuPy array or torch tensor (CPU or CUDA), any memory order or strides; with
+        more than two dimensions a stack of matrices, each factored on its own (SciPy 1.16's
+        batch semantics; see Notes).  The factorization runs in SciPy's working dtype, never a narrower one: float32 for
         float32, float16, bfloat16, bool and 8/16-bit integers; float64 for float64 and
         32/64-bit integers; complex64 and complex128 as themselves.  Other dtypes (long
         double, objects) raise TypeError.
@@ -190,11 +192,11 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
 
     Returns
     -------
-    lu : (M, N) array
+    lu : (..., M, N) array
         U in the upper triangle, L below the diagonal (its unit diagonal not stored);
         C-ordered, of the working dtype, of the input's kind (NumPy in, NumPy out; CuPy in, CuPy out on the same
         device; torch in, torch out on its device).
-    piv : (K,) int32 array
+    piv : (..., K) int32 array
         ``K = min(M, N)``; row i was interchanged with row ``piv[i]`` (0-based, as
         `scipy.linalg.lu_factor`).  Same kind as `lu`.
 
@@ -248,6 +250,13 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     cuSOLVER's ``cgetrf`` / ``zgetrf`` through CuPy (`cupyx.scipy.linalg.lu_factor`), with
     the same checks, kinds and return conventions.
 
+    A stack of matrices (``a.ndim > 2``) is factored by the batched LU: real matrices up to
+    the batched kernel's order (gpulinalg/lu/batched.py) all in one launch, each held on
+    chip while it is factored; larger and complex ones one by one through the routes above.
+    One LinAlgWarning names how many matrices have an exactly zero pivot and the first of
+    them (reading that needs one synchronisation with the GPU); the driver keywords
+    (`panel`, `block_size`, `lookahead`, `precision`, `devices`) must keep their defaults.
+
     With ``panel="cpu"`` each panel is copied to pinned host memory and factored there
     with LAPACK ``xgetrf`` on a worker thread, then ``U12`` is the product with
     ``L11^{-1}`` (``xtrtri``) followed by one refinement step while
@@ -294,7 +303,36 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     ('ndarray', dtype('int32'))
     """
     options = _plan.Options(panel, block_size, lookahead, precision, devices)
-    return _factor(a, overwrite_a, check_finite, options, _finish_factor, to_host=True)
+    return _lu_factor(a, overwrite_a, check_finite, options, _plan.DEVICE)
+
+
+def _factor_one(a, options, backend):
+    """(xp, lu, piv, info) of one matrix, factored in place where it can be (a stack's
+    matrices the batched kernel does not take)."""
+    return _factor(a, True, False, options, lambda kind, xp, lu, piv, info: (xp, lu, piv, info),
+                   backend=backend)
+
+
+def _at_least_2d(a):
+    if a.ndim < 2:
+        raise ValueError(f"a must be at least two-dimensional (a matrix, or a stack of them), "
+                         f"got shape {tuple(a.shape)}")
+
+
+def _lu_factor(a, overwrite_a, check_finite, options, backend):
+    """lu_factor on `backend`; a stack (ndim > 2) through the batched LU (lu/stacked.py), with
+    one warning for all its singular matrices."""
+    a = _as_input(a)
+    _at_least_2d(a)
+    if a.ndim > 2:
+        kind, xp, LU, piv, info = _stacked.factor(a, check_finite, options, backend,
+                                                  _factor_one)
+        message = _stacked.singular_warning(info, tuple(a.shape[:-2]))
+        if message:
+            warnings.warn(message, _linalg_warning(), stacklevel=3)
+        return _out(LU, kind, xp), _out(piv, kind, xp)
+    return _factor(a, overwrite_a, check_finite, options, _finish_factor, to_host=True,
+                   backend=backend)
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
@@ -306,8 +344,9 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
     Parameters
     ----------
-    a : (M, N) array_like
-        As in `lu_factor` (kinds, layouts, dtype policy: SciPy's working dtypes).
+    a : (..., M, N) array_like
+        As in `lu_factor` (kinds, layouts, dtype policy: SciPy's working dtypes; a stack
+        gives stacked P, L, U).
     permute_l : bool, optional
         Return ``P @ L`` instead of P and L.
     overwrite_a : bool, optional
@@ -364,8 +403,82 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
     True
     """
     options = _plan.Options(panel, block_size, lookahead, precision, devices)
+    return _lu(a, permute_l, overwrite_a, check_finite, p_indices, options, _plan.DEVICE)
+
+
+def _lu(a, permute_l, overwrite_a, check_finite, p_indices, options, backend):
+    """lu on `backend`; a stack (ndim > 2) through the batched LU (lu/stacked.py)."""
+    a = _as_input(a)
+    _at_least_2d(a)
+    if a.ndim > 2:
+        kind, xp, LU, piv, _ = _stacked.factor(a, check_finite, options, backend,
+                                               _factor_one)
+        return _finish_lu_stack(permute_l, p_indices, kind, xp, LU, piv)
     return _factor(a, overwrite_a, check_finite, options,
-                   functools.partial(_finish_lu, permute_l, p_indices))
+                   functools.partial(_finish_lu, permute_l, p_indices), backend=backend)
+
+
+def _finish_lu_stack(permute_l, p_indices, kind, xp, A, piv):
+    """lu's result for a stack of factors A (..., M, N) and pivots (..., K): the 2-D
+    conventions (_finish_lu) per matrix, formed for all matrices at once."""
+    batch, (m, n) = tuple(A.shape[:-2]), tuple(A.shape[-2:])
+    k = min(m, n)
+    real = A.dtype if (m, n) == (1, 1) else A.real.dtype
+    if m == 0 or n == 0 or not batch or 0 in batch:
+        L = xp.zeros(batch + (m, k), A.dtype)
+        U = xp.zeros(batch + (k, n), A.dtype)
+        if permute_l:
+            return _out(L, kind, xp), _out(U, kind, xp)
+        P = xp.zeros(batch + ((0,) if p_indices else (0, 0)),
+                     np.int32 if p_indices else real)
+        if m and n:   # an empty stack of non-empty matrices
+            P = xp.zeros(batch + ((m,) if p_indices else (m, m)),
+                         np.int32 if p_indices else real)
+        return _out(P, kind, xp), _out(L, kind, xp), _out(U, kind, xp)
+    count = int(np.prod(batch))
+    A3 = A.reshape(count, m, n)
+    below = xp.asarray(np.tri(m, k, -1, dtype=bool))
+    L = xp.where(below, A3[:, :, :k], xp.zeros((), A.dtype))
+    idx = xp.arange(k)
+    L[:, idx, idx] = 1
+    U = xp.where(xp.asarray(np.tri(k, n, -1, dtype=bool)), xp.zeros((), A.dtype), A3[:, :k, :])
+    piv_h = np.asarray(piv.get() if hasattr(piv, "get") else piv).reshape(count, k)
+    perm = _stacked.permutations(piv_h, m)
+    p = np.empty_like(perm)
+    np.put_along_axis(p, perm, np.broadcast_to(np.arange(m), perm.shape), axis=1)
+    rows = np.arange(count)[:, None]
+    shape = batch + (m, k), batch + (k, n)
+    if permute_l:
+        PL = L[xp.asarray(rows), xp.asarray(p)]
+        return _out(PL.reshape(shape[0]), kind, xp), _out(U.reshape(shape[1]), kind, xp)
+    if p_indices:
+        P = xp.asarray(p.reshape(batch + (m,)), dtype=np.int64 if (m, n) == (1, 1) else np.int32)
+    else:
+        P = xp.zeros((count, m, m), real)
+        P[xp.asarray(rows), xp.asarray(np.arange(m))[None, :], xp.asarray(p)] = 1
+        P = P.reshape(batch + (m, m))
+    return _out(P, kind, xp), _out(L.reshape(shape[0]), kind, xp), _out(U.reshape(shape[1]),
+                                                                          kind, xp)
+
+
+def _stacked_solve(lu_and_piv, b):
+    """lu_solve's arguments hold a stack: lu with ndim > 2, piv > 1 or b > 2."""
+    lu_, piv = lu_and_piv
+    return (np.ndim(lu_) > 2 or np.ndim(piv) > 1 or np.ndim(b) > 2)
+
+
+def _lu_solve_stack(lu_and_piv, b, trans, check_finite, solve_one):
+    """lu_solve over broadcast stacks, as SciPy 1.16's: lu (..., N, N), piv (..., N), b (...,
+    N, K) (or (N,)), each system solved by solve_one((lu, piv), b, trans, False,
+    check_finite)."""
+    lu_, piv = (_as_input(x) for x in lu_and_piv)
+    b = _as_input(b)
+    kind = _arrays.common_kind(lu_, b)
+    xp = np if kind in _HOST_KINDS else cupy()
+    arrays = [_stacked.native(x, xp) for x in (lu_, piv, b)]
+    X = _stacked.over_batch(lambda l, p, bb: solve_one((l, p), bb, trans, False, check_finite),
+                            arrays, [2, 1, "1|2"], xp)
+    return _out(X, kind, xp)
 
 
 def _solve_inputs(lu_and_piv, b, trans, kind=None):
@@ -404,7 +517,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         The factorization from `lu_factor` (or `scipy.linalg.lu_factor`): lu (N, N), piv
         (N,) 0-based pivot indices.
     b : (N,) or (N, NRHS) array_like
-        Right-hand side(s); NumPy/CuPy/torch of the same kind as lu.
+        Right-hand side(s); NumPy/CuPy/torch of the same kind as lu.  Stacks broadcast as
+        in SciPy 1.16: lu (..., N, N), piv (..., N), b (..., N, NRHS); each system is solved
+        by one call of the single-system path.
     trans : {0, 1, 2}, optional
         Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the conjugate
         transpose; the same as 1 for real factors).
@@ -439,8 +554,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on
     the GPU: up to 16 right-hand sides by our kernel that reads each triangle once (one
     launch per triangle), beyond by cuBLAS trsm through cupyx.  trans = 1, 2: ``U^T`` and
-    ``L^T`` solves, then the interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
-    `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
+    ``L^T`` solves, then the interchanges in reverse order.  Complex dtypes: cuSOLVER's
+    getrs (through `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
 
     Examples
     --------
@@ -452,6 +567,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     >>> x.dtype, np.allclose(A @ x, b)
     (dtype('float64'), True)
     """
+    if _stacked_solve(lu_and_piv, b):
+        return _lu_solve_stack(lu_and_piv, b, trans, check_finite, lu_solve)
     kind, lu_, b, piv, n, bshape, dtype = _solve_inputs(lu_and_piv, b, trans)
     if kind in _HOST_KINDS:
         if check_finite and not np.isfinite(_arrays.host_view(b, "b")).all():

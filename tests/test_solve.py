@@ -121,8 +121,6 @@ def test_solve_errors_and_warnings():
         gs.solve(np.eye(3), np.ones(4), emulate=True)
     with pytest.raises(ValueError, match="square"):
         gs.solve(np.ones((2, 3)), np.ones(2), emulate=True)
-    with pytest.raises(ValueError, match="stacked"):
-        gs.solve(np.ones((2, 3, 3)), np.ones(3), emulate=True)
     with pytest.raises(ValueError, match="infs or NaNs"):
         gs.solve(np.array([[1.0, np.nan], [0, 1]]), np.ones(2), emulate=True)
     with pytest.raises(ValueError, match="infs or NaNs"):

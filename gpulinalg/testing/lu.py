@@ -41,8 +41,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
               inv_threshold=None):
     """gpulinalg.lu_factor with the test hooks (see the module docstring)."""
     options = lu_plan.Options(panel, block_size, lookahead, precision, devices)
-    return linalg._factor(a, overwrite_a, check_finite, options, linalg._finish_factor,
-                          to_host=True, backend=backend(emulate, timeline, inv_threshold))
+    return linalg._lu_factor(a, overwrite_a, check_finite, options,
+                             backend(emulate, timeline, inv_threshold))
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
@@ -50,9 +50,8 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
        emulate=False, timeline=None, inv_threshold=None):
     """gpulinalg.lu with the test hooks (see the module docstring)."""
     options = lu_plan.Options(panel, block_size, lookahead, precision, devices)
-    return linalg._factor(a, overwrite_a, check_finite, options,
-                          functools.partial(linalg._finish_lu, permute_l, p_indices),
-                          backend=backend(emulate, timeline, inv_threshold))
+    return linalg._lu(a, permute_l, overwrite_a, check_finite, p_indices, options,
+                      backend(emulate, timeline, inv_threshold))
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, emulate=False):
@@ -60,12 +59,17 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
     solves, the reference laswp), inputs taken as NumPy."""
     if not emulate:
         return linalg.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
+    if linalg._stacked_solve(lu_and_piv, b):
+        return linalg._lu_solve_stack(lu_and_piv, b, trans, check_finite,
+                                      functools.partial(lu_solve, emulate=True))
     from ..lu.getrs import getrs
     _, lu_, b, piv, n, bshape, dtype = linalg._solve_inputs(lu_and_piv, b, trans,
                                                             kind="numpy")
     bh = arrays.host_view(b, "b")
     if check_finite and not np.isfinite(bh).all():
         raise ValueError(finite.NONFINITE)
+    if 0 in bshape:
+        return np.empty(bshape, dtype)
     LU = np.asarray(arrays.host_view(lu_, "lu"), dtype=dtype)
     X = np.array(bh, dtype=dtype, order="C").reshape(n, -1)
     X = getrs(np, LU, X, piv, trans)

@@ -1,0 +1,170 @@
+"""Stacks of matrices, (..., M, N), through the LU functions: SciPy 1.16's batch semantics.
+
+`factor` factors a whole stack at once: real matrices up to the batched kernel's order by
+one launch of it (lu/batched.py: each matrix held on chip while it is factored), the NumPy
+model of the same algorithm on the emulation, and larger or complex matrices one by one
+through the single-matrix route.  `over_batch` runs a per-matrix function over broadcast
+batch dimensions, as SciPy's `_apply_over_batch` does, for the solves, whose stacked forms
+still take one call per matrix.
+"""
+
+import numpy as np
+
+from ..core import arrays as _arrays
+from ..core import finite as _finite
+from ..core.backend import cupy
+from ..core.element import element as _element
+from . import batched as _batched
+from . import plan as _plan
+
+
+def check_options(options):
+    """A stack runs the batched LU: lu_factor's driver keywords (which tune the blocked
+    single-matrix driver) must stay at their defaults."""
+    default = _plan.Options()
+    changed = [f"{name}={getattr(options, name)!r}"
+               for name in ("panel", "block_size", "lookahead", "precision", "devices")
+               if getattr(options, name) != getattr(default, name)]
+    if changed:
+        raise ValueError(f"a stack of matrices is factored by the batched LU, which takes none "
+                         f"of {', '.join(changed)}; factor the matrices one by one to use them")
+
+
+def module(backend):
+    """The array module the work runs in: NumPy for the emulation, else CuPy."""
+    return np if backend.emulated else cupy()
+
+
+def to_module(xp, a, kind, dtype, name="a"):
+    """a as a C-contiguous array of `dtype` in module xp (a copy: the factors' buffer)."""
+    if xp is np:
+        return np.array(_arrays.host_view(a, name) if kind != "numpy" else a, dtype=dtype,
+                        order="C")
+    return xp.array(_arrays.to_device(a, kind, name, dtype), dtype=dtype, order="C")
+
+
+def factor(a, check_finite, options, backend, one):
+    """The LU of each matrix of the stack `a` (..., M, N): (kind, xp, lu (..., M, N), piv
+    (..., K) int32 in module xp, info (B,) NumPy int32), LAPACK's factors and 0-based pivots
+    per matrix.  one(matrix, options, backend) -> (xp, lu, piv, info): the single-matrix
+    route (the public layer's), for the matrices the batched kernel does not take."""
+    kind = _arrays.array_kind(a)
+    element = _element(_arrays.dtype_of(a))
+    options.check(element)
+    check_options(options)
+    shape = tuple(a.shape)
+    batch, (m, n) = shape[:-2], shape[-2:]
+    k = min(m, n)
+    count = int(np.prod(batch))
+    xp = module(backend)
+    with _context(xp, kind, a):
+        A = to_module(xp, a, kind, element.dtype).reshape(count, m, n)
+        if check_finite and A.size and not _all_finite(xp, A):
+            raise ValueError(_finite.NONFINITE)
+        if A.size == 0:
+            piv = xp.zeros((count, k), np.int32)
+            return kind, xp, A.reshape(shape), piv.reshape(batch + (k,)), np.zeros(count,
+                                                                                   np.int32)
+        if xp is np:
+            lu, piv, info = _batched.reference(A)
+        elif not element.is_complex and max(m, n) <= _batched.max_order(element):
+            lu = A
+            piv = xp.empty((count, k), np.int32)
+            info_d = xp.empty(count, np.int32)
+            _batched.getrf_batched(lu, piv, info_d)
+            info = info_d.get()
+        else:
+            lu, piv, info = _one_by_one(A, options, backend, one)
+    return kind, xp, lu.reshape(shape), piv.reshape(batch + (k,)), info
+
+
+def _one_by_one(A, options, backend, one):
+    """Each matrix through the single-matrix route `one` (complex: cuSOLVER; real matrices
+    above the batched kernel's order: our blocked driver), in place in A."""
+    cp = cupy()
+    count, m, n = A.shape
+    piv = cp.empty((count, min(m, n)), np.int32)
+    info = np.zeros(count, np.int32)
+    for i in range(count):
+        _, lu, p, inf = one(A[i], options, backend)
+        if lu.data.ptr != A[i].data.ptr:
+            A[i] = lu
+        piv[i] = cp.asarray(p, dtype=np.int32)
+        info[i] = inf
+    return A, piv, info
+
+
+def singular_warning(info, batch):
+    """SciPy's warning for a stack, once: how many matrices have an exactly zero pivot, the
+    first of them and its diagonal number; None where none has."""
+    bad = np.flatnonzero(info)
+    if not bad.size:
+        return None
+    first = bad[0]
+    where = tuple(int(i) for i in np.unravel_index(first, batch)) if batch else ()
+    return (f"Diagonal number {int(info[first])} is exactly zero. Singular matrix: "
+            f"{bad.size} of the {info.size} matrices of the stack have an exactly zero "
+            f"pivot, the first at index {where}.")
+
+
+def permutations(piv, m):
+    """perm (B, m) with (L U)[b, i] = A[b, perm[b, i]], from 0-based LAPACK pivots (B, K) on
+    the host: the interchanges applied in order to the identity, all matrices at once."""
+    count, k = piv.shape
+    perm = np.tile(np.arange(m), (count, 1))
+    rows = np.arange(count)
+    for i in range(k):
+        p = piv[:, i]
+        held = perm[rows, i].copy()
+        perm[rows, i] = perm[rows, p]
+        perm[rows, p] = held
+    return perm
+
+
+def over_batch(f, arrays, core_ndims, xp):
+    """f applied to each matrix of broadcast stacks, as SciPy's _apply_over_batch: `arrays`
+    with their core ndims (an int, or "1|2": 2 if the array has 2 or more dims, else 1); f
+    takes the per-matrix arrays and returns one array.  The results stacked in module xp
+    with the broadcast batch shape in front."""
+    cores, batches = [], []
+    for x, nd in zip(arrays, core_ndims):
+        if nd == "1|2":
+            nd = 2 if x.ndim >= 2 else 1
+        cores.append(tuple(x.shape[len(x.shape) - nd:]))
+        batches.append(tuple(x.shape[:len(x.shape) - nd]))
+    batch = np.broadcast_shapes(*batches)
+    if not batch:
+        return f(*arrays)
+    views = [xp.broadcast_to(x, batch + c) if hasattr(xp, "broadcast_to") else x
+             for x, c in zip(arrays, cores)]
+    results = [f(*(v[index] for v in views)) for index in np.ndindex(batch)]
+    if not results:
+        raise ValueError("an empty stack (a zero-size batch dimension) has nothing to solve")
+    out = xp.stack([xp.asarray(r) for r in results])
+    return out.reshape(batch + tuple(out.shape[1:]))
+
+
+def native(x, xp):
+    """x (NumPy, CuPy, torch or an array_like) as an array of module xp, without a copy
+    where it already is one."""
+    kind = _arrays.array_kind(x) if hasattr(x, "shape") else "numpy"
+    if kind.startswith("torch"):
+        x = x.detach()
+        return x.cpu().numpy() if xp is np else cupy().from_dlpack(x)
+    if xp is np:
+        return np.asarray(x) if kind == "numpy" else cupy().asnumpy(x)
+    return cupy().asarray(x)
+
+
+def _all_finite(xp, x):
+    """x (C-contiguous, any ndim) holds no inf/NaN; the device check takes 2-D views."""
+    if xp is np:
+        return bool(np.isfinite(x).all())
+    return _finite.device_all_finite(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x)
+
+
+def _context(xp, kind, a):
+    import contextlib
+    if xp is np:
+        return contextlib.nullcontext()
+    return _arrays.launch_context(kind, _arrays.device_of((a,)))

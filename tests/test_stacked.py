@@ -1,0 +1,176 @@
+"""Stacks of matrices (..., M, N) through lu_factor, lu, lu_solve, solve, inv and det
+(gpulinalg/lu/stacked.py): SciPy 1.16's batch semantics, on the NumPy emulation (CPU) and on
+the GPU."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from gpulinalg.testing import lu as glt
+from gpulinalg.testing import solve as gs
+
+SHAPES = [(3, 5, 5), (2, 2, 17, 5), (2, 2, 11, 7), (4, 1, 1), (2, 3, 33, 33)]
+
+
+def _stack(rng, shape, dtype=np.float64):
+    return rng.uniform(-10, 10, size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lu_factor_stack_is_scipys_per_matrix(rng, shape, dtype):
+    a = _stack(rng, shape, dtype)
+    lu, piv = glt.lu_factor(a, emulate=True)
+    k = min(shape[-2:])
+    assert lu.shape == a.shape and lu.dtype == dtype
+    assert piv.shape == shape[:-2] + (k,) and piv.dtype == np.int32
+    for index in np.ndindex(shape[:-2]):
+        ref_lu, ref_piv = sl.lu_factor(a[index])
+        np.testing.assert_array_equal(piv[index], ref_piv)
+        np.testing.assert_allclose(lu[index], ref_lu, rtol=0,
+                                   atol=200 * np.finfo(dtype).eps * np.abs(a[index]).max())
+
+
+def test_lu_factor_stack_warns_once_for_its_singular_matrices(rng):
+    from scipy.linalg import LinAlgWarning
+    a = _stack(rng, (5, 4, 4))
+    a[1] = 0.0
+    a[3, :, 2] = 0.0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        glt.lu_factor(a, emulate=True)
+    found = [w for w in seen if issubclass(w.category, LinAlgWarning)]
+    assert len(found) == 1
+    assert "2 of the 5 matrices" in str(found[0].message) and "(1,)" in str(found[0].message)
+
+
+def test_lu_factor_stack_checks_and_options(rng):
+    a = _stack(rng, (2, 3, 3))
+    a[1, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        glt.lu_factor(a, emulate=True)
+    lu, piv = glt.lu_factor(a, check_finite=False, emulate=True)   # only matrix 1 is NaN
+    ref_lu, _ = sl.lu_factor(a[0])
+    np.testing.assert_allclose(lu[0], ref_lu, rtol=1e-12)
+    with pytest.raises(ValueError, match="batched LU"):
+        glt.lu_factor(_stack(rng, (2, 3, 3)), block_size=64, emulate=True)
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 3), (3, 0, 0), (2, 0, 4), (0, 0, 3)])
+def test_lu_factor_empty_stacks(shape):
+    a = np.empty(shape)
+    lu, piv = glt.lu_factor(a, emulate=True)
+    assert lu.shape == shape and piv.shape == shape[:-2] + (min(shape[-2:]),)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_lu_stack(rng, shape):
+    a = _stack(rng, shape)
+    p, l, u = glt.lu(a, emulate=True)
+    np.testing.assert_allclose(p @ l @ u, a, atol=1e-10)
+    pl, u2 = glt.lu(a, permute_l=True, emulate=True)
+    np.testing.assert_allclose(pl @ u2, a, atol=1e-10)
+    pi, l3, u3 = glt.lu(a, p_indices=True, emulate=True)
+    for index in np.ndindex(shape[:-2]):
+        np.testing.assert_allclose(l3[index][pi[index]] @ u3[index], a[index], atol=1e-10)
+        ref = sl.lu(a[index], p_indices=True)
+        np.testing.assert_array_equal(pi[index], ref[0])
+
+
+def test_lu_stack_scipys_special_cases(rng):
+    """SciPy's test_1by1_input_output and test_empty_edge_cases, stacked parts."""
+    a = rng.random([4, 5, 1, 1], dtype=np.float32)
+    p, l, u = glt.lu(a, p_indices=True, emulate=True)
+    np.testing.assert_allclose(p, np.zeros((4, 5, 1)))
+    np.testing.assert_allclose(l, np.ones((4, 5, 1, 1)))
+    np.testing.assert_allclose(u, a)
+    p, l, u = glt.lu(a, emulate=True)
+    np.testing.assert_allclose(p, np.ones((4, 5, 1, 1)))
+    for shape, ps, ls, us in [((3, 0, 0), (3, 0, 0), (3, 0, 0), (3, 0, 0)),
+                              ((0, 0, 3), (0, 0, 0), (0, 0, 0), (0, 0, 3))]:
+        p, l, u = glt.lu(np.empty(shape), emulate=True)
+        assert (p.shape, l.shape, u.shape) == (ps, ls, us)
+
+
+def test_lu_solve_stack_broadcasts_as_scipy(rng):
+    a = _stack(rng, (3, 6, 6))
+    lu_piv = glt.lu_factor(a, emulate=True)
+    b = rng.standard_normal((3, 6, 2))
+    x = glt.lu_solve(lu_piv, b, emulate=True)
+    np.testing.assert_allclose(a @ x, b, atol=1e-9)
+    x1 = glt.lu_solve(lu_piv, b[0, :, 0], emulate=True)        # one b for every matrix
+    assert x1.shape == (3, 6)
+    np.testing.assert_allclose(np.einsum("bij,bj->bi", a, x1),
+                               np.broadcast_to(b[0, :, 0], (3, 6)), atol=1e-9)
+    x2 = glt.lu_solve(lu_piv, b, trans=1, emulate=True)
+    np.testing.assert_allclose(np.swapaxes(a, 1, 2) @ x2, b, atol=1e-9)
+    one = glt.lu_factor(a[0], emulate=True)                     # one lu, a stack of b
+    x3 = glt.lu_solve(one, b, emulate=True)
+    np.testing.assert_allclose(a[0] @ x3, b, atol=1e-9)
+
+
+def test_solve_inv_det_stacks(rng):
+    a = _stack(rng, (2, 3, 4, 4)) + 20 * np.eye(4)
+    b = rng.standard_normal(4)
+    x = gs.solve(a, b, emulate=True)
+    np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-10)
+    b2 = rng.standard_normal((2, 1, 4, 3))
+    np.testing.assert_allclose(gs.solve(a, b2, emulate=True), np.linalg.solve(a, b2),
+                               rtol=1e-10)
+    np.testing.assert_allclose(gs.inv(a, emulate=True), np.linalg.inv(a), rtol=1e-10)
+    d = gs.det(a, emulate=True)
+    assert d.shape == (2, 3) and d.dtype == np.float64
+    np.testing.assert_allclose(d, np.linalg.det(a), rtol=1e-10)
+    assert (gs.det(np.empty((3, 0, 0)), emulate=True) == 1).all()
+    np.testing.assert_allclose(gs.det(a[..., :1, :1], emulate=True), a[..., 0, 0])
+    assert gs.solve(np.ones((3, 0, 2, 2)), np.ones((2, 4)), emulate=True).shape == (3, 0, 2, 4)
+    assert gs.inv(np.ones((3, 1, 0, 0)), emulate=True).shape == (3, 1, 0, 0)
+
+
+def test_stacked_solve_errors(rng):
+    from scipy.linalg import LinAlgError
+    a = _stack(rng, (3, 4, 4))
+    a[1] = 0.0
+    with pytest.raises(LinAlgError):
+        gs.solve(a, np.ones(4), emulate=True)
+    with pytest.raises(LinAlgError):
+        gs.inv(a, emulate=True)
+    with pytest.raises(ValueError, match="return_info"):
+        gs.solve(a + 5 * np.eye(4), np.ones(4), return_info=True, emulate=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [1, 2, 8, 31, 32, 33, 64, 65, 128, 200])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])
+@pytest.mark.parametrize("kind", ["numpy", "cupy"])
+def test_gpu_lu_factor_stack(cp, rng, n, dtype, kind):
+    import gpulinalg
+    a = rng.standard_normal((5, n, n)).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((5, n, n)).astype(dtype)
+    wrap = cp.asarray if kind == "cupy" else (lambda v: v)
+    lu, piv = gpulinalg.lu_factor(wrap(a))
+    assert type(lu) is type(wrap(a)) and lu.shape == a.shape and piv.shape == (5, n)
+    lu, piv = (cp.asnumpy(v) if kind == "cupy" else v for v in (lu, piv))
+    eps = np.finfo(dtype).eps
+    for i in range(5):
+        ref_lu, ref_piv = sl.lu_factor(a[i])
+        np.testing.assert_array_equal(piv[i], ref_piv)
+        np.testing.assert_allclose(lu[i], ref_lu, rtol=0,
+                                   atol=50 * n * eps * np.abs(a[i]).max())
+
+
+@pytest.mark.gpu
+def test_gpu_stacked_solves(cp, rng):
+    import gpulinalg
+    a = cp.asarray(rng.standard_normal((4, 40, 40)) + 10 * np.eye(40))
+    b = cp.asarray(rng.standard_normal((4, 40, 2)))
+    x = gpulinalg.solve(a, b)
+    cp.testing.assert_allclose(a @ x, b, atol=1e-9)
+    x = gpulinalg.lu_solve(gpulinalg.lu_factor(a), b)
+    cp.testing.assert_allclose(a @ x, b, atol=1e-9)
+    cp.testing.assert_allclose(gpulinalg.det(a), cp.linalg.det(a), rtol=1e-9)
+    cp.testing.assert_allclose(gpulinalg.inv(a) @ a, cp.broadcast_to(cp.eye(40), a.shape),
+                               atol=1e-9)
