@@ -222,13 +222,18 @@ def test_reference_is_getf2_with_nans_and_infs(rng, dtype):
                 a[i, :, rng.integers(0, n)] = np.nan
             if i % 9 == 0:
                 a[i, rng.integers(0, m), :] = -np.inf
-        a = a.astype(dtype)
-        lu, piv, info = reference(a)
-        for i in range(40):
-            mlu, mpiv, minfo = getf2_model(a[i])
-            assert_same_bits(lu[i], mlu)
-            np.testing.assert_array_equal(piv[i], mpiv)
-            assert info[i] == minfo
+        assert_reference_is_getf2(a.astype(dtype))
+
+
+def assert_reference_is_getf2(a):
+    """reference() of the stack a equals the scalar xgetf2 model on every matrix, bit for
+    bit (factors), and in pivots and info."""
+    lu, piv, info = reference(a)
+    for i in range(a.shape[0]):
+        mlu, mpiv, minfo = getf2_model(a[i])
+        assert_same_bits(lu[i], mlu)
+        np.testing.assert_array_equal(piv[i], mpiv)
+        assert info[i] == minfo
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -237,12 +242,7 @@ def test_reference_is_getf2_on_special_matrices(rng, dtype):
         for m, n in [(6, 6), (9, 5), (5, 9), (32, 32)]:
             a = KINDS[kind](rng, 6, m, n, dtype)
             a[1::2] = rng.integers(-2, 3, (3, m, n))       # exact ties and cancellations
-            lu, piv, info = reference(a)
-            for i in range(6):
-                mlu, mpiv, minfo = getf2_model(a[i])
-                assert_same_bits(lu[i], mlu)
-                np.testing.assert_array_equal(piv[i], mpiv)
-                assert info[i] == minfo
+            assert_reference_is_getf2(a)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
