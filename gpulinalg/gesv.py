@@ -6,7 +6,6 @@ backend that runs it) and finishes with the factors where they lie (lu/getrs.py)
 `solve` may factor a float32 copy and refine the float64 answer instead (`_refined`).
 """
 
-import contextlib
 import warnings
 from dataclasses import dataclass
 
@@ -131,19 +130,6 @@ def _factors(M, backend, precision="auto"):
                            backend=backend)
 
 
-def _module(backend):
-    """The array module the work runs in: CuPy (host input is uploaded once and the answer
-    brought back), NumPy for the emulation the tests run."""
-    return np if backend.emulated else cupy()
-
-
-def _context(xp, kind, arrays):
-    """The input's device made current (and torch's stream CuPy's); nothing for NumPy."""
-    if xp is np:
-        return contextlib.nullcontext()
-    return _arrays.launch_context(kind, _arrays.device_of(arrays))
-
-
 def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
           assume_a=None, transposed=False, *, precision="auto", return_info=False):
     """Solve ``a @ x == b`` for ``x`` on the GPU.
@@ -266,11 +252,11 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
         raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
                                   "a^H x = b for complex matrices.")
     info = SolveInfo("direct", dtype, 0)
-    xp = _module(backend)
+    xp = _stacked.module(backend)
     if n == 0 or b.size == 0:
         x = xp.empty(bshape, dtype)
         return _finish(x, kind, xp, bshape, info, return_info)
-    with _context(xp, kind, (a, b)):
+    with _stacked.context(xp, kind, (a, b)):
         M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
         B = _rhs(xp, b, kind, dtype)
         if check_finite and not _all_finite(xp, B):
@@ -498,10 +484,10 @@ def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
         return _linalg._out(X, kind, xp)
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype
-    xp = _module(backend)
+    xp = _stacked.module(backend)
     if n == 0:
         return _linalg._out(xp.empty((0, 0), dtype), kind, xp)
-    with _context(xp, kind, (a,)):
+    with _stacked.context(xp, kind, (a,)):
         M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
         X, _, _ = _direct(xp, M, xp.eye(n, dtype=dtype), 0, backend)
         if overwrite_a and _writable_as(a, kind, dtype, "F"):
@@ -562,10 +548,10 @@ def _det(a, overwrite_a, check_finite, backend):
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype
     out = np.complex128 if dtype.kind == "c" else np.float64
-    xp = _module(backend)
+    xp = _stacked.module(backend)
     if n == 0:
         return _det_out(out(1.0), kind)
-    with _context(xp, kind, (a,)):
+    with _stacked.context(xp, kind, (a,)):
         M = _working_matrix(xp, a, kind, dtype, "general", False, check_finite)
         if n == 1:
             return _det_out(out(complex(M[0, 0]) if out is np.complex128 else float(M[0, 0])),

@@ -8,6 +8,8 @@ batch dimensions, as SciPy's `_apply_over_batch` does, for the solves, whose sta
 still take one call per matrix.
 """
 
+import contextlib
+
 import numpy as np
 
 from ..core import arrays as _arrays
@@ -57,7 +59,7 @@ def factor(a, check_finite, options, backend, one):
     k = min(m, n)
     count = int(np.prod(batch))
     xp = module(backend)
-    with _context(xp, kind, a):
+    with context(xp, kind, (a,)):
         A = to_module(xp, a, kind, element.dtype).reshape(count, m, n)
         if check_finite and A.size and not _all_finite(xp, A):
             raise ValueError(_finite.NONFINITE)
@@ -163,8 +165,8 @@ def _all_finite(xp, x):
     return _finite.device_all_finite(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x)
 
 
-def _context(xp, kind, a):
-    import contextlib
+def context(xp, kind, arrays):
+    """The inputs' device made current (and torch's stream CuPy's); nothing for NumPy."""
     if xp is np:
         return contextlib.nullcontext()
-    return _arrays.launch_context(kind, _arrays.device_of((a,)))
+    return _arrays.launch_context(kind, _arrays.device_of(arrays))
