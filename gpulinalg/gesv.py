@@ -16,7 +16,7 @@ from . import tuning as _tuning
 from .core import arrays as _arrays
 from .core import finite as _finite
 from .core.backend import cupy
-from .core.element import F32, F64
+from .core.element import F64
 from .core.element import element as _element
 from .lu import getrs as _getrs
 from .lu import plan as _plan

@@ -67,7 +67,20 @@ def conditioned(cp, n, kappa, seed):
     return (u * s) @ v.T
 
 
+def _free_pool():
+    """Return the freed blocks of CuPy's pool to the device (the next case's matrices)."""
+    import cupy as cp
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 def measure_lu_solve(n, nrhs, dtype, repeat):
+    """lu_solve of nrhs right-hand sides with an n x n LU, ours against cuSOLVER's."""
+    row = _lu_solve_row(n, nrhs, dtype, repeat)
+    _free_pool()
+    return row
+
+
+def _lu_solve_row(n, nrhs, dtype, repeat):
     import cupy as cp
     import cupyx.scipy.linalg as cxl
 
@@ -85,14 +98,18 @@ def measure_lu_solve(n, nrhs, dtype, repeat):
             "err_ours": backward_error(cp, a, fns["ours"](), b),
             "err_vendor": backward_error(cp, a, fns["cusolver"](), b),
             "vendor": "cupyx.scipy.linalg.lu_solve"}
-    del a, b, ours_f, theirs_f
-    cp.get_default_memory_pool().free_all_blocks()
     return row
 
 
 def measure_solve(n, repeat, kappa=None):
     """The float64 solve of one right-hand side on a random n x n matrix, or on one of
     condition number kappa (`conditioned`)."""
+    row = _solve_row(n, repeat, kappa)
+    _free_pool()
+    return row
+
+
+def _solve_row(n, repeat, kappa):
     import dataclasses
     import warnings
 
@@ -132,8 +149,6 @@ def measure_solve(n, repeat, kappa=None):
            "path": info.path, "iterations": info.iterations, "vendor": "cupy.linalg.solve",
            "direct_ms": ms["direct"], "refined_ms": ms["refined"],
            "refined_path": info_refined.path, "refined_iterations": info_refined.iterations}
-    del a, b, x
-    cp.get_default_memory_pool().free_all_blocks()
     return row
 
 
