@@ -29,7 +29,7 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 unset CUPY_TF32                       # cuBLAS baselines in true FP32
-STAGES=${STAGES:-"first_call tests sgemm dgemm transpose laswp lu lu64 solve lu_host scipy_suite"}
+STAGES=${STAGES:-"first_call tests sgemm dgemm transpose laswp lu lu64 solve batched lu_host scipy_suite"}
 TESTS=${TESTS:-tests}
 LOG="$OUT/bench.log"
 : > "$LOG"
@@ -98,7 +98,7 @@ fi
 # 3xTF32 and the default ("auto") updates, the LU's per-step timelines in lu_timeline.json.
 SGEMM_ARGS=${SGEMM_ARGS:-"--tc --a-colmajor --variants dbuf256x128,dbuf128,pipe128 --wide"}
 LU_ARGS=${LU_ARGS:-"--panel gpu,cpu --precision fp32,3xtf32,auto --wide --timeline $OUT/lu_timeline.json"}
-for routine in sgemm transpose laswp lu solve; do
+for routine in sgemm transpose laswp lu solve batched; do
     has "$routine" || continue
     var="$(echo "$routine" | tr a-z A-Z)_ARGS"
     run_stage 25 "gpulinalg-bench $routine ${!var:-}" \

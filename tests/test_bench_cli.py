@@ -15,7 +15,7 @@ import pytest
 
 import gpulinalg
 from gpulinalg import tuning
-from gpulinalg.bench import common, laswp, lu, sgemm, solve, transpose
+from gpulinalg.bench import batched, common, laswp, lu, sgemm, solve, transpose
 from gpulinalg.bench import __main__ as cli
 
 # The folder that holds the gpulinalg these tests import (a checkout or site-packages).
@@ -373,6 +373,16 @@ def fake_laswp(m, n, k, repeat, rotate=8, calls=16):
                 graph_how="graph", gather_scatter_ms=0.5)
 
 
+def fake_stack(count, n, dtype, repeat, check):
+    return dict(case="stack", dtype=dtype, batch=count, n=n, ours_ms=0.5, torch_ms=3.0,
+                vs_torch=6.0, err=1e-3, err_lapack=1e-3)
+
+
+def fake_one(n, dtype, repeat, check):
+    return dict(case="one", dtype=dtype, batch=1, n=n, ours_ms=0.1, cusolver_ms=0.3,
+                torch_ms=None, vs_cusolver=3.0, vs_torch=None, err=1e-3, err_lapack=1e-3)
+
+
 def fake_lu_solve(n, nrhs, dtype, repeat):
     return dict(case="lu_solve", dtype=dtype, n=n, nrhs=nrhs, ours_ms=1.0, vendor_ms=2.0,
                 ratio=2.0, err_ours=1e-7, err_vendor=1e-7, vendor="cupyx")
@@ -387,7 +397,8 @@ def fake_solve(n, repeat, kappa=None):
 @pytest.mark.parametrize("routine, argv", [
     ("lu", []), ("sgemm", ["--sizes", "1024,2048", "--rank-k", "64"]),
     ("transpose", ["--sizes", "1000,4096"]), ("laswp", ["--npiv", "128,256"]),
-    ("solve", ["--nrhs", "1,16", "--solve-sizes", "4096", "--kappa", "1e3,1e12"])])
+    ("solve", ["--nrhs", "1,16", "--solve-sizes", "4096", "--kappa", "1e3,1e12"]),
+    ("batched", ["--stacks", "1000x8,10x64", "--sizes", "32", "--dtype", "float32"])])
 @pytest.mark.parametrize("wide", [False, True])
 def test_a_routine_writes_its_json_and_plot(monkeypatch, tmp_path, capsys, routine, argv,
                                             wide):
@@ -400,6 +411,8 @@ def test_a_routine_writes_its_json_and_plot(monkeypatch, tmp_path, capsys, routi
     monkeypatch.setattr(laswp, "measure", fake_laswp)
     monkeypatch.setattr(solve, "measure_lu_solve", fake_lu_solve)
     monkeypatch.setattr(solve, "measure_solve", fake_solve)
+    monkeypatch.setattr(batched, "measure_stack", fake_stack)
+    monkeypatch.setattr(batched, "measure_one", fake_one)
     path = tmp_path / "res" / f"{routine}.json"
     args = cli.build_parser().parse_args(
         [routine, "--json", str(path), "--plot", "--quiet"] + argv + (["--wide"] if wide else []))

@@ -1,6 +1,7 @@
 """gpulinalg-bench: time gpulinalg's routines against the vendor libraries on this GPU.
 
-    gpulinalg-bench ROUTINE [options]      one routine: sgemm, transpose, laswp, lu or solve
+    gpulinalg-bench ROUTINE [options]      one routine: sgemm, transpose, laswp, lu, solve
+                                           or batched
     gpulinalg-bench all [--out DIR]        every routine with its defaults, DIR/<routine>.json
 
 Each routine runs the library's defaults (what a user gets) unless asked otherwise, prints a
@@ -20,7 +21,7 @@ import sys
 from ..core.backend import CudaUnavailableError, cupy
 from . import common
 
-ROUTINES = ("sgemm", "transpose", "laswp", "lu", "solve")
+ROUTINES = ("sgemm", "transpose", "laswp", "lu", "solve", "batched")
 DEFAULT_OUT = "gpulinalg-bench-results"
 
 
