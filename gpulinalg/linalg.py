@@ -326,7 +326,7 @@ def _lu_factor(a, overwrite_a, check_finite, options, backend):
     _at_least_2d(a)
     if a.ndim > 2:
         kind, xp, LU, piv, info = _stacked.factor(a, check_finite, options, backend,
-                                                  _factor_one)
+                                                  _factor_one, overwrite_a)
         message = _stacked.singular_warning(info, tuple(a.shape[:-2]))
         if message:
             warnings.warn(message, _linalg_warning(), stacklevel=3)
@@ -412,7 +412,7 @@ def _lu(a, permute_l, overwrite_a, check_finite, p_indices, options, backend):
     _at_least_2d(a)
     if a.ndim > 2:
         kind, xp, LU, piv, _ = _stacked.factor(a, check_finite, options, backend,
-                                               _factor_one)
+                                               _factor_one, overwrite_a)
         return _finish_lu_stack(permute_l, p_indices, kind, xp, LU, piv)
     return _factor(a, overwrite_a, check_finite, options,
                    functools.partial(_finish_lu, permute_l, p_indices), backend=backend)

@@ -174,3 +174,17 @@ def test_gpu_stacked_solves(cp, rng):
     cp.testing.assert_allclose(gpulinalg.det(a), cp.linalg.det(a), rtol=1e-9)
     cp.testing.assert_allclose(gpulinalg.inv(a) @ a, cp.broadcast_to(cp.eye(40), a.shape),
                                atol=1e-9)
+
+
+@pytest.mark.gpu
+def test_gpu_stack_overwrite_a(cp, rng):
+    import gpulinalg
+    a = cp.asarray(_stack(rng, (6, 16, 16), np.float32))
+    ref = cp.asnumpy(a)
+    lu, piv = gpulinalg.lu_factor(a, overwrite_a=True)
+    assert lu.data.ptr == a.data.ptr                      # the factors landed in a
+    for i in range(6):
+        np.testing.assert_array_equal(cp.asnumpy(piv[i]), sl.lu_factor(ref[i])[1])
+    b = cp.asarray(ref)
+    gpulinalg.lu_factor(b)
+    cp.testing.assert_array_equal(b, cp.asarray(ref))      # untouched without overwrite_a

@@ -45,11 +45,12 @@ def to_module(xp, a, kind, dtype, name="a"):
     return xp.array(_arrays.to_device(a, kind, name, dtype), dtype=dtype, order="C")
 
 
-def factor(a, check_finite, options, backend, one):
+def factor(a, check_finite, options, backend, one, overwrite_a=False):
     """The LU of each matrix of the stack `a` (..., M, N): (kind, xp, lu (..., M, N), piv
     (..., K) int32 in module xp, info (B,) NumPy int32), LAPACK's factors and 0-based pivots
     per matrix.  one(matrix, options, backend) -> (xp, lu, piv, info): the single-matrix
-    route (the public layer's), for the matrices the batched kernel does not take."""
+    route (the public layer's), for the matrices the batched kernel does not take.
+    overwrite_a: a C-contiguous CuPy stack of the working dtype is factored in place."""
     kind = _arrays.array_kind(a)
     element = _element(_arrays.dtype_of(a))
     options.check(element)
@@ -60,7 +61,11 @@ def factor(a, check_finite, options, backend, one):
     count = int(np.prod(batch))
     xp = module(backend)
     with context(xp, kind, (a,)):
-        A = to_module(xp, a, kind, element.dtype).reshape(count, m, n)
+        if (overwrite_a and kind == "cupy" and xp is not np and a.dtype == element.dtype
+                and a.flags.c_contiguous):
+            A = a.reshape(count, m, n)           # a view: the factors land in a
+        else:
+            A = to_module(xp, a, kind, element.dtype).reshape(count, m, n)
         if check_finite and A.size and not _all_finite(xp, A):
             raise ValueError(_finite.NONFINITE)
         if A.size == 0:
