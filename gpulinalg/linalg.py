@@ -148,7 +148,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         Allow the factorization to overwrite `a`.  Honoured for C-contiguous CuPy arrays and
         CUDA tensors of the working dtype, and for C-contiguous NumPy arrays of a real working
         dtype too, which then receive the factors (the returned `lu` shares their memory);
-        every other input is never modified (copied, or read where it lies).
+        for a stack, C-contiguous CuPy arrays only.  Every other input is never modified
+        (copied, or read where it lies).
     check_finite : bool, optional
         Check that `a` holds only finite numbers (raises ValueError otherwise).
     panel : {"auto", "gpu", "cpu"}, optional
