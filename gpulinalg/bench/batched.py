@@ -50,6 +50,16 @@ def _torch():
         return None
 
 
+def _time_against_torch(a, fns, repeat):
+    """time_wall of the candidates `fns` and, where torch has CUDA, torch.linalg.lu_factor
+    of the same CuPy array `a` shared through DLPack ("torch")."""
+    torch = _torch()
+    if torch is not None:
+        ta = torch.from_dlpack(a)
+        fns = dict(fns, torch=lambda: torch.linalg.lu_factor(ta))
+    return common.time_wall(fns, repeat=repeat)
+
+
 def backward_errors(a, lu, piv, count):
     """The largest ||P A - L U||_F / (||A||_F n eps) over the first `count` matrices of the
     stack (host arrays), and LAPACK's on the same matrices."""
@@ -75,7 +85,7 @@ def backward_errors(a, lu, piv, count):
 def measure_stack(count, n, dtype, repeat, check_count):
     """One stack: ours against torch."""
     row = _stack_row(count, n, dtype, repeat, check_count)
-    _free_pool()
+    common.free_pool()
     return row
 
 
@@ -84,12 +94,7 @@ def _stack_row(count, n, dtype, repeat, check_count):
 
     import gpulinalg
     a = common.random_matrix((count, n, n), 1, cp, dtype=dtype)
-    fns = {"ours": lambda: gpulinalg.lu_factor(a)}
-    torch = _torch()
-    if torch is not None:
-        ta = torch.from_dlpack(a)
-        fns["torch"] = lambda: torch.linalg.lu_factor(ta)
-    ms = common.time_wall(fns, repeat=repeat)
+    ms = _time_against_torch(a, {"ours": lambda: gpulinalg.lu_factor(a)}, repeat)
     lu, piv = gpulinalg.lu_factor(a)
     k = min(check_count, count)
     ours, lapack = backward_errors(cp.asnumpy(a[:k]), cp.asnumpy(lu[:k]), cp.asnumpy(piv[:k]),
@@ -104,7 +109,7 @@ def _stack_row(count, n, dtype, repeat, check_count):
 def measure_one(n, dtype, repeat, check_count):
     """One n x n matrix: ours against cuSOLVER and torch."""
     row = _one_row(n, dtype, repeat, check_count)
-    _free_pool()
+    common.free_pool()
     return row
 
 
@@ -114,12 +119,8 @@ def _one_row(n, dtype, repeat, check_count):
 
     import gpulinalg
     a = common.random_matrix((n, n), 2, cp, dtype=dtype)
-    fns = {"ours": lambda: gpulinalg.lu_factor(a), "cusolver": lambda: cxl.lu_factor(a)}
-    torch = _torch()
-    if torch is not None:
-        ta = torch.from_dlpack(a)
-        fns["torch"] = lambda: torch.linalg.lu_factor(ta)
-    ms = common.time_wall(fns, repeat=repeat)
+    ms = _time_against_torch(a, {"ours": lambda: gpulinalg.lu_factor(a),
+                                 "cusolver": lambda: cxl.lu_factor(a)}, repeat)
     lu, piv = gpulinalg.lu_factor(a)
     ours, lapack = backward_errors(cp.asnumpy(a)[None], cp.asnumpy(lu)[None],
                                    cp.asnumpy(piv)[None], 1)
@@ -129,11 +130,6 @@ def _one_row(n, dtype, repeat, check_count):
     row["vs_cusolver"] = row["cusolver_ms"] / row["ours_ms"]
     row["vs_torch"] = row["torch_ms"] / row["ours_ms"] if row["torch_ms"] else None
     return row
-
-
-def _free_pool():
-    import cupy as cp
-    cp.get_default_memory_pool().free_all_blocks()
 
 
 def execute(args):

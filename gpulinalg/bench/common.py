@@ -188,6 +188,13 @@ def time_burst(fns, warmup=2, repeat=10, calls=10, queued=False):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def free_pool():
+    """Return the freed blocks of CuPy's pool to the device (before the next case's
+    matrices)."""
+    import cupy as cp
+    cp.get_default_memory_pool().free_all_blocks()
+
+
 def time_wall(fns, warmup=1, repeat=5):
     """{name: median milliseconds of one call} for a dict of callables, each call timed by
     the host's clock up to a device synchronisation after it (what a user's call costs, host

@@ -67,16 +67,10 @@ def conditioned(cp, n, kappa, seed):
     return (u * s) @ v.T
 
 
-def _free_pool():
-    """Return the freed blocks of CuPy's pool to the device (the next case's matrices)."""
-    import cupy as cp
-    cp.get_default_memory_pool().free_all_blocks()
-
-
 def measure_lu_solve(n, nrhs, dtype, repeat):
     """lu_solve of nrhs right-hand sides with an n x n LU, ours against cuSOLVER's."""
     row = _lu_solve_row(n, nrhs, dtype, repeat)
-    _free_pool()
+    common.free_pool()
     return row
 
 
@@ -105,7 +99,7 @@ def measure_solve(n, repeat, kappa=None):
     """The float64 solve of one right-hand side on a random n x n matrix, or on one of
     condition number kappa (`conditioned`)."""
     row = _solve_row(n, repeat, kappa)
-    _free_pool()
+    common.free_pool()
     return row
 
 
