@@ -10,11 +10,13 @@ import warnings
 
 import numpy as np
 
+from . import tuning as _tuning
 from .core import arrays as _arrays
 from .core import finite as _finite
 from .core.backend import cupy
 from .core.element import element as _element
 from .layout.laswp import laswp_reference
+from .lu import batched as _batched
 from .lu import getrs as _getrs
 from .lu import plan as _plan
 from .lu import stacked as _stacked
@@ -320,11 +322,41 @@ def _at_least_2d(a):
                          f"got shape {tuple(a.shape)}")
 
 
+def _small_element(a, options, backend):
+    """The element type of a device matrix that the batched kernel factors as a batch of one
+    (real, non-empty, of order up to the tuning table's one_matrix_batched_max, lu_factor's
+    driver keywords at their defaults), else None."""
+    if backend.emulated or backend.timeline is not None or a.ndim != 2 or 0 in a.shape:
+        return None
+    kind = _arrays.array_kind(a)
+    if kind not in ("cupy", "torch") or options != _plan.Options():
+        return None
+    element = _element(_arrays.dtype_of(a))
+    if element.is_complex:
+        return None
+    with _arrays.launch_context(kind, _arrays.device_of((a,))):
+        limit = min(_tuning.current(element=element).one_matrix_batched_max,
+                    _batched.max_order(element))
+    return element if max(a.shape) <= limit else None
+
+
+def _factor_small(a, element, overwrite_a, check_finite, finish):
+    """finish(kind, xp, lu, piv, info) of the device matrix `a` factored by the batched kernel
+    (see _small_element)."""
+    kind = _arrays.array_kind(a)
+    with _arrays.launch_context(kind, _arrays.device_of((a,))):
+        lu, piv, info = _stacked.on_kernel(a, kind, element, check_finite, overwrite_a)
+    return finish(kind, cupy(), lu, piv, 0 if info is None else int(info[0]))
+
+
 def _lu_factor(a, overwrite_a, check_finite, options, backend):
     """lu_factor on `backend`; a stack (ndim > 2) through the batched LU (lu/stacked.py), with
-    one warning for all its singular matrices."""
+    one warning for all its singular matrices; a small device matrix as a batch of one."""
     a = _as_input(a)
     _at_least_2d(a)
+    element = _small_element(a, options, backend)
+    if element is not None:
+        return _factor_small(a, element, overwrite_a, check_finite, _finish_factor)
     if a.ndim > 2:
         kind, xp, LU, piv, info = _stacked.factor(a, check_finite, options, backend,
                                                   _factor_one, overwrite_a)
@@ -408,9 +440,15 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False
 
 
 def _lu(a, permute_l, overwrite_a, check_finite, p_indices, options, backend):
-    """lu on `backend`; a stack (ndim > 2) through the batched LU (lu/stacked.py)."""
+    """lu on `backend`; a stack (ndim > 2) through the batched LU (lu/stacked.py), a small
+    device matrix as a batch of one."""
     a = _as_input(a)
     _at_least_2d(a)
+    element = _small_element(a, options, backend)
+    if element is not None:
+        return _factor_small(a, element, overwrite_a, check_finite,
+                             lambda kind, xp, lu, piv, info: _finish_lu(
+                                 permute_l, p_indices, kind, xp, lu, piv.get(), info))
     if a.ndim > 2:
         kind, xp, LU, piv, _ = _stacked.factor(a, check_finite, options, backend,
                                                _factor_one, overwrite_a)

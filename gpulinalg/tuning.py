@@ -99,6 +99,9 @@ class Tuning:
     dmma_small_variant: str      # tile where the large one leaves most SMs idle
     dmma_update_variant: str     # tile of the LU's rank-k updates (k <= 512)
 
+    # ---- small matrices (lu/batched.py)
+    one_matrix_batched_max: int  # one matrix of order up to this is factored by the batched kernel
+
     # ---- few-column triangular solve (lu/trsv.py)
     trsv_nb: int                 # rows per block (the largest the device's shared memory takes)
 
@@ -179,6 +182,7 @@ SM90 = Tuning(
     dmma_variant="128x128k32",
     dmma_small_variant="64x64",
     dmma_update_variant="128x64sb",
+    one_matrix_batched_max=128,
     trsv_nb=128,
     solve_refine_min_n=4096,
     solve_refine_max_iter=30,

@@ -1,6 +1,7 @@
 // getrf_batched.cu -- batched LU with partial pivoting of many small matrices in one launch:
 // for each matrix A_b (b < batch) of a stack, LAPACK xgetrf's result computed by xgetf2's
-// unblocked algorithm, in place, every matrix held in registers from its load to its store
+// unblocked algorithm, read from src and written to dst (the same stack or another), every
+// matrix held in registers from its load to its store
 // (pivot search, interchange, scaling and rank-1 update fused; nothing goes back to global
 // memory before the matrix is done).  One source for T = float and double, all in T.
 //
@@ -17,10 +18,14 @@
 // ulp of LAPACK's quotient), and a float pivot always its reciprocal: the build's -ftz=true
 // flushes float subnormals, so such a pivot, or a product below FLT_MIN, behaves as zero
 // (LAPACK and gpulinalg/lu/batched.py's reference keep subnormals).
-// Storage: unlike LAPACK (column-major), A is ROW-MAJOR and packed: element (b, i, j) at
-// A[(b*m + i)*n + j] (64-bit offsets), a C-contiguous (batch, m, n) array.  Pivots are
-// 0-BASED, as scipy.linalg.lu_factor's: piv[b*K + k] = p (row k was interchanged with row p),
-// K = min(m, n); info[b] as LAPACK's.
+// Storage: unlike LAPACK (column-major), src and dst are ROW-MAJOR and packed: element
+// (b, i, j) at [(b*m + i)*n + j] (64-bit offsets), C-contiguous (batch, m, n) arrays; src ==
+// dst factors in place.  Pivots are 0-BASED, as scipy.linalg.lu_factor's: piv[b*K + k] = p
+// (row k was interchanged with row p), K = min(m, n); info[b] as LAPACK's.  flags: two ints
+// of host-mapped memory the host reads after the launch without a copy: a block stores the
+// call's `gen` to flags[0] when one of its matrices has info != 0 and to flags[1] when one
+// of its inputs holds an inf or NaN (plain stores of one value, so nothing needs resetting
+// between calls and no atomics cross the bus).
 //
 // Bound: small n: memory bandwidth -- each matrix is read once and written once (100000 x
 // 8^2 float: 51 MB, ~11 us at 4.8 TB/s; 20000 x 32^2: 164 MB, ~34 us) -- as long as the
@@ -32,7 +37,7 @@
 // allow 2-4), then the issue rate of the update (~n^3/2 FMAs per matrix: rows at earlier
 // positions are masked, not skipped).
 //
-// getrf_batched<T, NMAX, G, C>(batch, m, n, A, piv, info):
+// getrf_batched<T, NMAX, G, C>(batch, m, n, src, dst, piv, info, flags, gen):
 //   Threads.  A matrix has G*C threads: C groups of G lanes, a group within one warp.  Lane
 //   l of group g owns the rows l + G*a (a < RA = NMAX/G) and, of those rows, the columns of
 //   g's chunks: 16-byte chunks of VK = 16/sizeof(T) columns dealt round-robin, chunk h to
@@ -63,7 +68,8 @@
 //   The warp's groups run in step (a group past the batch factors zeros and stores nothing),
 //   so every shuffle and barrier names the full warp.
 //   Load and store: a block's matrices are one contiguous run of memory, copied by cp.async
-//   in 16-byte pieces (A 16-byte aligned and n % VK == 0; else one element per copy),
+//   in 16-byte pieces (src and dst 16-byte aligned and n % VK == 0; else one element per
+//   copy),
 //   consecutive threads on consecutive addresses, into shared staging rows of pitch
 //   P = NMAX + VK (16 bytes mod 128: the 8 lanes of a 16-byte shared access hit distinct
 //   banks); lanes read their rows' chunks by 16-byte loads.  The factors go back the same
@@ -105,6 +111,9 @@ struct gbatch_elem<float> {
             return first ? 0xffffffffu : 0u;
         return bits + 1u;
     }
+    static __device__ __forceinline__ bool finite(float v) {
+        return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+    }
     static __device__ __forceinline__ float fma(float a, float b, float c) {
         return fmaf(a, b, c);
     }
@@ -126,6 +135,10 @@ struct gbatch_elem<double> {
         if (bits > 0x7ff0000000000000ull)
             return first ? 0xffffffffffffffffull : 0ull;
         return bits + 1ull;
+    }
+    static __device__ __forceinline__ bool finite(double v) {
+        return (static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7ff0000000000000ull)
+               != 0x7ff0000000000000ull;
     }
     static __device__ __forceinline__ double fma(double a, double b, double c) {
         return ::fma(a, b, c);
@@ -221,8 +234,8 @@ __device__ __forceinline__ int gbatch_moved(int pos, int phys, int k, int q, int
 template <typename T, int NMAX, int G, int C>
 __global__ void
 __launch_bounds__(GBATCH_THREADS(G, C), 65536 / (GBATCH_REGS * GBATCH_THREADS(G, C)))
-getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
-              int* __restrict__ info)
+getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ piv,
+              int* __restrict__ info, int* flags, int gen)
 {
     typedef gbatch_elem<T> E;
     typedef typename E::key_t key_t;
@@ -256,8 +269,10 @@ getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
     const int mn = m * n;                                   // <= NMAX^2
     const int kmax = min(m, n);
     const int total = min(MPB, batch - b0) * mn;            // <= MPB * NMAX^2 elements
-    T* const gbase = A + static_cast<long long>(b0) * mn;
-    const bool vec = (reinterpret_cast<unsigned long long>(A) & 15ull) == 0 && n % VK == 0;
+    const T* const sbase = src + static_cast<long long>(b0) * mn;
+    T* const dbase = dst + static_cast<long long>(b0) * mn;
+    const bool vec = ((reinterpret_cast<unsigned long long>(src)
+                       | reinterpret_cast<unsigned long long>(dst)) & 15ull) == 0 && n % VK == 0;
 
     // 1. The block's matrices to the staging rows (row r = element / n of the run).
     if (vec) {
@@ -265,14 +280,14 @@ getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
         for (int e = tid * VK; e < total; e += THREADS * VK) {
             const int row = e / n, col = e - row * n;
             cp_async16(reinterpret_cast<float*>(stage + row * P + col),
-                       reinterpret_cast<const float*>(gbase + e));
+                       reinterpret_cast<const float*>(sbase + e));
         }
     } else {
 #pragma unroll 4
         for (int e = tid; e < total; e += THREADS) {
             const int row = e / n, col = e - row * n;
             float* d = reinterpret_cast<float*>(stage + row * P + col);
-            const float* s = reinterpret_cast<const float*>(gbase + e);
+            const float* s = reinterpret_cast<const float*>(sbase + e);
             cp_async4(d, s, true);
             if constexpr (sizeof(T) == 8)
                 cp_async4(d + 1, s + 1, true);              // a double as its two halves
@@ -284,18 +299,24 @@ getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
         *sinfo = 0;
     __syncthreads();
 
-    // 2. Registers: rows lg + G*a, the group's chunks.
+    // 2. Registers: rows lg + G*a, the group's chunks; whether any of their n columns holds an
+    // inf or NaN.
     T x[RA][CW];
     int pos[RA];
+    bool nonfinite = false;
 #pragma unroll
     for (int a = 0; a < RA; ++a) {
         const int i = lg + G * a;
         pos[a] = i < m ? i : GBATCH_NONE;
         if (i < m && b < batch) {
-            const T* src = stage + (mb * m + i) * P;
+            const T* row = stage + (mb * m + i) * P;
 #pragma unroll
-            for (int c = 0; c < NCH; ++c)
-                gbatch_ld16(x[a], c * VK, src + (c * C + g) * VK);
+            for (int c = 0; c < NCH; ++c) {
+                gbatch_ld16(x[a], c * VK, row + (c * C + g) * VK);
+#pragma unroll
+                for (int q = 0; q < VK; ++q)
+                    nonfinite |= (c * C + g) * VK + q < n && !E::finite(x[a][c * VK + q]);
+            }
         } else {
 #pragma unroll
             for (int j = 0; j < CW; ++j)
@@ -459,7 +480,16 @@ getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
                 info[b] = my_info;
         }
     }
-    __syncthreads();
+    // The block's summary for the host (flags in host-mapped memory, plain stores of the
+    // call's gen: none needs resetting): a singular matrix, an inf or NaN in the input.
+    const int singular = __syncthreads_or(b < batch && (C == 1 ? my_info : *sinfo) != 0);
+    const int bad = __syncthreads_or(nonfinite);
+    if (tid == 0) {
+        if (singular)
+            flags[0] = gen;
+        if (bad)
+            flags[1] = gen;
+    }
     if constexpr (C > 1) {
         for (int i = tid; i < kmax; i += THREADS)
             piv[static_cast<long long>(b) * kmax + i] = spiv[i];
@@ -470,14 +500,14 @@ getrf_batched(int batch, int m, int n, T* __restrict__ A, int* __restrict__ piv,
 #pragma unroll 4
         for (int e = tid * VK; e < total; e += THREADS * VK) {
             const int row = e / n, col = e - row * n;
-            *reinterpret_cast<uint4*>(gbase + e) =
+            *reinterpret_cast<uint4*>(dbase + e) =
                 *reinterpret_cast<const uint4*>(stage + row * P + col);
         }
     } else {
 #pragma unroll 4
         for (int e = tid; e < total; e += THREADS) {
             const int row = e / n, col = e - row * n;
-            gbase[e] = stage[row * P + col];
+            dbase[e] = stage[row * P + col];
         }
     }
 }

@@ -508,6 +508,8 @@ def fake_launch(monkeypatch):
         runtime=types.SimpleNamespace(getDevice=lambda: 0)))
     monkeypatch.setattr(_batched, "cupy", lambda: cp)
     monkeypatch.setattr(_batched.device, "max_shared_per_block", lambda *a: H100_SMEM)
+    monkeypatch.setattr(_batched.mapped, "flags",
+                        lambda: types.SimpleNamespace(ptr=4 << 30, next_gen=lambda: 3))
     _batched._shape.cache_clear()
     monkeypatch.setattr(_batched, "_kernel", lambda dev, ctype, nmax, g, c: (
         lambda grid, block, *args: launches.append((_batched._name(ctype, nmax, g, c), grid,
@@ -523,7 +525,8 @@ def test_launch_arguments(fake_launch):
     getrf_batched(a, piv, info)
     name, grid, block, args = launches[-1]
     assert name == "getrf_batched<float,8,4,1>" and grid == (3126, 1, 1)
-    assert block == (128, 1, 1) and args == (100001, 8, 8, 1 << 30, 2 << 30, 3 << 30)
+    assert block == (128, 1, 1)
+    assert args == (100001, 8, 8, 1 << 30, 1 << 30, 2 << 30, 3 << 30, 4 << 30, 3)
     getrf_batched(*triple(10000, 64, 64, np.float64))
     assert launches[-1][0] == "getrf_batched<double,64,32,4>"
     assert launches[-1][1:3] == ((10000, 1, 1), (128, 1, 1))
@@ -621,6 +624,14 @@ template <typename F> inline unsigned redux(unsigned mask, unsigned v, F op) {
 #define threadIdx (emu::cur->tid)
 #define blockIdx (emu::block_idx)
 inline void __syncthreads() { emu::rendezvous(0xFFFFull << 48, (int)emu::block_dim.x); }
+inline int __syncthreads_or(int pred) {
+    emu::slots[emu::tid()] = pred != 0;
+    __syncthreads();
+    int r = 0;
+    for (unsigned t = 0; t < emu::block_dim.x; ++t) r |= (int)emu::slots[t];
+    __syncthreads();
+    return r;
+}
 inline void __syncwarp(unsigned mask = 0xffffffffu) {
     emu::need(mask, emu::lane()); emu::rendezvous(emu::wkey(5, mask), __builtin_popcount(mask));
 }
@@ -651,10 +662,13 @@ alignas(16) float4 gbatch_smem[(256 * 1024) / 16];
 
 _DRIVER = r"""
 template <typename T, int NMAX, int G, int C>
-void run(int batch, int m, int n, void* A, int* piv, int* info, unsigned seed, long smem) {
+void run(int batch, int m, int n, void* A, int* piv, int* info, int* flags, int gen,
+         unsigned seed, long smem) {
     constexpr int THREADS = GBATCH_THREADS(G, C), MPB = THREADS / (G * C);
-    static int s_batch, s_m, s_n; static void* s_A; static int* s_piv; static int* s_info;
-    s_batch = batch; s_m = m; s_n = n; s_A = A; s_piv = piv; s_info = info;
+    static int s_batch, s_m, s_n, s_gen; static void* s_A; static int* s_piv; static int* s_info;
+    static int* s_flags;
+    s_batch = batch; s_m = m; s_n = n; s_A = A; s_piv = piv; s_info = info; s_flags = flags;
+    s_gen = gen;
     std::mt19937 rng(seed);
     std::vector<emu::Fiber> fibers(THREADS);
     emu::fibers = &fibers;
@@ -669,8 +683,9 @@ void run(int batch, int m, int n, void* A, int* piv, int* info, unsigned seed, l
             f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
             f.ctx.uc_link = &emu::sched;
             makecontext(&f.ctx, (void (*)())+[]() {
-                getrf_batched<T, NMAX, G, C>(s_batch, s_m, s_n, static_cast<T*>(s_A), s_piv,
-                                             s_info);
+                getrf_batched<T, NMAX, G, C>(s_batch, s_m, s_n, static_cast<const T*>(s_A),
+                                             static_cast<T*>(s_A), s_piv, s_info, s_flags,
+                                             s_gen);
                 emu::cur->done = true;
             }, 0);
         }
@@ -695,9 +710,9 @@ void run(int batch, int m, int n, void* A, int* piv, int* info, unsigned seed, l
     }
 }
 extern "C" int gb_run(int itemsize, int nmax, int g, int c, int batch, int m, int n, void* A,
-                      int* piv, int* info, unsigned seed, long smem) {
+                      int* piv, int* info, int* flags, int gen, unsigned seed, long smem) {
 #define CASE(T, N, GG, CC) if (sizeof(T) == (size_t)itemsize && nmax == N && g == GG && c == CC) \
-    { run<T, N, GG, CC>(batch, m, n, A, piv, info, seed, smem); return 0; }
+    { run<T, N, GG, CC>(batch, m, n, A, piv, info, flags, gen, seed, smem); return 0; }
     CASES
     return 1;
 }
@@ -722,14 +737,15 @@ def emulated(tmp_path_factory):
     if proc.returncode:
         pytest.fail(f"the emulation does not compile:\n{proc.stderr[-4000:]}")
     gb = ctypes.CDLL(str(lib))
-    gb.gb_run.argtypes = [ctypes.c_int] * 7 + [ctypes.c_void_p] * 3 + [ctypes.c_uint,
-                                                                       ctypes.c_long]
+    gb.gb_run.argtypes = ([ctypes.c_int] * 7 + [ctypes.c_void_p] * 4
+                          + [ctypes.c_int, ctypes.c_uint, ctypes.c_long])
     return gb
 
 
 def run_emulated(gb, a, shape=None, offset=0, seed=1):
     """The kernel on the stack a (copied into a guarded buffer, `offset` elements off its
-    16-byte alignment): (lu, piv, info); asserts nothing outside the arrays was written."""
+    16-byte alignment): (lu, piv, info); asserts nothing outside the arrays was written and
+    that the flags report the singular and the non-finite matrices."""
     b, m, n = a.shape
     element = element_of(a.dtype)
     nmax, g, c = shape or shape_for(m, n, element, limit=H100_SMEM)
@@ -739,9 +755,14 @@ def run_emulated(gb, a, shape=None, offset=0, seed=1):
     view[:] = a.ravel()
     k = min(m, n)
     pbuf, ibuf = np.full(b * k + 2 * pad, -7, np.int32), np.full(b + 2 * pad, -7, np.int32)
+    flags, gen = np.array([5, 5, -7], np.int32), 9
     assert gb.gb_run(a.dtype.itemsize, nmax, g, c, b, m, n, view.ctypes.data,
-                     pbuf[pad:].ctypes.data, ibuf[pad:].ctypes.data, seed,
-                     shared_bytes(nmax, g, c, element)) == 0
+                     pbuf[pad:].ctypes.data, ibuf[pad:].ctypes.data, flags.ctypes.data, gen,
+                     seed, shared_bytes(nmax, g, c, element)) == 0
+    info = ibuf[pad:pad + b]
+    assert flags[0] == (gen if info.any() else 5)
+    assert flags[1] == (gen if not np.isfinite(a).all() else 5)
+    assert flags[2] == -7
     untouched = np.concatenate([buf[:pad + offset], buf[pad + offset + b * m * n:]])
     assert (untouched == 7.25).all()
     assert (pbuf[:pad] == -7).all() and (pbuf[pad + b * k:] == -7).all()
@@ -823,15 +844,20 @@ def assert_kernel_matches_reference(a, lu, piv, info):
         assert (diff <= 4 * eps_of(a.dtype) * scale).all()
 
 
+ERROR_FLOOR = 0.25            # in units of ||A|| n eps
+
+
 def assert_backward_error_like_lapack(a, lu, piv, sample=None):
-    """||P A - L U||_F / (||A||_F n eps) <= 2x LAPACK's xgetrf, per matrix (of `sample`)."""
+    """||P A - L U||_F / (||A||_F n eps) <= 2x LAPACK's xgetrf, per matrix (of `sample`), or
+    below ERROR_FLOOR: at orders of a few, both errors are a few roundings (LAPACK's is often
+    exactly 0), where their ratio means nothing."""
     eps = eps_of(a.dtype)
     for i in (range(a.shape[0]) if sample is None else sample):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ref_lu, ref_piv = sl.lu_factor(a[i])
         ours = backward_error(a[i], lu[i], piv[i], eps)
-        assert ours <= 2 * backward_error(a[i], ref_lu, ref_piv, eps) + 1e-3, i
+        assert ours <= max(2 * backward_error(a[i], ref_lu, ref_piv, eps), ERROR_FLOOR), i
 
 
 def sizes_around_steps():

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from ..core import device
+from ..core import device, mapped
 from ..core.arrays import array_kind
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
@@ -37,7 +37,7 @@ SHAPES_OF = {"float": ((8, 4, 1), (16, 8, 1), (32, 16, 1), (64, 32, 2), (128, 32
 META_INTS = 8               # ints of shared memory for the per-column (pivot row, position) pairs
 ELEMENTS = REAL_KERNEL      # the element types the kernel is instantiated for
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
-_SPECS = "iiiPPP"           # batch, m, n, A, piv, info
+_SPECS = "iiiPPPPPi"        # batch, m, n, src, dst, piv, info, flags, gen
 
 
 def _name(ctype, nmax, g, c):
@@ -115,15 +115,18 @@ def _shape(device_id, ctype, m, n):
     return shape_for(m, n, _BY_CTYPE[ctype], device.max_shared_per_block(device_id))
 
 
-def getrf_batched_ptr(batch, m, n, ap, pivp, infop, element=F32):
+def getrf_batched_ptr(batch, m, n, srcp, dstp, pivp, infop, flagsp, gen, element=F32):
     """getrf_batched by device pointer, on the current device and stream: the C-contiguous
-    (batch, m, n) stack of `element`s (F32 or F64) at ap factored in place, pivots (batch,
-    min(m, n)) int32 at pivp, info (batch,) int32 at infop.  No validation; batch, m, n > 0
-    and max(m, n) <= max_order(element) expected."""
+    (batch, m, n) stack of `element`s (F32 or F64) at srcp factored into dstp (the same
+    pointer: in place), pivots (batch, min(m, n)) int32 at pivp, info (batch,) int32 at
+    infop; `gen` stored to the host-mapped flagsp[0] where a matrix is singular and to
+    flagsp[1] where an input holds an inf or NaN (core/mapped.py).  No validation; batch, m,
+    n > 0 and max(m, n) <= max_order(element) expected."""
     dev = cupy().cuda.runtime.getDevice()
     nmax, g, c = _shape(dev, element.ctype, m, n)
     launch = _kernel(dev, element.ctype, nmax, g, c)
-    launch((grid_size(batch, g, c), 1, 1), (threads(g, c), 1, 1), batch, m, n, ap, pivp, infop)
+    launch((grid_size(batch, g, c), 1, 1), (threads(g, c), 1, 1), batch, m, n, srcp, dstp,
+           pivp, infop, flagsp, gen)
 
 
 def _c_contiguous(x):
@@ -199,7 +202,10 @@ def getrf_batched(a, piv, info):
     if m == 0 or n == 0:
         info.fill(0)                                # nothing to factor: every info is 0
         return
-    getrf_batched_ptr(batch, m, n, a.data.ptr, piv.data.ptr, info.data.ptr, element)
+    flags = mapped.flags()
+    gen = flags.next_gen()
+    getrf_batched_ptr(batch, m, n, a.data.ptr, a.data.ptr, piv.data.ptr, info.data.ptr,
+                      flags.ptr, gen, element)
 
 
 _REFERENCE_TYPES = tuple(np.dtype(t) for t in (np.float32, np.float64, np.complex64,

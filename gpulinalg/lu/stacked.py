@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import arrays as _arrays
 from ..core import finite as _finite
+from ..core import mapped as _mapped
 from ..core.backend import cupy
 from ..core.element import element as _element
 from . import batched as _batched
@@ -47,10 +48,11 @@ def to_module(xp, a, kind, dtype, name="a"):
 
 def factor(a, check_finite, options, backend, one, overwrite_a=False):
     """The LU of each matrix of the stack `a` (..., M, N): (kind, xp, lu (..., M, N), piv
-    (..., K) int32 in module xp, info (B,) NumPy int32), LAPACK's factors and 0-based pivots
-    per matrix.  one(matrix, options, backend) -> (xp, lu, piv, info): the single-matrix
-    route (the public layer's), for the matrices the batched kernel does not take.
-    overwrite_a: a C-contiguous CuPy stack of the working dtype is factored in place."""
+    (..., K) int32 in module xp, info), LAPACK's factors and 0-based pivots per matrix; info
+    (B,) NumPy int32, or None where no matrix has an exactly zero pivot.  one(matrix,
+    options, backend) -> (xp, lu, piv, info): the single-matrix route (the public layer's),
+    for the matrices the batched kernel does not take.  overwrite_a: a C-contiguous CuPy
+    stack of the working dtype is factored in place."""
     kind = _arrays.array_kind(a)
     element = _element(_arrays.dtype_of(a))
     options.check(element)
@@ -61,6 +63,10 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     count = int(np.prod(batch))
     xp = module(backend)
     with context(xp, kind, (a,)):
+        if (xp is not np and not element.is_complex and count and m and n
+                and max(m, n) <= _batched.max_order(element)):
+            lu, piv, info = on_kernel(a, kind, element, check_finite, overwrite_a)
+            return kind, xp, lu, piv, info
         if (overwrite_a and kind == "cupy" and xp is not np and a.dtype == element.dtype
                 and a.flags.c_contiguous):
             A = a.reshape(count, m, n)           # a view: the factors land in a
@@ -74,15 +80,44 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
                                                                                    np.int32)
         if xp is np:
             lu, piv, info = _batched.reference(A)
-        elif not element.is_complex and max(m, n) <= _batched.max_order(element):
-            lu = A
-            piv = xp.empty((count, k), np.int32)
-            info_d = xp.empty(count, np.int32)
-            _batched.getrf_batched(lu, piv, info_d)
-            info = info_d.get()
         else:
             lu, piv, info = _one_by_one(A, options, backend, one)
     return kind, xp, lu.reshape(shape), piv.reshape(batch + (k,)), info
+
+
+def on_kernel(a, kind, element, check_finite, overwrite_a):
+    """(lu, piv, info) of the device stack or matrix `a` (..., M, N), real, 0 < M, N <=
+    max_order, by one launch of the batched kernel on the current device: lu (..., M, N)
+    C-contiguous and piv (..., K) int32 CuPy arrays, info as `factor`'s.  The kernel reads a
+    C-contiguous input of the working dtype where it lies and writes new factors (in place
+    under overwrite_a for CuPy input); it reports singular and non-finite matrices through
+    host-mapped flags, so the call's one host synchronisation is the stream's, and the info
+    array is copied back only when a matrix is singular."""
+    cp = cupy()
+    shape = tuple(a.shape)
+    m, n = shape[-2:]
+    count = int(np.prod(shape[:-2]))
+    src = _arrays.to_device(a, kind, "a", element.dtype)
+    # Factored in place: a copy of ours (an upload, a conversion), or the caller's CuPy
+    # array under overwrite_a; else into a new array.
+    owned = kind not in ("cupy", "torch") or src.data.ptr != _arrays.device_ptr(a, kind)
+    if not src.flags.c_contiguous:
+        src, owned = cp.ascontiguousarray(src), True
+    in_place = owned or (overwrite_a and kind == "cupy")
+    dst = src if in_place else cp.empty(shape, element.dtype)
+    pivinfo = cp.empty(count * min(m, n) + count, np.int32)
+    flags = _mapped.flags()
+    gen = flags.next_gen()
+    _batched.getrf_batched_ptr(count, m, n, src.data.ptr, dst.data.ptr, pivinfo.data.ptr,
+                               pivinfo.data.ptr + 4 * count * min(m, n), flags.ptr, gen,
+                               element)
+    cp.cuda.get_current_stream().synchronize()
+    singular, nonfinite = flags.read(gen)
+    if check_finite and nonfinite:
+        raise ValueError(_finite.NONFINITE)
+    info = pivinfo[count * min(m, n):].get() if singular else None
+    piv = pivinfo[:count * min(m, n)].reshape(shape[:-2] + (min(m, n),))
+    return dst, piv, info
 
 
 def _one_by_one(A, options, backend, one):
@@ -103,7 +138,9 @@ def _one_by_one(A, options, backend, one):
 
 def singular_warning(info, batch):
     """SciPy's warning for a stack, once: how many matrices have an exactly zero pivot, the
-    first of them and its diagonal number; None where none has."""
+    first of them and its diagonal number; None where none has (info None: none has)."""
+    if info is None:
+        return None
     bad = np.flatnonzero(info)
     if not bad.size:
         return None

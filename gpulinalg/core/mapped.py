@@ -1,0 +1,44 @@
+"""Host-mapped summary words: a kernel reports a call's outcome (a singular matrix, an inf or
+NaN in its input) by storing the call's generation number into pinned host memory that every
+device addresses directly (unified addressing), so that the host reads it after the stream's
+synchronisation without a copy.  Stores of one value need no reset between calls and no
+atomics over the bus; a reader compares each word with the generation it passed.
+"""
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .backend import cupy
+
+WORDS = 2                   # words per call: [0] a singular matrix, [1] an inf or NaN in the input
+_PORTABLE_MAPPED = 3        # cudaHostAllocPortable | cudaHostAllocMapped
+_local = threading.local()  # one buffer per host thread: its calls never share words
+
+
+class Flags:
+    """WORDS int32 of mapped pinned memory and the generation of the next call."""
+
+    def __init__(self):
+        self.ptr = cupy().cuda.runtime.hostAlloc(4 * WORDS, _PORTABLE_MAPPED)
+        self.words = np.ctypeslib.as_array((ctypes.c_int32 * WORDS).from_address(self.ptr))
+        self.words[:] = 0
+        self.gen = 0
+
+    def next_gen(self):
+        """The generation number of a new call (1 .. 2**31 - 1, never 0: the words start at 0)."""
+        self.gen = self.gen % (2**31 - 1) + 1
+        return self.gen
+
+    def read(self, gen):
+        """(singular, nonfinite) of call `gen`; its kernel must have finished."""
+        return bool(self.words[0] == gen), bool(self.words[1] == gen)
+
+
+def flags():
+    """This host thread's Flags."""
+    f = getattr(_local, "flags", None)
+    if f is None:
+        f = _local.flags = Flags()
+    return f

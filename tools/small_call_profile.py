@@ -1,0 +1,99 @@
+"""Where a small lu_factor call's time goes: wall time with a sync, the batched kernel alone
+(CUDA events around back-to-back launches), and the host's Python profile of the call.
+
+    python3 tools/small_call_profile.py --stacks 100000x8,20000x32 --sizes 32,128,512
+        [--dtype float32,float64] [--calls 200] [--top 12]
+
+Per case one line of times (wall ms, kernel ms where the batched kernel takes the order), then
+cProfile's `--top` functions by own time over `--calls` calls.
+"""
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import numpy as np
+
+
+def wall_ms(fn, calls):
+    import cupy as cp
+    for _ in range(3):
+        fn()
+    cp.cuda.Device().synchronize()
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        cp.cuda.Device().synchronize()
+        times.append(time.perf_counter() - t)
+    return 1e3 * float(np.median(times))
+
+
+def kernel_ms(a, reps=20):
+    """The batched kernel alone on the stack a (B, M, N), src -> dst, per launch."""
+    import cupy as cp
+
+    from gpulinalg.core import mapped
+    from gpulinalg.core.element import exact
+    from gpulinalg.lu import batched
+    b, m, n = a.shape
+    element = exact(a.dtype)
+    if max(m, n) > batched.max_order(element):
+        return None
+    dst = cp.empty_like(a)
+    pi = cp.empty(b * min(m, n) + b, np.int32)
+    flags = mapped.flags()
+
+    def launch():
+        batched.getrf_batched_ptr(b, m, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
+                                  pi.data.ptr + 4 * b * min(m, n), flags.ptr, flags.next_gen(),
+                                  element)
+    launch()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        launch()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / reps
+
+
+def profile(fn, calls, top):
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof)
+    stats.sort_stats("tottime").print_stats(top)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stacks", default="100000x8,20000x32,10000x64,2000x128")
+    p.add_argument("--sizes", default="32,64,128,256,512,1024")
+    p.add_argument("--dtype", default="float32,float64")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--top", type=int, default=12)
+    args = p.parse_args()
+    import cupy as cp
+
+    import gpulinalg
+    rng = np.random.default_rng(0)
+    cases = [tuple(int(x) for x in s.split("x")) for s in args.stacks.split(",") if s]
+    cases += [(None, int(n)) for n in args.sizes.split(",") if n]
+    for dtype in args.dtype.split(","):
+        for b, n in cases:
+            shape = (n, n) if b is None else (b, n, n)
+            a = cp.asarray(rng.standard_normal(shape).astype(dtype))
+            fn = lambda: gpulinalg.lu_factor(a)     # noqa: E731
+            wall = wall_ms(fn, 50)
+            kern = kernel_ms(a if b is not None else a[None])
+            print(f"== {dtype} {'one' if b is None else b}x{n}: wall {wall:.3f} ms, kernel "
+                  f"{'-' if kern is None else f'{kern:.3f} ms'}", flush=True)
+            profile(fn, args.calls if n <= 512 else 20, args.top)
+
+
+if __name__ == "__main__":
+    main()
