@@ -329,7 +329,7 @@ def _small_element(a, options, backend):
     if backend.emulated or backend.timeline is not None or a.ndim != 2 or 0 in a.shape:
         return None
     kind = _arrays.array_kind(a)
-    if kind not in ("cupy", "torch") or options != _plan.Options():
+    if kind not in ("cupy", "torch") or not options.is_default():
         return None
     element = _element(_arrays.dtype_of(a))
     if element.is_complex:

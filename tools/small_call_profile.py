@@ -71,7 +71,7 @@ def profile(fn, calls, top):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--stacks", default="100000x8,20000x32,10000x64,2000x128")
+    p.add_argument("--stacks", default="1x8,100000x8,20000x32,10000x64,2000x128")
     p.add_argument("--sizes", default="32,64,128,256,512,1024")
     p.add_argument("--dtype", default="float32,float64")
     p.add_argument("--calls", type=int, default=200)

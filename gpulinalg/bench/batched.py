@@ -35,7 +35,7 @@ def add_arguments(p):
                    type=common.name_list(("float32", "float64")),
                    help="float32, float64 or both")
     p.add_argument("--check", type=int, default=4, help="matrices whose error is computed")
-    p.add_argument("--repeat", type=int, default=5, help="timed rounds (median reported)")
+    p.add_argument("--repeat", type=int, default=25, help="timed rounds (median reported)")
 
 
 def check(args):

@@ -29,7 +29,7 @@ are `Options`.
 """
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -78,6 +78,10 @@ class Options:
     lookahead: int = 1
     precision: str = "auto"
     devices: object = None
+
+    def is_default(self):
+        """Whether every keyword is at its default."""
+        return all(getattr(self, f.name) == f.default for f in fields(self))
 
     def check(self, element=F32):
         """Validate the keywords for a matrix of `element`; needs no GPU."""

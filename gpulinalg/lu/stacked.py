@@ -9,6 +9,7 @@ still take one call per matrix.
 """
 
 import contextlib
+import math
 
 import numpy as np
 
@@ -55,12 +56,13 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     stack of the working dtype is factored in place."""
     kind = _arrays.array_kind(a)
     element = _element(_arrays.dtype_of(a))
-    options.check(element)
-    check_options(options)
+    if not options.is_default():
+        options.check(element)
+        check_options(options)
     shape = tuple(a.shape)
     batch, (m, n) = shape[:-2], shape[-2:]
     k = min(m, n)
-    count = int(np.prod(batch))
+    count = math.prod(batch)
     xp = module(backend)
     with context(xp, kind, (a,)):
         if (xp is not np and not element.is_complex and count and m and n
@@ -96,7 +98,7 @@ def on_kernel(a, kind, element, check_finite, overwrite_a):
     cp = cupy()
     shape = tuple(a.shape)
     m, n = shape[-2:]
-    count = int(np.prod(shape[:-2]))
+    count = math.prod(shape[:-2])
     src = _arrays.to_device(a, kind, "a", element.dtype)
     # Factored in place: a copy of ours (an upload, a conversion), or the caller's CuPy
     # array under overwrite_a; else into a new array.

@@ -1,0 +1,585 @@
+// getrf_batched_blocked.cu -- batched LU with partial pivoting of stacks of medium matrices
+// (orders 129 .. 1024) in one launch, one thread block per matrix: for each matrix A_b
+// (b < batch), LAPACK xgetrf's result by a blocked right-looking LU within the block, read from
+// src and written to dst (the same stack or another).  One source for T = float and double,
+// all arithmetic in T.
+//
+// Computes, per m x n matrix (1 <= m, n <= 1024), for each panel of NB columns j0 ..
+// j0+nb-1 (nb = min(NB, K - j0), K = min(m, n)): (1) the panel's unblocked LU, for
+// k = j0 .. j0+nb-1: the pivot p = the FIRST row of max |A(i, k)| over rows i >= k (LAPACK
+// i?amax: a scan in row order with a strict >, so a NaN below row k never wins, and a NaN in
+// row k itself -- where the scan starts -- keeps p = k); interchange rows k and p; the
+// multipliers A(i, k) *= r, i > k, r = 1 / A(k, k) rounded once (an exactly zero pivot
+// scales nothing and sets info); the rank-1 update of the panel's columns
+// A(i, j) = fma(-A(i, k), A(k, j), A(i, j)); (2) the panel's interchanges applied to the
+// columns left and right of it; (3) U12 = L11^-1 A12 (unit lower L11) by forward
+// substitution; (4) A22 = A22 - L21 U12.  Every element gets its updates by fma in increasing
+// k, one rounding each, as in the unblocked algorithm: the factors are those of
+// gpulinalg/lu/batched.py's `reference` bit for bit (but for float subnormals, which the
+// build's -ftz=true flushes).  info_b = the 1-based column of the first exactly zero pivot,
+// else 0.  Scaling, LAPACK's rule against ours: xgetf2 divides by a pivot below sfmin (a
+// subnormal) instead of multiplying by its reciprocal, which may overflow; here a double
+// pivot below DBL_MIN gets the reciprocal of pivot * 2^64 and its products are multiplied by
+// 2^64, and a float pivot always its reciprocal (as kernels/getrf_batched.cu).
+// Storage: unlike LAPACK (column-major), src and dst are ROW-MAJOR and packed: element
+// (b, i, j) at [(b*m + i)*n + j] (64-bit offsets), C-contiguous (batch, m, n) arrays; src ==
+// dst factors in place (else the block first copies its matrix to dst; partly overlapping
+// stacks are not allowed).  Pivots are 0-BASED, as scipy.linalg.lu_factor's: piv[b*K + k] =
+// p (row k was interchanged with row p); info[b] as LAPACK's.  flags: two ints of
+// host-mapped memory: a block stores the call's `gen` to flags[0] when its matrix has
+// info != 0 and to flags[1] when its input holds an inf or NaN (plain stores, at most one per
+// flag and block, so nothing needs resetting and no atomics cross the bus).
+//
+// Bound: per matrix ~(2/3) n^3 flops, as FMAs from registers in the trailing update.  With
+// >= 132 matrices of n = 256 .. 512 every SM is busy and the bound is the SM's FMA rate
+// (H100/H200: 128 FP32 or 64 FP64 FMAs per clock per SM) times the micro-tile's issue
+// efficiency (~80%: 32 FMAs per 3 shared loads per k, plus the tile's global loads and
+// stores), and the traffic of A22: right-looking with a panel of NB columns reads and writes
+// each trailing element once per panel, NB/(2 sizeof(T)) FMAs per byte (float 4, double 1),
+// from L2 while the resident matrices fit it, else from HBM; double is bound by that traffic.
+// The panel itself is a chain of one block barrier, a block-wide search and one division per
+// column (a few hundred cycles), hidden by the other resident blocks only where m is small.
+// Estimates (H200 at ~1.75 GHz, 4.8 TB/s; estimate, not measured): 1000 x 256^2 float ~0.4 ms,
+// double ~1.1 ms (traffic); 200 x 512^2 float ~0.6 ms, double ~2 ms; 50 x 1024^2 (50 of 132
+// SMs busy, one block each) float ~2.7 ms, double ~5 ms.
+//
+// getrf_batched_blocked<T, NB, THREADS>(batch, m, n, src, dst, piv, info, flags, gen):
+//   Threads.  Block b factors matrix b with THREADS threads (8 warps).
+//   Panel (in shared memory, column-major P(i, c) = P[c*LD + i], local row i = global row
+//   j0 + i): staged by cp.async, a warp taking GR rows x GC columns (32 bytes of each row:
+//   whole sectors; LD = m rounded up to 4 mod 128/sizeof(T), which makes the staging and
+//   write-back conflict-free and the columns 16-byte aligned).  Thread t owns the panel rows
+//   t + THREADS*s (s < GBB_MAXM/THREADS).  Interchanges within the panel are virtual: a row
+//   stays in its place and each owner keeps its position pos[s] (the row order after the
+//   interchanges so far).  Column k: every thread updates its rows at positions > k (scaling,
+//   then the rank-1 update of the panel's later columns with the pivot row, which no thread
+//   writes in that step) and forms the search key of column k+1 (|value|'s bits + 1; the
+//   largest key for a NaN at position k+1, 0 for a NaN below it and for non-candidates, the
+//   tag position << 10 | row breaking ties to the smallest position); each warp reduces its
+//   32 by redux.sync and lane 0 stores the warp's winner (double-buffered by k's parity); ONE
+//   __syncthreads per column; then every warp reduces the WARPS winners again and knows the
+//   pivot row, its position and value.  Thread 0 stores the pivots and info.
+//   After the panel: the moves it made (position r < nb <- row invp[r]; row i < nb ->
+//   position disp[i] >= nb, where i was displaced) go to shared tables, the panel is put in
+//   position order through a scratch buffer and written back to dst.
+//   Columns outside the panel: thread t takes column c = t (+ THREADS ...) of the left part
+//   and c = c0 + t of each chunk of THREADS columns of the right part, and applies the
+//   panel's interchanges to it alone (the rows at positions < nb read first, then the
+//   displaced rows moved, then positions < nb written: no other thread touches the column);
+//   on the right it also solves L11 x = A12(:, c) in registers (L11 from shared memory) and
+//   writes U12(:, c) to dst and to the chunk's U12 buffer in shared memory.  __syncthreads.
+//   Trailing update of the chunk: THREADS/16 x 16 threads, a thread a micro-tile of TM
+//   consecutive rows x TN columns 16 apart (consecutive lanes on consecutive columns:
+//   coalesced scalar loads and stores of A22 in dst, any n), BM x BN = (THREADS/16)*TM x
+//   16*TN per block tile; per k: TM values of L21 (16-byte loads of the panel's column),
+//   TN of U12 (16-byte loads: the buffer stores each thread's columns side by side), TM*TN
+//   FMAs on the tile held in registers; the next tile's loads are issued before the current
+//   tile's FMAs.  __syncthreads; next chunk.
+//   The input is checked for infs and NaNs where the first panel step reads it: every
+//   element is read there once before it changes.
+//
+// Knobs: NB (panel width; float 32, double 16: the panel of m = 1024 rows takes 128 KB of
+// shared memory), THREADS = 256 (template parameters; gpulinalg/lu/batched_blocked.py's
+// SHAPE_OF), the micro-tile TM x TN = 8 x 4 (float and double; gbb_elem),
+// GBB_MIN_BLOCKS = 2 (__launch_bounds__: <= 128 registers per thread at 256 threads),
+// GBB_MAXM = 1024.  Dynamic shared memory (bytes): sizeof(T) * (LD*NB panel + NB*THREADS
+// U12 chunk, which also holds the 2*NB*NB scratch of the panel's reordering) + 16*WARPS
+// search keys + 8*WARPS search tags + 8*NB interchange tables: float m = 129: 50 KB, 512:
+// 98 KB, 1024: 161 KB; double the same (sm_80, sm_90, sm_100).
+
+#include "async_copy.cuh"
+
+#define GBB_MAXM 1024           // the largest m: panel rows per thread GBB_MAXM / THREADS;
+                                // positions and rows fit the search tag's 10-bit fields
+#define GBB_MIN_BLOCKS 2        // __launch_bounds__' blocks per SM (registers per thread:
+                                // at most 65536 / (GBB_MIN_BLOCKS * THREADS))
+#define GBB_TC 16               // thread columns of the trailing update's block tile
+
+// What differs between float and double: the search key (the element type's unsigned
+// integer of the same width), the fused multiply-add, the tiny-pivot scaling, the micro-tile.
+template <typename T>
+struct gbb_elem;
+
+template <>
+struct gbb_elem<float> {
+    typedef unsigned key_t;
+    static constexpr int TM = 8;    // micro-tile rows (consecutive) per thread
+    static constexpr int TN = 4;    // micro-tile columns (16 apart) per thread
+    // |v|'s bits + 1 for a candidate number, the largest key for a NaN at position k
+    // (`first`), 0 for a NaN below it and for non-candidates.
+    static __device__ __forceinline__ key_t key(float v, bool cand, bool first) {
+        const unsigned bits = __float_as_uint(v) & 0x7fffffffu;
+        if (!cand)
+            return 0u;
+        if (bits > 0x7f800000u)
+            return first ? 0xffffffffu : 0u;
+        return bits + 1u;
+    }
+    static __device__ __forceinline__ float fma(float a, float b, float c) {
+        return fmaf(a, b, c);
+    }
+    // A pivot below sfmin whose reciprocal is formed scaled by `up` (none for a float: -ftz
+    // flushes a subnormal pivot to zero whatever the scaling).
+    static __device__ __forceinline__ bool tiny(float) { return false; }
+    static constexpr float up = 1.0f;
+    static __device__ __forceinline__ bool finite(float v) {
+        return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
+    }
+};
+
+template <>
+struct gbb_elem<double> {
+    typedef unsigned long long key_t;
+    static constexpr int TM = 8;
+    static constexpr int TN = 4;
+    static constexpr double sfmin = 2.2250738585072014e-308;    // DBL_MIN, dlamch('S')
+    static __device__ __forceinline__ key_t key(double v, bool cand, bool first) {
+        const unsigned long long bits =
+            static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull;
+        if (!cand)
+            return 0ull;
+        if (bits > 0x7ff0000000000000ull)
+            return first ? 0xffffffffffffffffull : 0ull;
+        return bits + 1ull;
+    }
+    static __device__ __forceinline__ double fma(double a, double b, double c) {
+        return ::fma(a, b, c);
+    }
+    static __device__ __forceinline__ bool tiny(double pv) { return fabs(pv) < sfmin; }
+    static constexpr double up = 18446744073709551616.0;          // 2^64
+    static __device__ __forceinline__ bool finite(double v) {
+        return (static_cast<unsigned long long>(__double_as_longlong(v))
+                & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+    }
+};
+
+// The warp's first maximum: the largest key of its 32 lanes and the smallest tag among the
+// lanes holding it (tags are distinct where key > 0), by redux.sync.  Every lane calls it.
+__device__ __forceinline__ void gbb_first_max(unsigned key, unsigned tag, unsigned& wkey,
+                                              unsigned& wtag)
+{
+    wkey = __reduce_max_sync(0xffffffffu, key);
+    wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
+}
+
+__device__ __forceinline__ void gbb_first_max(unsigned long long key, unsigned tag,
+                                              unsigned long long& wkey, unsigned& wtag)
+{
+    const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
+    const unsigned bhi = __reduce_max_sync(0xffffffffu, hi);
+    const unsigned blo = __reduce_max_sync(0xffffffffu, hi == bhi ? lo : 0u);
+    wkey = (static_cast<unsigned long long>(bhi) << 32) | blo;
+    wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
+}
+
+// x[o .. o + 16/sizeof(T)) = p[0 ..) from shared memory in one 16-byte load (p 16-byte
+// aligned); o is a constant once the caller's loops are unrolled.
+template <int N>
+__device__ __forceinline__ void gbb_ld16(float (&x)[N], int o, const float* p)
+{
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[o] = v.x; x[o + 1] = v.y; x[o + 2] = v.z; x[o + 3] = v.w;
+}
+template <int N>
+__device__ __forceinline__ void gbb_ld16(double (&x)[N], int o, const double* p)
+{
+    const double2 v = *reinterpret_cast<const double2*>(p);
+    x[o] = v.x; x[o + 1] = v.y;
+}
+
+// One element global -> shared by cp.async (a double as its two halves).
+__device__ __forceinline__ void gbb_copy_async(float* d, const float* s)
+{
+    cp_async4(d, s, true);
+}
+__device__ __forceinline__ void gbb_copy_async(double* d, const double* s)
+{
+    float* d4 = reinterpret_cast<float*>(d);
+    const float* s4 = reinterpret_cast<const float*>(s);
+    cp_async4(d4, s4, true);
+    cp_async4(d4 + 1, s4 + 1, true);
+}
+
+template <typename T, int NB, int THREADS>
+__global__ void __launch_bounds__(THREADS, GBB_MIN_BLOCKS)
+getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, int* info,
+                      int* flags, int gen)
+{
+    typedef gbb_elem<T> E;
+    typedef typename E::key_t key_t;
+    constexpr int WARPS = THREADS / 32;
+    constexpr int RPT = GBB_MAXM / THREADS;                 // panel rows per thread
+    constexpr int V = 16 / static_cast<int>(sizeof(T));     // elements per 16 bytes
+    constexpr int GC = 32 / static_cast<int>(sizeof(T));    // staging: columns per warp row
+    constexpr int GR = 32 / GC;                             // staging: rows per warp
+    constexpr int TM = E::TM, TN = E::TN;
+    constexpr int TC = GBB_TC, TR = THREADS / TC;           // trailing update: thread grid
+    constexpr int BM = TR * TM, BN = TC * TN;               // trailing update: block tile
+    constexpr int MODLD = 128 / static_cast<int>(sizeof(T));
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
+    static_assert(THREADS % 32 == 0 && WARPS <= 32 && GBB_MAXM % THREADS == 0, "whole warps");
+    static_assert(NB % GC == 0 && NB % V == 0, "the panel: whole 32-byte row segments");
+    static_assert(THREADS % BN == 0 && TM % V == 0 && TN % V == 0, "whole tiles per chunk");
+    static_assert(THREADS >= 2 * NB, "the U12 buffer holds the panel's reordering scratch");
+    static_assert(GBB_MAXM <= 1024, "positions and rows in 10-bit fields");
+
+    const int b = static_cast<int>(blockIdx.x);
+    if (b >= batch)
+        return;
+    const int tid = static_cast<int>(threadIdx.x);
+    const int lane = tid & 31, warp = tid >> 5;
+    const int K = min(m, n);
+    const int mn = m * n;                                   // <= 2^20
+    const int LD = m + ((4 - m) % MODLD + MODLD) % MODLD;   // panel pitch: 4 mod MODLD, >= m
+
+    extern __shared__ float4 gbb_smem[];
+    T* const P = reinterpret_cast<T*>(gbb_smem);            // panel: LD x NB, column-major
+    T* const U = P + LD * NB;                               // U12 chunk: NB x THREADS
+    T* const scratch = U;                                   // the panel's reordering
+    key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);  // 2 x WARPS winners
+    unsigned* const stag = reinterpret_cast<unsigned*>(
+        reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
+    int* const invp = reinterpret_cast<int*>(stag + 2 * WARPS);      // NB: row at position r
+    int* const disp = invp + NB;                            // NB: position of row i, or -1
+
+    T* const A = dst + static_cast<long long>(b) * mn;
+    int* const bpiv = piv + static_cast<long long>(b) * K;
+
+    // 0. src -> dst (16-byte pieces where both are aligned).
+    if (src != dst) {
+        const T* const S = src + static_cast<long long>(b) * mn;
+        int done = 0;
+        if (((reinterpret_cast<unsigned long long>(S) | reinterpret_cast<unsigned long long>(A))
+             & 15ull) == 0) {
+            const int vecs = mn / V;
+            const uint4* s4 = reinterpret_cast<const uint4*>(S);
+            uint4* d4 = reinterpret_cast<uint4*>(A);
+#pragma unroll 4
+            for (int e = tid; e < vecs; e += THREADS)
+                d4[e] = s4[e];
+            done = vecs * V;
+        }
+        for (int e = done + tid; e < mn; e += THREADS)
+            A[e] = S[e];
+        __syncthreads();
+    }
+
+    bool nonfinite = false;                                 // this thread's reads of the input
+    int info0 = 0;                                          // thread 0: the first zero pivot
+
+    for (int j0 = 0; j0 < K; j0 += NB) {
+        const int nb = min(NB, K - j0);
+        const int R = m - j0;                               // panel rows
+        const bool first = j0 == 0;                         // reads see the input
+
+        // 1. The panel to shared memory, column-major (warp: GR rows x GC columns).
+        {
+            const int lr = lane / GC, lc = lane % GC;
+            constexpr int CB = NB / GC;
+            const int tiles = (R + GR - 1) / GR * CB;
+            const T* const g = A + static_cast<long long>(j0) * n + j0;
+            for (int tt = warp; tt < tiles; tt += WARPS) {
+                const int i = tt / CB * GR + lr, c = tt % CB * GC + lc;
+                if (i < R && c < nb)
+                    gbb_copy_async(P + c * LD + i, g + i * n + c);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+            __syncthreads();
+        }
+
+        // 2. The panel's LU; search of column 0 first.
+        int pos[RPT];
+        {
+            key_t bk = 0;
+            unsigned bt = 0xffffffffu;
+#pragma unroll
+            for (int s = 0; s < RPT; ++s) {
+                const int i = tid + THREADS * s;
+                pos[s] = i;
+                if (i < R) {
+                    const key_t key = E::key(P[i], true, i == 0);
+                    const unsigned tag = (static_cast<unsigned>(i) << 10) | i;
+                    if (key > bk || (key != 0 && key == bk && tag < bt)) {
+                        bk = key;
+                        bt = tag;
+                    }
+                    if (first)
+                        for (int c = 0; c < nb; ++c)
+                            nonfinite |= !E::finite(P[c * LD + i]);
+                }
+            }
+            key_t wk;
+            unsigned wt;
+            gbb_first_max(bk, bt, wk, wt);
+            if (lane == 0) {
+                skey[warp] = wk;
+                stag[warp] = wt;
+            }
+            __syncthreads();
+        }
+        for (int k = 0; k < nb; ++k) {
+            const int par = k & 1;
+            key_t wkey;
+            unsigned wtag;
+            gbb_first_max(lane < WARPS ? skey[par * WARPS + lane] : key_t(0),
+                          lane < WARPS ? stag[par * WARPS + lane] : 0xffffffffu, wkey, wtag);
+            const int pp = static_cast<int>(wtag & 1023u);  // the pivot's row
+            const int q = static_cast<int>(wtag >> 10);     // its position
+            const bool zero = wkey == key_t(1);
+            const T pv = P[k * LD + pp];
+            // One division per column: 1 / pivot, for a tiny double pivot of the pivot
+            // scaled by 2^64 (the reciprocal stays finite), the products scaled back.
+            const bool tiny = E::tiny(pv);
+            const T rinv = T(1) / (tiny ? pv * E::up : pv);
+            const T back = tiny ? E::up : T(1);
+            if (tid == 0) {
+                bpiv[j0 + k] = j0 + q;
+                if (zero && info0 == 0)
+                    info0 = j0 + k + 1;
+            }
+            bool act[RPT];
+            T l[RPT];
+#pragma unroll
+            for (int s = 0; s < RPT; ++s) {
+                const int i = tid + THREADS * s;
+                pos[s] = i == pp ? k : (pos[s] == k ? q : pos[s]);
+                act[s] = i < R && pos[s] > k;
+                l[s] = T(0);
+                if (act[s]) {
+                    const T v = P[k * LD + i];
+                    l[s] = zero ? v : (v * rinv) * back;
+                    P[k * LD + i] = l[s];
+                }
+            }
+            for (int c = k + 1; c < nb; ++c) {
+                const T u = P[c * LD + pp];                 // the pivot row: nobody writes it
+#pragma unroll
+                for (int s = 0; s < RPT; ++s)
+                    if (act[s]) {
+                        T* const x = P + c * LD + tid + THREADS * s;
+                        *x = E::fma(-l[s], u, *x);
+                    }
+            }
+            if (k + 1 < nb) {                               // the search of column k + 1
+                key_t bk = 0;
+                unsigned bt = 0xffffffffu;
+#pragma unroll
+                for (int s = 0; s < RPT; ++s)
+                    if (act[s]) {
+                        const int i = tid + THREADS * s;
+                        const key_t key = E::key(P[(k + 1) * LD + i], true, pos[s] == k + 1);
+                        const unsigned tag = (static_cast<unsigned>(pos[s]) << 10) | i;
+                        if (key > bk || (key != 0 && key == bk && tag < bt)) {
+                            bk = key;
+                            bt = tag;
+                        }
+                    }
+                key_t wk;
+                unsigned wt;
+                gbb_first_max(bk, bt, wk, wt);
+                if (lane == 0) {
+                    skey[(par ^ 1) * WARPS + warp] = wk;
+                    stag[(par ^ 1) * WARPS + warp] = wt;
+                }
+            }
+            __syncthreads();
+        }
+
+        // 3. The panel's moves: position r < nb holds row invp[r]; row i < nb went to
+        // position disp[i] >= nb (or -1).  Every other row stays.
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = tid + THREADS * s;
+            if (i < R) {
+                if (pos[s] < nb)
+                    invp[pos[s]] = i;
+                if (i < nb)
+                    disp[i] = pos[s] >= nb ? pos[s] : -1;
+            }
+        }
+        __syncthreads();
+        // The panel in position order, through the scratch: slot r < NB the row moved to
+        // position r, slot NB + i the displaced row i; (from, to) of a slot, from < 0: none.
+        auto move = [&](int slot, int& from, int& to) {
+            from = to = -1;
+            if (slot < NB) {
+                if (slot < nb && invp[slot] != slot) {
+                    from = invp[slot];
+                    to = slot;
+                }
+            } else if (slot - NB < nb && disp[slot - NB] >= 0) {
+                from = slot - NB;
+                to = disp[slot - NB];
+            }
+        };
+        for (int e = tid; e < 2 * NB * NB; e += THREADS) {
+            int from, to;
+            move(e / NB, from, to);
+            if (e % NB < nb && from >= 0)
+                scratch[e] = P[e % NB * LD + from];
+        }
+        __syncthreads();
+        for (int e = tid; e < 2 * NB * NB; e += THREADS) {
+            int from, to;
+            move(e / NB, from, to);
+            if (e % NB < nb && from >= 0)
+                P[e % NB * LD + to] = scratch[e];
+        }
+        __syncthreads();
+        // The panel back to dst (the staging's pattern).
+        {
+            const int lr = lane / GC, lc = lane % GC;
+            constexpr int CB = NB / GC;
+            const int tiles = (R + GR - 1) / GR * CB;
+            T* const g = A + static_cast<long long>(j0) * n + j0;
+            for (int tt = warp; tt < tiles; tt += WARPS) {
+                const int i = tt / CB * GR + lr, c = tt % CB * GC + lc;
+                if (i < R && c < nb)
+                    g[i * n + c] = P[c * LD + i];
+            }
+        }
+
+        // 4. The interchanges on the columns left of the panel, a column per thread.
+        T* const Aj = A + static_cast<long long>(j0) * n;  // row j0
+        for (int c = tid; c < j0; c += THREADS) {
+            T x[NB];
+#pragma unroll
+            for (int r = 0; r < NB; ++r)
+                x[r] = r < nb && invp[r] != r ? Aj[invp[r] * n + c] : T(0);
+#pragma unroll
+            for (int i = 0; i < NB; ++i)
+                if (i < nb && disp[i] >= 0)
+                    Aj[disp[i] * n + c] = Aj[i * n + c];
+#pragma unroll
+            for (int r = 0; r < NB; ++r)
+                if (r < nb && invp[r] != r)
+                    Aj[r * n + c] = x[r];
+        }
+
+        // 5. The right part in chunks of THREADS columns.
+        for (int c0 = j0 + nb; c0 < n; c0 += THREADS) {
+            const int wc = min(THREADS, n - c0);
+            // Interchanges and U12 = L11^-1 A12, column c0 + tid.
+            if (tid < wc) {
+                const int c = c0 + tid;
+                T x[NB];
+#pragma unroll
+                for (int r = 0; r < NB; ++r) {
+                    x[r] = T(0);
+                    if (r < nb) {
+                        x[r] = Aj[invp[r] * n + c];
+                        if (first)
+                            nonfinite |= !E::finite(x[r]);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < NB; ++i)
+                    if (i < nb && disp[i] >= 0) {
+                        const T v = Aj[i * n + c];
+                        if (first)
+                            nonfinite |= !E::finite(v);
+                        Aj[disp[i] * n + c] = v;
+                    }
+                // Forward substitution (x[r], r >= nb, is never stored: no masks needed).
+#pragma unroll
+                for (int k = 0; k < NB - 1; ++k) {
+#pragma unroll
+                    for (int i0 = (k + 1) / V * V; i0 < NB; i0 += V) {
+                        T lk[V];
+                        gbb_ld16(lk, 0, P + k * LD + i0);
+#pragma unroll
+                        for (int h = 0; h < V; ++h)
+                            if (i0 + h > k)
+                                x[i0 + h] = E::fma(-lk[h], x[k], x[i0 + h]);
+                    }
+                }
+                // U12 to dst, and to the buffer at the trailing update's column order.
+                const int tile = tid / BN, within = tid % BN;
+                const int tcol = within % TC, qq = within / TC;
+                T* const ub = U + tile * BN + qq / V * (TC * V) + tcol * V + qq % V;
+#pragma unroll
+                for (int r = 0; r < NB; ++r)
+                    if (r < nb) {
+                        Aj[r * n + c] = x[r];
+                        ub[r * THREADS] = x[r];
+                    }
+            }
+            __syncthreads();
+
+            // A22 -= L21 U12 over this chunk (rows j0 + NB .., here nb == NB).
+            const int M2 = R - nb;
+            if (M2 > 0) {
+                const int tr = tid / TC, tc = tid % TC;
+                const int mine = M2 - tr * TM;              // rows from this thread's first
+                const int rtiles = mine > 0 ? (mine + BM - 1) / BM : 0;
+                const int ctiles = (wc + BN - 1) / BN;
+                const int tiles = rtiles * ctiles;
+                T* const C = A + static_cast<long long>(j0 + NB) * n + c0;
+                const T* const L = P + NB + tr * TM;
+                auto load = [&](int t, T (&v)[TM][TN]) {
+                    const int r = t / ctiles * BM + tr * TM, cc = t % ctiles * BN + tc;
+#pragma unroll
+                    for (int s = 0; s < TM; ++s)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j) {
+                            const bool ok = r + s < M2 && cc + TC * j < wc;
+                            v[s][j] = ok ? C[(r + s) * n + cc + TC * j] : T(0);
+                            if (first)
+                                nonfinite |= !E::finite(v[s][j]);
+                        }
+                };
+                T cur[TM][TN], nxt[TM][TN];
+                if (tiles > 0)
+                    load(0, cur);
+                for (int t = 0; t < tiles; ++t) {
+                    if (t + 1 < tiles)
+                        load(t + 1, nxt);
+                    const int r = t / ctiles * BM, cu = t % ctiles * BN;
+                    // Rows of L21 past M2 (up to TM - 1 of the last tile) read the panel's
+                    // next column or the U12 buffer: their results are not stored.
+#pragma unroll
+                    for (int k = 0; k < NB; ++k) {
+                        T a[TM], u[TN];
+#pragma unroll
+                        for (int s = 0; s < TM; s += V)
+                            gbb_ld16(a, s, L + k * LD + r + s);
+#pragma unroll
+                        for (int j = 0; j < TN; j += V)
+                            gbb_ld16(u, j, U + k * THREADS + cu + j / V * (TC * V) + tc * V);
+#pragma unroll
+                        for (int s = 0; s < TM; ++s)
+#pragma unroll
+                            for (int j = 0; j < TN; ++j)
+                                cur[s][j] = E::fma(-a[s], u[j], cur[s][j]);
+                    }
+                    const int rr = r + tr * TM, cc = cu + tc;
+#pragma unroll
+                    for (int s = 0; s < TM; ++s)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j)
+                            if (rr + s < M2 && cc + TC * j < wc)
+                                C[(rr + s) * n + cc + TC * j] = cur[s][j];
+#pragma unroll
+                    for (int s = 0; s < TM; ++s)
+#pragma unroll
+                        for (int j = 0; j < TN; ++j)
+                            cur[s][j] = nxt[s][j];
+                }
+            }
+            __syncthreads();
+        }
+        __syncthreads();                                    // the panel buffer is free again
+    }
+
+    // The block's summary: info, and for the host (flags in host-mapped memory, plain stores
+    // of the call's gen: none needs resetting) a singular matrix, an inf or NaN in the input.
+    const int bad = __syncthreads_or(nonfinite);
+    if (tid == 0) {
+        info[b] = info0;
+        if (info0 != 0)
+            flags[0] = gen;
+        if (bad)
+            flags[1] = gen;
+    }
+}
