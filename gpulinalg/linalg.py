@@ -322,31 +322,31 @@ def _at_least_2d(a):
                          f"got shape {tuple(a.shape)}")
 
 
-def _small_element(a, options, backend):
-    """The element type of a device matrix that the batched kernel factors as a batch of one
-    (real, non-empty, of order up to the tuning table's one_matrix_batched_max, lu_factor's
-    driver keywords at their defaults), else None."""
-    if backend.emulated or backend.timeline is not None or a.ndim != 2 or 0 in a.shape:
+def _on_batched_kernel(a, options, backend, overwrite_a, check_finite):
+    """(kind, lu, piv, info) where the batched kernel factors `a` at once (lu/stacked.py's
+    on_kernel): a stack the batched LU takes, or one device matrix of order up to the tuning
+    table's one_matrix_batched_max (a batch of one), lu_factor's driver keywords at their
+    defaults, on the device backend; else None.  Plain CuPy input of float32 or float64 is
+    recognised first, without the general path's conversions."""
+    if backend is not _plan.DEVICE or not options.is_default():
         return None
-    kind = _arrays.array_kind(a)
-    if kind not in ("cupy", "torch") or not options.is_default():
+    plain = _stacked.plain_route(a)
+    if plain is not None:
+        kind, (element, found) = "cupy", plain
+    elif a.ndim == 2 and 0 not in a.shape and _arrays.array_kind(a) == "torch":
+        kind, element = "torch", _element(_arrays.dtype_of(a))
+        if element.is_complex:
+            return None
+        with _arrays.launch_context(kind, _arrays.device_of((a,))):
+            found = _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, *a.shape)
+        if found is None:
+            return None
+    else:
         return None
-    element = _element(_arrays.dtype_of(a))
-    if element.is_complex:
+    if a.ndim == 2 and max(a.shape) > _tuning.current(element=element).one_matrix_batched_max:
         return None
     with _arrays.launch_context(kind, _arrays.device_of((a,))):
-        limit = min(_tuning.current(element=element).one_matrix_batched_max,
-                    _batched.max_order(element))
-    return element if max(a.shape) <= limit else None
-
-
-def _factor_small(a, element, overwrite_a, check_finite, finish):
-    """finish(kind, xp, lu, piv, info) of the device matrix `a` factored by the batched kernel
-    (see _small_element)."""
-    kind = _arrays.array_kind(a)
-    with _arrays.launch_context(kind, _arrays.device_of((a,))):
-        lu, piv, info = _stacked.on_kernel(a, kind, element, check_finite, overwrite_a)
-    return finish(kind, cupy(), lu, piv, 0 if info is None else int(info[0]))
+        return (kind,) + _stacked.on_kernel(a, kind, element, found, check_finite, overwrite_a)
 
 
 def _lu_factor(a, overwrite_a, check_finite, options, backend):
@@ -354,18 +354,22 @@ def _lu_factor(a, overwrite_a, check_finite, options, backend):
     one warning for all its singular matrices; a small device matrix as a batch of one."""
     a = _as_input(a)
     _at_least_2d(a)
-    element = _small_element(a, options, backend)
-    if element is not None:
-        return _factor_small(a, element, overwrite_a, check_finite, _finish_factor)
-    if a.ndim > 2:
+    done = _on_batched_kernel(a, options, backend, overwrite_a, check_finite)
+    if done is None and a.ndim == 2:
+        return _factor(a, overwrite_a, check_finite, options, _finish_factor, to_host=True,
+                       backend=backend)
+    if done is not None:
+        kind, LU, piv, info = done
+        xp = cupy()
+    else:
         kind, xp, LU, piv, info = _stacked.factor(a, check_finite, options, backend,
                                                   _factor_one, overwrite_a)
-        message = _stacked.singular_warning(info, tuple(a.shape[:-2]))
-        if message:
-            warnings.warn(message, _linalg_warning(), stacklevel=3)
-        return _out(LU, kind, xp), _out(piv, kind, xp)
-    return _factor(a, overwrite_a, check_finite, options, _finish_factor, to_host=True,
-                   backend=backend)
+    if a.ndim == 2:
+        return _finish_factor(kind, xp, LU, piv, 0 if info is None else int(info[0]))
+    message = _stacked.singular_warning(info, tuple(a.shape[:-2]))
+    if message:
+        warnings.warn(message, _linalg_warning(), stacklevel=3)
+    return _out(LU, kind, xp), _out(piv, kind, xp)
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True, p_indices=False, *,
@@ -444,11 +448,13 @@ def _lu(a, permute_l, overwrite_a, check_finite, p_indices, options, backend):
     device matrix as a batch of one."""
     a = _as_input(a)
     _at_least_2d(a)
-    element = _small_element(a, options, backend)
-    if element is not None:
-        return _factor_small(a, element, overwrite_a, check_finite,
-                             lambda kind, xp, lu, piv, info: _finish_lu(
-                                 permute_l, p_indices, kind, xp, lu, piv.get(), info))
+    done = _on_batched_kernel(a, options, backend, overwrite_a, check_finite)
+    if done is not None and a.ndim == 2:
+        kind, LU, piv, info = done
+        return _finish_lu(permute_l, p_indices, kind, cupy(), LU, piv.get(), info)
+    if done is not None:
+        kind, LU, piv, _ = done
+        return _finish_lu_stack(permute_l, p_indices, kind, cupy(), LU, piv)
     if a.ndim > 2:
         kind, xp, LU, piv, _ = _stacked.factor(a, check_finite, options, backend,
                                                _factor_one, overwrite_a)

@@ -103,8 +103,10 @@ struct gbb_elem;
 template <>
 struct gbb_elem<float> {
     typedef unsigned key_t;
-    static constexpr int TM = 8;    // micro-tile rows (consecutive) per thread
+    static constexpr int TM = 4;    // micro-tile rows (consecutive) per thread
     static constexpr int TN = 4;    // micro-tile columns (16 apart) per thread
+    static constexpr int KU = 8;    // k-steps of the micro-tile unrolled (registers: the
+                                    // compiler hoists the shared loads of the unrolled steps)
     // |v|'s bits + 1 for a candidate number, the largest key for a NaN at position k
     // (`first`), 0 for a NaN below it and for non-candidates.
     static __device__ __forceinline__ key_t key(float v, bool cand, bool first) {
@@ -130,8 +132,9 @@ struct gbb_elem<float> {
 template <>
 struct gbb_elem<double> {
     typedef unsigned long long key_t;
-    static constexpr int TM = 8;
+    static constexpr int TM = 4;
     static constexpr int TN = 4;
+    static constexpr int KU = 1;    // a DFMA takes two issue slots: the loop's own hide
     static constexpr double sfmin = 2.2250738585072014e-308;    // DBL_MIN, dlamch('S')
     static __device__ __forceinline__ key_t key(double v, bool cand, bool first) {
         const unsigned long long bits =
@@ -187,6 +190,14 @@ __device__ __forceinline__ void gbb_ld16(double (&x)[N], int o, const double* p)
     x[o] = v.x; x[o + 1] = v.y;
 }
 
+// v, which the compiler cannot see through: what a loop computes from it is not hoisted out of
+// the loop (and held in registers through it) but computed again where it is used.
+__device__ __forceinline__ int gbb_opaque(int v)
+{
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
 // One element global -> shared by cp.async (a double as its two halves).
 __device__ __forceinline__ void gbb_copy_async(float* d, const float* s)
 {
@@ -226,22 +237,12 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     const int b = static_cast<int>(blockIdx.x);
     if (b >= batch)
         return;
-    const int tid = static_cast<int>(threadIdx.x);
-    const int lane = tid & 31, warp = tid >> 5;
+    const int tid0 = static_cast<int>(threadIdx.x), n0 = n;
     const int K = min(m, n);
     const int mn = m * n;                                   // <= 2^20
-    const int LD = m + ((4 - m) % MODLD + MODLD) % MODLD;   // panel pitch: 4 mod MODLD, >= m
+    const int LD0 = m + ((4 - m) % MODLD + MODLD) % MODLD;  // panel pitch: 4 mod MODLD, >= m
 
     extern __shared__ float4 gbb_smem[];
-    T* const P = reinterpret_cast<T*>(gbb_smem);            // panel: LD x NB, column-major
-    T* const U = P + LD * NB;                               // U12 chunk: NB x THREADS
-    T* const scratch = U;                                   // the panel's reordering
-    key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);  // 2 x WARPS winners
-    unsigned* const stag = reinterpret_cast<unsigned*>(
-        reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
-    int* const invp = reinterpret_cast<int*>(stag + 2 * WARPS);      // NB: row at position r
-    int* const disp = invp + NB;                            // NB: position of row i, or -1
-
     T* const A = dst + static_cast<long long>(b) * mn;
     int* const bpiv = piv + static_cast<long long>(b) * K;
 
@@ -255,11 +256,11 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             const uint4* s4 = reinterpret_cast<const uint4*>(S);
             uint4* d4 = reinterpret_cast<uint4*>(A);
 #pragma unroll 4
-            for (int e = tid; e < vecs; e += THREADS)
+            for (int e = tid0; e < vecs; e += THREADS)
                 d4[e] = s4[e];
             done = vecs * V;
         }
-        for (int e = done + tid; e < mn; e += THREADS)
+        for (int e = done + tid0; e < mn; e += THREADS)
             A[e] = S[e];
         __syncthreads();
     }
@@ -268,6 +269,16 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     int info0 = 0;                                          // thread 0: the first zero pivot
 
     for (int j0 = 0; j0 < K; j0 += NB) {
+        const int tid = gbb_opaque(tid0), n = gbb_opaque(n0), LD = gbb_opaque(LD0);
+        const int lane = tid & 31, warp = tid >> 5;
+        T* const P = reinterpret_cast<T*>(gbb_smem);        // panel: LD x NB, column-major
+        T* const U = P + LD * NB;                           // U12 chunk: NB x THREADS
+        T* const scratch = U;                               // the panel's reordering
+        key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);   // 2 x WARPS winners
+        unsigned* const stag = reinterpret_cast<unsigned*>(
+            reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
+        int* const invp = reinterpret_cast<int*>(stag + 2 * WARPS);   // NB: row at position r
+        int* const disp = invp + NB;                        // NB: position of row i, or -1
         const int nb = min(NB, K - j0);
         const int R = m - j0;                               // panel rows
         const bool first = j0 == 0;                         // reads see the input
@@ -318,6 +329,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             }
             __syncthreads();
         }
+#pragma unroll 1
         for (int k = 0; k < nb; ++k) {
             const int par = k & 1;
             key_t wkey;
@@ -442,11 +454,12 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
 
         // 4. The interchanges on the columns left of the panel, a column per thread.
         T* const Aj = A + static_cast<long long>(j0) * n;  // row j0
+#pragma unroll 1
         for (int c = tid; c < j0; c += THREADS) {
-            T x[NB];
-#pragma unroll
+            T x[NB];                                        // loads unmasked (r >= nb: a
+#pragma unroll                                              // copy of row invp[nb - 1])
             for (int r = 0; r < NB; ++r)
-                x[r] = r < nb && invp[r] != r ? Aj[invp[r] * n + c] : T(0);
+                x[r] = Aj[invp[min(r, nb - 1)] * n + c];
 #pragma unroll
             for (int i = 0; i < NB; ++i)
                 if (i < nb && disp[i] >= 0)
@@ -458,20 +471,18 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
         }
 
         // 5. The right part in chunks of THREADS columns.
+#pragma unroll 1
         for (int c0 = j0 + nb; c0 < n; c0 += THREADS) {
             const int wc = min(THREADS, n - c0);
             // Interchanges and U12 = L11^-1 A12, column c0 + tid.
             if (tid < wc) {
                 const int c = c0 + tid;
-                T x[NB];
-#pragma unroll
+                T x[NB];                                    // loads unmasked (r >= nb: a
+#pragma unroll                                              // copy of row invp[nb - 1])
                 for (int r = 0; r < NB; ++r) {
-                    x[r] = T(0);
-                    if (r < nb) {
-                        x[r] = Aj[invp[r] * n + c];
-                        if (first)
-                            nonfinite |= !E::finite(x[r]);
-                    }
+                    x[r] = Aj[invp[min(r, nb - 1)] * n + c];
+                    if (first)
+                        nonfinite |= !E::finite(x[r]);
                 }
 #pragma unroll
                 for (int i = 0; i < NB; ++i)
@@ -517,28 +528,32 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                 const int tiles = rtiles * ctiles;
                 T* const C = A + static_cast<long long>(j0 + NB) * n + c0;
                 const T* const L = P + NB + tr * TM;
+                // A tile's loads, unmasked: rows and columns past the edge read the last
+                // row or column (elements of the input too), their results are not stored.
                 auto load = [&](int t, T (&v)[TM][TN]) {
                     const int r = t / ctiles * BM + tr * TM, cc = t % ctiles * BN + tc;
 #pragma unroll
-                    for (int s = 0; s < TM; ++s)
+                    for (int s = 0; s < TM; ++s) {
+                        const T* const row = C + min(r + s, M2 - 1) * n;
 #pragma unroll
                         for (int j = 0; j < TN; ++j) {
-                            const bool ok = r + s < M2 && cc + TC * j < wc;
-                            v[s][j] = ok ? C[(r + s) * n + cc + TC * j] : T(0);
+                            v[s][j] = row[min(cc + TC * j, wc - 1)];
                             if (first)
                                 nonfinite |= !E::finite(v[s][j]);
                         }
+                    }
                 };
-                T cur[TM][TN], nxt[TM][TN];
+                T cur[TM][TN], nxt[TM][TN] = {};             // nxt: never used undefined
                 if (tiles > 0)
                     load(0, cur);
+#pragma unroll 1
                 for (int t = 0; t < tiles; ++t) {
                     if (t + 1 < tiles)
                         load(t + 1, nxt);
                     const int r = t / ctiles * BM, cu = t % ctiles * BN;
                     // Rows of L21 past M2 (up to TM - 1 of the last tile) read the panel's
                     // next column or the U12 buffer: their results are not stored.
-#pragma unroll
+#pragma unroll (E::KU)
                     for (int k = 0; k < NB; ++k) {
                         T a[TM], u[TN];
 #pragma unroll
@@ -575,7 +590,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     // The block's summary: info, and for the host (flags in host-mapped memory, plain stores
     // of the call's gen: none needs resetting) a singular matrix, an inf or NaN in the input.
     const int bad = __syncthreads_or(nonfinite);
-    if (tid == 0) {
+    if (tid0 == 0) {
         info[b] = info0;
         if (info0 != 0)
             flags[0] = gen;

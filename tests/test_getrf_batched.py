@@ -510,12 +510,12 @@ def fake_launch(monkeypatch):
     monkeypatch.setattr(_batched.device, "max_shared_per_block", lambda *a: H100_SMEM)
     monkeypatch.setattr(_batched.mapped, "flags",
                         lambda: types.SimpleNamespace(ptr=4 << 30, next_gen=lambda: 3))
-    _batched._shape.cache_clear()
+    _batched.route.cache_clear()
     monkeypatch.setattr(_batched, "_kernel", lambda dev, ctype, nmax, g, c: (
         lambda grid, block, *args: launches.append((_batched._name(ctype, nmax, g, c), grid,
                                                     block, args))))
     yield launches
-    _batched._shape.cache_clear()
+    _batched.route.cache_clear()
 
 
 def test_launch_arguments(fake_launch):

@@ -111,22 +111,33 @@ def _kernel(device_id, ctype, nmax, g, c):
 
 
 @functools.lru_cache(maxsize=None)
-def _shape(device_id, ctype, m, n):
-    return shape_for(m, n, _BY_CTYPE[ctype], device.max_shared_per_block(device_id))
+def route(device_id, ctype, m, n):
+    """(launcher, threads per block, matrices per block) of an m x n stack of `ctype` on the
+    device, or None where the kernel does not take that order (its block would not fit)."""
+    element = _BY_CTYPE[ctype]
+    limit = device.max_shared_per_block(device_id)
+    if max(m, n) > max_order(element, limit):
+        return None
+    nmax, g, c = shape_for(m, n, element, limit)
+    return _kernel(device_id, ctype, nmax, g, c), threads(g, c), per_block(g, c)
+
+
+def launch(found, batch, m, n, srcp, dstp, pivp, infop, flagsp, gen):
+    """One launch on the current stream of a `route` result: the C-contiguous (batch, m, n)
+    stack at srcp factored into dstp (the same pointer: in place), pivots (batch, min(m, n))
+    int32 at pivp, info (batch,) int32 at infop; `gen` stored to the host-mapped flagsp[0]
+    where a matrix is singular and to flagsp[1] where an input holds an inf or NaN
+    (core/mapped.py).  No validation; batch, m, n > 0 expected."""
+    launcher, block, per = found
+    launcher((-(-batch // per), 1, 1), (block, 1, 1), batch, m, n, srcp, dstp, pivp, infop,
+             flagsp, gen)
 
 
 def getrf_batched_ptr(batch, m, n, srcp, dstp, pivp, infop, flagsp, gen, element=F32):
-    """getrf_batched by device pointer, on the current device and stream: the C-contiguous
-    (batch, m, n) stack of `element`s (F32 or F64) at srcp factored into dstp (the same
-    pointer: in place), pivots (batch, min(m, n)) int32 at pivp, info (batch,) int32 at
-    infop; `gen` stored to the host-mapped flagsp[0] where a matrix is singular and to
-    flagsp[1] where an input holds an inf or NaN (core/mapped.py).  No validation; batch, m,
-    n > 0 and max(m, n) <= max_order(element) expected."""
-    dev = cupy().cuda.runtime.getDevice()
-    nmax, g, c = _shape(dev, element.ctype, m, n)
-    launch = _kernel(dev, element.ctype, nmax, g, c)
-    launch((grid_size(batch, g, c), 1, 1), (threads(g, c), 1, 1), batch, m, n, srcp, dstp,
-           pivp, infop, flagsp, gen)
+    """`launch` on the current device for `element`s (F32 or F64), max(m, n) <=
+    max_order(element) expected."""
+    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n)
+    launch(found, batch, m, n, srcp, dstp, pivp, infop, flagsp, gen)
 
 
 def _c_contiguous(x):

@@ -29,7 +29,7 @@ are `Options`.
 """
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Options:
 
     def is_default(self):
         """Whether every keyword is at its default."""
-        return all(getattr(self, f.name) == f.default for f in fields(self))
+        return self.__dict__ == _DEFAULT_OPTIONS
 
     def check(self, element=F32):
         """Validate the keywords for a matrix of `element`; needs no GPU."""
@@ -104,6 +104,9 @@ class Options:
             raise ValueError(f"block_size must be a positive integer or None, got {nb!r}")
         if self.lookahead not in (0, 1) or isinstance(self.lookahead, float):
             raise ValueError(f"lookahead must be 0 or 1, got {self.lookahead!r}")
+
+
+_DEFAULT_OPTIONS = dict(Options().__dict__)
 
 
 @dataclass(frozen=True, eq=False)

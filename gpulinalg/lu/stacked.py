@@ -10,6 +10,7 @@ still take one call per matrix.
 
 import contextlib
 import math
+import sys
 
 import numpy as np
 
@@ -17,9 +18,13 @@ from ..core import arrays as _arrays
 from ..core import finite as _finite
 from ..core import mapped as _mapped
 from ..core.backend import cupy
+from ..core.element import F32, F64
 from ..core.element import element as _element
 from . import batched as _batched
 from . import plan as _plan
+
+
+_PLAIN = {F32.dtype: F32, F64.dtype: F64}      # the dtypes plain_route takes
 
 
 def check_options(options):
@@ -65,9 +70,10 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     count = math.prod(batch)
     xp = module(backend)
     with context(xp, kind, (a,)):
-        if (xp is not np and not element.is_complex and count and m and n
-                and max(m, n) <= _batched.max_order(element)):
-            lu, piv, info = on_kernel(a, kind, element, check_finite, overwrite_a)
+        found = (None if xp is np or element.is_complex or not (count and m and n) else
+                 _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, m, n))
+        if found is not None:
+            lu, piv, info = on_kernel(a, kind, element, found, check_finite, overwrite_a)
             return kind, xp, lu, piv, info
         if (overwrite_a and kind == "cupy" and xp is not np and a.dtype == element.dtype
                 and a.flags.c_contiguous):
@@ -87,19 +93,39 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     return kind, xp, lu.reshape(shape), piv.reshape(batch + (k,)), info
 
 
-def on_kernel(a, kind, element, check_finite, overwrite_a):
-    """(lu, piv, info) of the device stack or matrix `a` (..., M, N), real, 0 < M, N <=
-    max_order, by one launch of the batched kernel on the current device: lu (..., M, N)
-    C-contiguous and piv (..., K) int32 CuPy arrays, info as `factor`'s.  The kernel reads a
-    C-contiguous input of the working dtype where it lies and writes new factors (in place
-    under overwrite_a for CuPy input); it reports singular and non-finite matrices through
-    host-mapped flags, so the call's one host synchronisation is the stream's, and the info
-    array is copied back only when a matrix is singular."""
+def plain_route(a):
+    """(element, route) where `a` is a non-empty float32 or float64 CuPy array on the
+    current device whose order the batched kernel takes (lu/batched.py's `route`), else None:
+    the common call, which goes to `on_kernel` without the general path's conversions."""
+    cp = sys.modules.get("cupy")
+    if cp is None or type(a) is not cp.ndarray:
+        return None
+    element = _PLAIN.get(a.dtype)
+    if element is None or 0 in a.shape:
+        return None
+    device_id = cp.cuda.runtime.getDevice()
+    if a.data.device_id != device_id:
+        return None
+    found = _batched.route(device_id, element.ctype, *a.shape[-2:])
+    return None if found is None else (element, found)
+
+
+def on_kernel(a, kind, element, found, check_finite, overwrite_a):
+    """(lu, piv, info) of the device stack or matrix `a` (..., M, N), real, M, N > 0, by
+    one launch of the batched kernel (`found`: lu/batched.py's `route` of its order on the
+    current device): lu (..., M, N) C-contiguous and piv (..., K) int32 CuPy arrays, info as
+    `factor`'s.  The kernel reads a C-contiguous input of the working dtype where it lies
+    and writes new factors (in place under overwrite_a for CuPy input); it reports singular
+    and non-finite matrices through host-mapped flags, so the call's one host
+    synchronisation is the stream's, and the info array is copied back only when a matrix
+    is singular."""
     cp = cupy()
-    shape = tuple(a.shape)
+    shape = a.shape
     m, n = shape[-2:]
+    k = min(m, n)
     count = math.prod(shape[:-2])
-    src = _arrays.to_device(a, kind, "a", element.dtype)
+    src = a if kind == "cupy" and a.dtype == element.dtype else _arrays.to_device(
+        a, kind, "a", element.dtype)
     # Factored in place: a copy of ours (an upload, a conversion), or the caller's CuPy
     # array under overwrite_a; else into a new array.
     owned = kind not in ("cupy", "torch") or src.data.ptr != _arrays.device_ptr(a, kind)
@@ -107,18 +133,17 @@ def on_kernel(a, kind, element, check_finite, overwrite_a):
         src, owned = cp.ascontiguousarray(src), True
     in_place = owned or (overwrite_a and kind == "cupy")
     dst = src if in_place else cp.empty(shape, element.dtype)
-    pivinfo = cp.empty(count * min(m, n) + count, np.int32)
+    pivinfo = cp.empty(count * k + count, np.int32)
     flags = _mapped.flags()
     gen = flags.next_gen()
-    _batched.getrf_batched_ptr(count, m, n, src.data.ptr, dst.data.ptr, pivinfo.data.ptr,
-                               pivinfo.data.ptr + 4 * count * min(m, n), flags.ptr, gen,
-                               element)
+    _batched.launch(found, count, m, n, src.data.ptr, dst.data.ptr, pivinfo.data.ptr,
+                    pivinfo.data.ptr + 4 * count * k, flags.ptr, gen)
     cp.cuda.get_current_stream().synchronize()
     singular, nonfinite = flags.read(gen)
     if check_finite and nonfinite:
         raise ValueError(_finite.NONFINITE)
-    info = pivinfo[count * min(m, n):].get() if singular else None
-    piv = pivinfo[:count * min(m, n)].reshape(shape[:-2] + (min(m, n),))
+    info = pivinfo[count * k:].get() if singular else None
+    piv = pivinfo[:count * k].reshape(shape[:-2] + (k,))
     return dst, piv, info
 
 

@@ -1,0 +1,188 @@
+"""Batched LU with partial pivoting of stacks of medium matrices (orders up to 1024, used
+from 129 on): the launcher of kernels/getrf_batched_blocked.cu, for float32 and float64.
+
+One launch factors a C-contiguous stack (B, M, N), one thread block per matrix: a blocked
+right-looking LU within the block (the panel factored in shared memory, the trailing update
+from register tiles), LAPACK xgetrf's result per matrix -- pivot rule, scaling, info -- with
+scipy.linalg.lu_factor's 0-based pivots.  Its NumPy model is gpulinalg/lu/batched.py's
+`reference`: the kernel applies every update by a fused multiply-add in the unblocked order,
+so the factors are the model's.  The kernel's header says which thread does what and the
+bound.
+
+`getrf_batched_blocked_ptr` launches by device pointer (no validation);
+`getrf_batched_blocked(src, dst, piv, info, flags, gen)` checks CuPy arrays first.
+`fits(m, n, element)` says whether the device's shared memory takes an order.
+"""
+
+import functools
+
+import numpy as np
+
+from ..core import device
+from ..core.arrays import array_kind
+from ..core.backend import cupy
+from ..core.element import F32, REAL_KERNEL, exact
+from ..core.kernels import Launcher, get_kernel
+
+FAMILY = "getrf_batched_blocked"
+MAX_ORDER = 1024            # GBB_MAXM: the largest M and N
+# Per element C type, (NB, THREADS): NB the panel width (columns factored in shared memory at
+# a time, the depth of each trailing update), THREADS the threads of a matrix's block.
+SHAPE_OF = {"float": (32, 256),     # a panel of 1024 rows: 128 KB of shared memory
+            "double": (16, 256)}    # a panel of 1024 rows: 128 KB of shared memory
+ELEMENTS = REAL_KERNEL      # the element types the kernel is instantiated for
+_BY_CTYPE = {e.ctype: e for e in ELEMENTS}
+_SPECS = "iiiPPPPPi"        # batch, m, n, src, dst, piv, info, flags, gen
+
+
+def _name(ctype):
+    return f"getrf_batched_blocked<{ctype},{SHAPE_OF[ctype][0]},{SHAPE_OF[ctype][1]}>"
+
+
+KERNEL_NAMES = tuple(_name(e.ctype) for e in ELEMENTS)
+
+
+def panel_pitch(m, element=F32):
+    """Elements between the panel's columns in shared memory: the least >= m that is 4 mod
+    128 / itemsize (conflict-free staging, 16-byte aligned columns)."""
+    return m + (4 - m) % (128 // element.itemsize)
+
+
+def shared_bytes(m, element=F32, shape=None):
+    """Dynamic shared memory of the block of an m-row matrix (the kernel's layout): the panel
+    (pitch x NB), the U12 chunk (NB x THREADS), then 16 bytes of search keys and 8 of tags per
+    warp, and the two NB-int interchange tables.  shape: the (NB, THREADS) of an instance
+    other than SHAPE_OF's (the tests' emulation)."""
+    nb, threads = shape or SHAPE_OF[element.ctype]
+    elems = panel_pitch(m, element) * nb + nb * threads
+    return element.itemsize * elems + 24 * (threads // 32) + 8 * nb
+
+
+def fits(m, n, element=F32, limit=None):
+    """Whether the kernel takes an M x N stack of `element` (F32 or F64): both orders in
+    1 .. MAX_ORDER and the block's shared memory within `limit` bytes (default: the current
+    device's opt-in limit; every order fits sm_80, sm_90 and sm_100)."""
+    if getattr(element, "ctype", None) not in SHAPE_OF or not 0 < m <= MAX_ORDER \
+            or not 0 < n <= MAX_ORDER:
+        return False
+    if limit is None:
+        limit = device.max_shared_per_block()
+    return shared_bytes(m, element) <= limit
+
+
+@functools.lru_cache(maxsize=None)
+def _function(device_id, ctype):
+    """The kernel on the device, opted in once to the shared memory of its largest order (or
+    the device's limit, where that is less: fits() keeps larger calls away)."""
+    smem = min(shared_bytes(MAX_ORDER, _BY_CTYPE[ctype]), device.max_shared_per_block(device_id))
+    return get_kernel(FAMILY, _name(ctype), dynamic_smem=smem)
+
+
+@functools.lru_cache(maxsize=None)
+def _kernel(device_id, ctype, smem):
+    """Launcher of the kernel with `smem` bytes of dynamic shared memory (a Launcher's is
+    fixed: one per size in use)."""
+    return Launcher(_function(device_id, ctype), _SPECS, smem)
+
+
+def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen,
+                              element=F32):
+    """The kernel by device pointer, on the current device and stream: the C-contiguous
+    (batch, m, n) stack of `element`s (F32 or F64) at src_ptr factored into dst_ptr (the same
+    pointer: in place), pivots (batch, min(m, n)) int32 at piv_ptr, info (batch,) int32 at
+    info_ptr; `gen` stored to the host-mapped flags_ptr[0] where a matrix is singular and to
+    flags_ptr[1] where an input holds an inf or NaN.  No validation; batch, m, n > 0 and
+    fits(m, n, element) expected."""
+    dev = cupy().cuda.runtime.getDevice()
+    launch = _kernel(dev, element.ctype, shared_bytes(m, element))
+    launch((batch, 1, 1), (SHAPE_OF[element.ctype][1], 1, 1), batch, m, n, src_ptr, dst_ptr,
+           piv_ptr, info_ptr, flags_ptr, gen)
+
+
+def _c_contiguous(x):
+    """Whether x's strides are those of a C-contiguous array (dimensions of one element are
+    free, an empty array is contiguous)."""
+    if 0 in x.shape:
+        return True
+    want = x.dtype.itemsize
+    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
+        if size != 1 and stride != want:
+            return False
+        want *= size
+    return True
+
+
+def _check(x, name, dtype, shape):
+    if array_kind(x) != "cupy":
+        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise TypeError(f"{name} must be a {np.dtype(dtype).name} array, got {x.dtype}")
+    if tuple(x.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
+    if not _c_contiguous(x):
+        raise ValueError(f"{name} must be C-contiguous")
+
+
+def check_arguments(src, dst, piv, info, flags, limit=None):
+    """(element, batch, m, n, flags pointer) of a call, or TypeError / ValueError: src and dst
+    float32 / float64 CuPy C-contiguous (B, M, N) arrays of one dtype and shape, the same
+    array or apart in memory, with fits(M, N) (for `limit` bytes of shared memory, default
+    the current device's); piv int32 (B, min(M, N)) and info int32 (B,), C-contiguous CuPy
+    arrays; flags a device-addressable int pointer or a CuPy int32 array of 2."""
+    if array_kind(src) != "cupy":
+        raise TypeError(f"src must be a CuPy array, got {type(src).__name__}")
+    element = exact(src.dtype)
+    if element is None:
+        raise TypeError(f"src must be a float32 or float64 array, got {src.dtype}")
+    if src.ndim != 3:
+        raise ValueError(f"src must be a (B, M, N) stack, got shape {tuple(src.shape)}")
+    batch, m, n = (int(s) for s in src.shape)
+    _check(src, "src", element.dtype, (batch, m, n))
+    _check(dst, "dst", element.dtype, (batch, m, n))
+    _check(piv, "piv", np.int32, (batch, min(m, n)))
+    _check(info, "info", np.int32, (batch,))
+    if isinstance(flags, (int, np.integer)):
+        flags_ptr = int(flags)
+    else:
+        _check(flags, "flags", np.int32, (2,))
+        flags_ptr = flags.data.ptr
+    nbytes = batch * m * n * element.itemsize
+    s, d = src.data.ptr, dst.data.ptr
+    if s != d and s < d + nbytes and d < s + nbytes:
+        raise ValueError("src and dst must be the same array or not overlap")
+    if batch >= 2**31:
+        raise ValueError(f"at most 2**31 - 1 matrices per call, got {batch}")
+    if batch and m and n and not fits(m, n, element, limit):
+        raise ValueError(f"getrf_batched_blocked takes M, N <= {MAX_ORDER} within this "
+                         f"device's shared memory; got {m} x {n} {element.name}")
+    return element, batch, m, n, flags_ptr
+
+
+def getrf_batched_blocked(src, dst, piv, info, flags, gen):
+    """LU with partial pivoting of each matrix of a stack, on the current stream (no host
+    synchronisation).
+
+    src: CuPy C-contiguous (B, M, N) float32 or float64 array, M, N <= MAX_ORDER; dst: the
+    same array (in place) or another of its dtype and shape, which gets the factors in
+    LAPACK's layout (U on and above the diagonal, L's multipliers below it, the unit diagonal
+    not stored); src is not written when dst is another array.  piv: CuPy int32
+    (B, min(M, N)), gets the 0-based pivots (row i was interchanged with row piv[b, i], as
+    scipy.linalg.lu_factor's).  info: CuPy int32 (B,), gets 0 or the 1-based index of the
+    first exactly zero pivot.  flags: an int pointer to two int32 (host-mapped memory, as
+    core/mapped.py's) or a CuPy int32 array of 2: the kernel stores `gen` to flags[0] when a
+    matrix is singular and to flags[1] when an input holds an inf or NaN, and leaves them
+    alone otherwise.  All arrays on the current device.
+    """
+    element, batch, m, n, flags_ptr = check_arguments(src, dst, piv, info, flags)
+    if batch == 0:
+        return
+    dev = cupy().cuda.runtime.getDevice()
+    for x, name in ((src, "src"), (dst, "dst"), (piv, "piv"), (info, "info")):
+        if x.data.device_id != dev:
+            raise ValueError(f"{name} is on device {x.data.device_id}, not the current "
+                             f"device {dev}")
+    if m == 0 or n == 0:
+        info.fill(0)                                # nothing to factor: every info is 0
+        return
+    getrf_batched_blocked_ptr(batch, m, n, src.data.ptr, dst.data.ptr, piv.data.ptr,
+                              info.data.ptr, flags_ptr, int(gen), element)
