@@ -1,6 +1,15 @@
-// trsm.cu -- triangular solve with a unit lower triangular matrix, in place (BLAS strsm /
-// dtrsm with side = 'L', uplo = 'L', trans = 'N', diag = 'U', alpha = 1):
-//     B := L^{-1} B,   L nb x nb unit lower triangular, B nb x ncols.
+// trsm.cu -- triangular solve from the left, in place (BLAS strsm / dtrsm with side = 'L',
+// trans = 'N', alpha = 1), for a unit lower or a non-unit upper triangular matrix:
+//     trsm_left<T, NB, false>:  B := L^{-1} B,   L nb x nb unit lower triangular (uplo 'L',
+//                                                 diag 'U'), B nb x ncols;
+//     trsm_left<T, NB, true>:   B := U^{-1} B,   U nb x nb upper triangular (uplo 'U',
+//                                                 diag 'N').
+// The upper solve is the lower one on the reversed matrices: with J the reversal of nb rows,
+// U^{-1} B = J (J U J)^{-1} (J B), and J U J is lower triangular.  Its caller passes U and B
+// by the address of their LAST row (U's last diagonal element, B's last row of the strip):
+// the kernel steps through both with negated row (and, for U, column) strides, so every
+// statement below about L(i, k) and row r holds for L = J U J and J B.  The non-unit
+// diagonal divides each solved value once (LAPACK's trsm divides too).
 // One source for both element types: T = float or double (every operation below is in T).
 // Unlike BLAS, both are stored row-wise: L(i, k) = L[i*ldl + k], B(i, c) = B[i*ldb + c] (ldl,
 // ldb 64-bit, in elements, any values >= the row lengths), so L can be the diagonal block of a
@@ -8,7 +17,7 @@
 // (U12).  Only the strict lower triangle of L is read: its diagonal and upper part (U11 in the
 // LU) are never touched, whatever they hold (NaN included).
 //
-// trsm_llnu<T, NB>: nb <= NB (NB a multiple of 32 up to 128: template; gpulinalg/lu/trsm.py
+// trsm_left<T, NB, UP>: nb <= NB (NB a multiple of 32 up to 128: template; gpulinalg/lu/trsm.py
 // picks the smallest of its NB_SHAPES that fits -- float 32, 64, 128; double 32, 64, 96 -- and
 // blocks larger nb as trsm(NBMAX) + GEMM + trsm(NBMAX) + ...).  A block of TRSM_THREADS = 256
 // threads (8 warps) owns TRSM_COLS = 32 columns of B (lane = column) and all nb rows:
@@ -23,11 +32,13 @@
 //      float4, or two double2); barrier; the 8 warps apply the chunk to the rows below in
 //      tasks of 4 rows (acc -= L(r:r+4, c0:c0+32) x, the chunk's 32 solved values of the
 //      lane's column in registers); barrier;
-//   3. rows 1..nb-1 of the strip back to B (row 0 never changes).
+//   3. the strip back to B: rows 1..nb-1 (row 0 never changes under a unit diagonal), every
+//      row for UP.
 // Every element receives the FMAs of a column-oriented forward substitution, k ascending, so
 // the result is that of the plain algorithm in T, bit for bit.
 // Knobs: NB, TRSM_THREADS = 256, TRSM_COLS = 32, TRSM_CHUNK = 32, checked by the Python
-// launcher.  Dynamic shared memory (NB*(NB+4) + NB*32) * sizeof(T) bytes: float 84 KB at
+// launcher.  Dynamic shared memory (NB*(NB+4) + NB*32) * sizeof(T) bytes (UP keeps the
+// diagonal in the first of each transposed row's 4 padding elements): float 84 KB at
 // NB = 128, double 99 KB at NB = 96 (two blocks per SM of 228 KB on sm_90, and within the
 // 99 KB a block may opt in to on sm_86/89/120; double at NB = 128 would need 164 KB: one block
 // per SM, and more than sm_80's 163 KB).  The launcher opts in beyond 48 KB.
@@ -81,7 +92,7 @@ __device__ __forceinline__ double fma_t(double a, double b, double c) { return f
 // L's strict lower triangle (rows i < nb) -> sL transposed, sL[k*(NB+4) + i] = L(i, k), by
 // one-element cp.async from the TH threads of the block (zero-fill below the diagonal past row
 // nb; tiles on or above the diagonal are not written).  The caller commits and waits.
-template <typename T, int NB, int TH>
+template <typename T, int NB, int TH, int S>
 __device__ __forceinline__ void load_lower_transposed(T* sL, int nb, const T* L, long long ldl)
 {
     constexpr int LDS = NB + 4;
@@ -93,18 +104,24 @@ __device__ __forceinline__ void load_lower_transposed(T* sL, int nb, const T* L,
             continue;                           // the tile lies on or above the diagonal
         const int i = i0 + (t & 3), k = k0 + (t >> 2);
         const bool need = k < i && i < nb;
-        cp_async_elem(sL + k * LDS + i, need ? L + static_cast<long long>(i) * ldl + k : L, need);
+        cp_async_elem(sL + k * LDS + i, need ? L + S * (static_cast<long long>(i) * ldl + k) : L,
+                      need);
     }
 }
 
-// The 32 x 32 unit lower diagonal block of rows c0:c0+CH applied to y (one column, in
-// registers): y[i] -= L(c0+i, c0+k) y[k] for k < i, k in order; L's columns four entries at
-// a time (Four) as broadcasts from the transposed sL.
-template <typename T, int LDS, int CH>
+// The 32 x 32 lower diagonal block of rows c0:c0+CH applied to y (one column, in
+// registers): y[i] -= L(c0+i, c0+k) y[k] for k < i, k in order, each y[k] first divided by
+// L(c0+k, c0+k) where the diagonal is not unit (UP: held in sL's padding column, sD[j] =
+// sL[j*LDS + LDS - 4]); L's columns four entries at a time (Four) as broadcasts from the
+// transposed sL.
+template <typename T, int LDS, int CH, bool UP>
 __device__ __forceinline__ void solve_diagonal_block(T (&y)[CH], const T* sL, int c0)
 {
+    const T* sD = sL + LDS - 4;                 // sD[j * LDS]: the diagonal (UP)
 #pragma unroll
     for (int k = 0; k < CH - 1; ++k) {
+        if constexpr (UP)
+            y[k] = y[k] / sD[(c0 + k) * LDS];
         const T yk = y[k];
         const T* lk = sL + (c0 + k) * LDS + c0;
 #pragma unroll
@@ -120,14 +137,17 @@ __device__ __forceinline__ void solve_diagonal_block(T (&y)[CH], const T* sL, in
             y[i + 3] = fma_t(-l.w, yk, y[i + 3]);
         }
     }
+    if constexpr (UP)
+        y[CH - 1] = y[CH - 1] / sD[(c0 + CH - 1) * LDS];
 }
 
-template <typename T, int NB>
+template <typename T, int NB, bool UP>
 __global__ void __launch_bounds__(TRSM_THREADS)
-trsm_llnu(int nb, int ncols, const T* L, long long ldl, T* B, long long ldb)
+trsm_left(int nb, int ncols, const T* L, long long ldl, T* B, long long ldb)
 {
     constexpr int TH = TRSM_THREADS, CW = TRSM_COLS, CH = TRSM_CHUNK;
     constexpr int LDS = NB + 4, WARPS = TH / 32;
+    constexpr int S = UP ? -1 : 1;              // the row (and L's column) stride's sign
     static_assert(CW == 32 && NB % CH == 0 && NB <= 128, "lane = column; NB in {32..128}");
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
     extern __shared__ float4 trsm_smem[];
@@ -136,11 +156,15 @@ trsm_llnu(int nb, int ncols, const T* L, long long ldl, T* B, long long ldb)
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const long long col0 = static_cast<long long>(blockIdx.x) * CW;
 
-    load_lower_transposed<T, NB, TH>(sL, nb, L, ldl);
+    load_lower_transposed<T, NB, TH, S>(sL, nb, L, ldl);
     for (int e = threadIdx.x; e < NB * CW; e += TH) {   // a warp copies 32 elements of a row
         const int r = e / CW, c = e % CW;
         const bool in = r < nb && col0 + c < ncols;
-        cp_async_elem(Bs + e, in ? B + r * ldb + col0 + c : B, in);
+        cp_async_elem(Bs + e, in ? B + S * r * ldb + col0 + c : B, in);
+    }
+    if constexpr (UP) {   // the diagonal into sL's padding column (1 past nb)
+        for (int i = threadIdx.x; i < NB; i += TH)
+            sL[i * LDS + NB] = i < nb ? L[S * (static_cast<long long>(i) * ldl + i)] : T(1);
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -153,7 +177,7 @@ trsm_llnu(int nb, int ncols, const T* L, long long ldl, T* B, long long ldb)
             T y[CH];
 #pragma unroll
             for (int i = 0; i < CH; ++i) y[i] = Bs[(c0 + i) * CW + lane];
-            solve_diagonal_block<T, LDS>(y, sL, c0);
+            solve_diagonal_block<T, LDS, CH, UP>(y, sL, c0);
 #pragma unroll
             for (int i = 0; i < CH; ++i) Bs[(c0 + i) * CW + lane] = y[i];
         }
@@ -185,10 +209,11 @@ trsm_llnu(int nb, int ncols, const T* L, long long ldl, T* B, long long ldb)
         }
         __syncthreads();
     }
-    // Rows 1..nb-1 back (row 0 never changes); a warp stores 32 elements of a row.
-    for (int e = CW + threadIdx.x; e < nb * CW; e += TH) {
+    // The strip back (row 0 only where the diagonal is not unit); a warp stores 32 elements
+    // of a row.
+    for (int e = (UP ? 0 : CW) + threadIdx.x; e < nb * CW; e += TH) {
         const int r = e / CW, c = e % CW;
         if (col0 + c < ncols)
-            B[r * ldb + col0 + c] = Bs[e];
+            B[S * r * ldb + col0 + c] = Bs[e];
     }
 }

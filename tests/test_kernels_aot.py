@@ -190,7 +190,7 @@ def test_cuobjdump_lists_the_same_images(compiled, family):
 
 # one cheap instantiation per family: each compiles alone in a second or two
 ALONE = {"graph_io": "graph_copy<double, true>", "laswp": "laswp_fused<float,4,512>",
-         "trsm": "trsm_llnu<float,32>", "transpose": "copy2d<float>",
+         "trsm": "trsm_left<float,32,false>", "transpose": "copy2d<float>",
          "sgemm": "sgemm_splitk_sum<true>", "sgemm_tc": None,
          "sgemm_wgmma": "wgmma_split<true,2>"}
 

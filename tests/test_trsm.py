@@ -33,8 +33,9 @@ def test_shapes_and_blocks():
     assert blocks(96, F64) == [(0, 96)]
     assert blocks(128, F64) == [(0, 96), (96, 128)]
     assert blocks(300, F64) == [(0, 96), (96, 192), (192, 288), (288, 300)]
-    assert _trsm.KERNEL_NAMES == tuple(f"trsm_llnu<{e.ctype},{s}>" for e in ELEMENTS
-                                       for s in NB_SHAPES_OF[e.ctype])
+    assert _trsm.KERNEL_NAMES == tuple(f"trsm_left<{e.ctype},{s},{up}>" for e in ELEMENTS
+                                       for s in NB_SHAPES_OF[e.ctype]
+                                       for up in ("false", "true"))
 
 
 @pytest.mark.parametrize("element", ELEMENTS)
@@ -124,6 +125,35 @@ def need_gemm(element, nb):
     none yet (gemm/dmma.py)."""
     if nb > nbmax(element) and element is F64:
         pytest.importorskip("gpulinalg.gemm.dmma")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("ncols", NCOLS)
+@pytest.mark.parametrize("nb", NB_SIZES + (300,))
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_trsm_upper_matches_scipy(cp, rng, nb, ncols, element):
+    """B := U^{-1} B, U upper non-unit (the diagonal read, the strict lower triangle never),
+    row-major views inside larger arrays, against SciPy's float64 solve."""
+    u = np.triu(rng.standard_normal((nb, nb + 3))[:, :nb]) / np.sqrt(nb)
+    u[np.diag_indices(nb)] = rng.uniform(1.0, 2.0, nb) * rng.choice([-1, 1], nb)
+    u[np.tril_indices(nb, -1)] = np.nan
+    full = np.full((nb, nb + 3), 7.0)
+    full[:, :nb] = u
+    b = rng.standard_normal((nb, ncols + 2))
+    du = cp.asarray(full.astype(element.dtype))
+    db = cp.asarray(b.astype(element.dtype))
+    _trsm.trsm_upper_ptr(nb, ncols, du.data.ptr, nb + 3, db.data.ptr, ncols + 2,
+                         element=element)
+    cp.cuda.Device().synchronize()
+    x = cp.asnumpy(db)
+    np.testing.assert_array_equal(x[:, ncols:], b[:, ncols:].astype(element.dtype))
+    up = np.nan_to_num(np.triu(u).astype(element.dtype).astype(np.float64))
+    rhs = b[:, :ncols].astype(element.dtype).astype(np.float64)
+    ref = sl.solve_triangular(up, rhs, lower=False)
+    eps = element.eps
+    res = np.linalg.norm(rhs - up @ x[:, :ncols].astype(np.float64))
+    scale = np.linalg.norm(up) * max(np.linalg.norm(ref), 1e-30) * nb * eps
+    assert np.isfinite(x).all() and res <= 2.0 * scale, res / scale
 
 
 @pytest.mark.gpu

@@ -76,6 +76,8 @@ def main():
     p.add_argument("--dtype", default="float32,float64")
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--top", type=int, default=12)
+    p.add_argument("--solve", default="", help="orders n: lu_solve of one right-hand side with "
+                                               "factors of n x n on the GPU")
     args = p.parse_args()
     import cupy as cp
 
@@ -93,6 +95,14 @@ def main():
             print(f"== {dtype} {'one' if b is None else b}x{n}: wall {wall:.3f} ms, kernel "
                   f"{'-' if kern is None else f'{kern:.3f} ms'}", flush=True)
             profile(fn, args.calls if n <= 512 else 20, args.top)
+        for n in [int(x) for x in args.solve.split(",") if x]:
+            a = cp.asarray(rng.standard_normal((n, n)).astype(dtype))
+            b = cp.asarray(rng.standard_normal(n).astype(dtype))
+            factors = gpulinalg.lu_factor(a)
+            fn = lambda: gpulinalg.lu_solve(factors, b)     # noqa: E731
+            print(f"== {dtype} lu_solve n={n}, one right-hand side: wall {wall_ms(fn, 30):.3f} "
+                  f"ms", flush=True)
+            profile(fn, 30, args.top)
 
 
 if __name__ == "__main__":

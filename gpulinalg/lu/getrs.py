@@ -3,14 +3,17 @@
 Both work on the array module of the factors, `xp` (CuPy on the GPU; NumPy for the NumPy
 emulation the tests run): the row interchanges by our laswp kernel (NumPy: its reference), the
 triangular solves, up to trsv.MAX_RHS right-hand sides, by our few-column kernel (lu/trsv.py:
-each triangle read once), beyond by `cupyx.scipy.linalg.solve_triangular` (cuBLAS trsm;
-NumPy: SciPy's).  The factors are lu_factor's: the row-major (C-ordered) n x n LU of a real
+each triangle read once), beyond by our blocked solves (lu/trsm.py: a kernel per diagonal
+block, a GEMM per block's coupling) for A x = b, and `cupyx.scipy.linalg.solve_triangular`
+(cuBLAS trsm) for the transposed systems (NumPy: SciPy's).  The factors are lu_factor's: the row-major (C-ordered) n x n LU of a real
 dtype and 0-based LAPACK pivots.
 """
 
 import numpy as np
 
 from ..layout.laswp import laswp_reference, row_leading_dim
+from ..core.element import exact
+from . import trsm as _trsm
 from . import trsv
 
 
@@ -44,6 +47,16 @@ def getrs(xp, LU, X, piv, trans=0):
             from cupyx.scipy.linalg._decomp_lu import lu_solve
         return lu_solve((LU, piv), X, trans=trans, check_finite=False)
     trsm, laswp = _kit(xp)
+    if (xp is not np and trans == 0 and X.shape[1] > trsv.MAX_RHS and X.flags.c_contiguous
+            and _row_major(LU)):
+        # many right-hand sides: blocked forward and back substitution (lu/trsm.py)
+        laswp(X, piv, False)
+        element = exact(LU.dtype)
+        n, nrhs = X.shape
+        ld = LU.strides[0] // LU.itemsize
+        _trsm.trsm_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
+        _trsm.trsm_upper_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
+        return X
     if xp is not np and X.shape[1] <= trsv.MAX_RHS and _row_major(LU):
         # few right-hand sides: one bandwidth-bound launch per triangle (lu/trsv.py)
         if trans == 0:

@@ -1,6 +1,7 @@
-"""Triangular solve B := L^{-1} B with a unit lower triangular L, in place on row-major views:
-the launch wrapper of kernels/trsm.cu, for float32 and float64 (the Element,
-gpulinalg/core/element.py, picks the instantiation).
+"""Triangular solves B := L^{-1} B with a unit lower triangular L and B := U^{-1} B with a
+non-unit upper triangular U, in place on row-major views: the launch wrappers of
+kernels/trsm.cu, for float32 and float64 (the Element, gpulinalg/core/element.py, picks the
+instantiation).
 
 The LU uses it for U12 = L11^{-1} A12, in the GPU panel's recursion (gpulinalg/lu/panel_gpu.py)
 and in the trailing update (gpulinalg/lu/steps.py) where no inverse is used.  A block of
@@ -8,6 +9,7 @@ THREADS threads solves COLS columns of B (lane = column) over all rows of a diag
 at most nbmax(element) rows; a taller L is solved block by block, each block's coupling to the
 rows below a GEMM of the element type (gemm.dispatch.gemm_ptr_for).  The solve is
 latency-bound: its critical path is the chain of 32-row diagonal solves of one warp.
+`lu_solve` (lu/getrs.py) solves both triangles of an LU this way for many right-hand sides.
 """
 
 import functools
@@ -36,11 +38,12 @@ ELEMENTS = REAL_KERNEL
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
 
 
-def _name(ctype, shape):
-    return f"trsm_llnu<{ctype},{shape}>"
+def _name(ctype, shape, upper=False):
+    return f"trsm_left<{ctype},{shape},{'true' if upper else 'false'}>"
 
 
-KERNEL_NAMES = tuple(_name(e.ctype, nb) for e in ELEMENTS for nb in NB_SHAPES_OF[e.ctype])
+KERNEL_NAMES = tuple(_name(e.ctype, nb, upper) for e in ELEMENTS for nb in NB_SHAPES_OF[e.ctype]
+                     for upper in (False, True))
 
 
 def nbmax(element=F32):
@@ -70,12 +73,14 @@ def blocks(nb, element=F32):
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id, ctype, shape):
-    """Launcher of the kernel for T = ctype, template NB = shape (parameters nb, ncols, L, ldl,
-    B, ldb), opted in to its shared memory (once per device; keyed by the C type, a string: a
-    cheap key on the launch path)."""
+def _kernel(device_id, ctype, shape, upper=False):
+    """Launcher of the kernel for T = ctype, template NB = shape, the lower unit or (upper)
+    the upper non-unit solve (parameters nb, ncols, L, ldl, B, ldb), opted in to its shared
+    memory (once per device; keyed by the C type, a string: a cheap key on the launch
+    path)."""
     smem = shared_bytes(shape, _BY_CTYPE[ctype])
-    return Launcher(get_kernel(FAMILY, _name(ctype, shape), dynamic_smem=smem), "iiPqPq", smem)
+    return Launcher(get_kernel(FAMILY, _name(ctype, shape, upper), dynamic_smem=smem),
+                    "iiPqPq", smem)
 
 
 def trsm_lower_unit(l, b):
@@ -125,10 +130,27 @@ def trsm_ptr(nb, ncols, lp, ldl, bp, ldb, sms=None, table=None, element=F32):
                  sms=sms, table=table)
 
 
-def _launch(lp, ldl, bp, ldb, nb, ncols, element):
-    if nb <= 1:
+def trsm_upper_ptr(nb, ncols, up, ldu, bp, ldb, sms=None, table=None, element=F32):
+    """B (nb x ncols at bp, leading dimension ldb) := U^{-1} B with the upper triangle
+    (diagonal included) of the nb x nb U at up (ldu), both row-major matrices of `element`s,
+    on the current device and stream; as trsm_ptr otherwise: blocks of nbmax(element) rows
+    from the last, each block's coupling to the rows above a GEMM."""
+    gemm = gemm_ptr_for(element)
+    size = element.itemsize
+    for r0, r1 in reversed(blocks(nb, element)):
+        # the kernel reads the diagonal block and the strip from their last rows up
+        _launch(up + size * (r1 - 1) * (ldu + 1), ldu, bp + size * (r1 - 1) * ldb, ldb, r1 - r0,
+                ncols, element, upper=True)
+        if r0 > 0:                              # rows above the block: B[:r0] -= U[:r0, r0:r1] X
+            gemm(r0, ncols, r1 - r0, -1.0, up + size * r0, ldu, True, bp + size * r0 * ldb, ldb,
+                 True, 1.0, bp, ldb, sms=sms, table=table)
+
+
+def _launch(lp, ldl, bp, ldb, nb, ncols, element, upper=False):
+    if nb <= 1 and not upper:
         return
-    launch = _kernel(cupy().cuda.runtime.getDevice(), element.ctype, nb_shape(nb, element))
+    launch = _kernel(cupy().cuda.runtime.getDevice(), element.ctype, nb_shape(nb, element),
+                     upper)
     launch((-(-ncols // COLS), 1, 1), (THREADS, 1, 1), nb, ncols, lp, ldl, bp, ldb)
 
 
