@@ -338,7 +338,8 @@ def _on_batched_kernel(a, options, backend, overwrite_a, check_finite):
         if element.is_complex:
             return None
         with _arrays.launch_context(kind, _arrays.device_of((a,))):
-            found = _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, *a.shape)
+            found = _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, *a.shape,
+                                   _batched.shapes_of(element))
         if found is None:
             return None
     else:

@@ -100,6 +100,7 @@ class Tuning:
     dmma_update_variant: str     # tile of the LU's rank-k updates (k <= 512)
 
     # ---- small matrices (lu/batched.py)
+    batched_shapes: tuple        # batched kernel's (NMAX, G, C) per order class, NMAX ascending
     one_matrix_batched_max: int  # one matrix of order up to this is factored by the batched kernel
 
     # ---- few-column triangular solve (lu/trsv.py)
@@ -182,6 +183,7 @@ SM90 = Tuning(
     dmma_variant="128x128k32",
     dmma_small_variant="64x64",
     dmma_update_variant="128x64sb",
+    batched_shapes=((8, 4, 1), (16, 8, 1), (32, 16, 1), (64, 32, 2), (128, 32, 8)),
     one_matrix_batched_max=128,
     trsv_nb=128,
     solve_refine_min_n=4096,
@@ -209,6 +211,7 @@ SM90_F64 = replace(
     gpu_nb_steps_tc=((16384, 512),),   # FP64 tensor-core updates
     l21_colmajor_min_cols=0,
     trsv_nb=64,                        # the double kernel's largest block
+    batched_shapes=((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 4), (128, 32, 16)),
 )
 
 # Other architectures: sm_90's values (not measured elsewhere; the tensor-core fields

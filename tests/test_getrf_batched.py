@@ -26,8 +26,9 @@ import scipy.linalg as sl
 from gpulinalg.core import kernels as _kernels
 from gpulinalg.core.element import F32, F64
 from gpulinalg.lu import batched as _batched
-from gpulinalg.lu.batched import (KERNEL_NAMES, SHAPES_OF, WARPS, getrf_batched, max_order,
+from gpulinalg.lu.batched import (CANDIDATES, KERNEL_NAMES, WARPS, getrf_batched, max_order,
                                   per_block, reference, shape_for, shared_bytes, threads)
+from gpulinalg.tuning import SM90, SM90_F64
 
 from lu_helpers import assert_same_pivots, backward_error
 
@@ -35,6 +36,7 @@ DTYPES = [np.float32, np.float64]
 SIZES = (0, 1, 2, 3, 8, 31, 32, 33, 64, 65, 128)
 KIB = 1024
 H100_SMEM = 227 * KIB
+SHAPES_OF = {"float": SM90.batched_shapes, "double": SM90_F64.batched_shapes}   # sm_90's picks
 
 
 def element_of(dtype):
@@ -356,11 +358,13 @@ def test_fms_is_a_fused_multiply_add(rng, dtype):
 
 def test_kernel_names_and_shapes():
     assert KERNEL_NAMES == tuple(f"getrf_batched<{e.ctype},{nmax},{g},{c}>"
-                                 for e in (F32, F64) for nmax, g, c in SHAPES_OF[e.ctype])
+                                 for e in (F32, F64) for nmax, g, c in CANDIDATES[e.ctype])
     for ctype, shapes in SHAPES_OF.items():
+        assert [s[0] for s in shapes] == [8, 16, 32, 64, 128]
+        assert set(shapes) <= set(CANDIDATES[ctype])            # the table picks compiled ones
+    for ctype, shapes in CANDIDATES.items():
         size = 4 if ctype == "float" else 8
         vk = 16 // size
-        assert [s[0] for s in shapes] == [8, 16, 32, 64, 128]
         for nmax, g, c in shapes:
             assert g in (2, 4, 8, 16, 32) and nmax % g == 0 and nmax % (c * vk) == 0
             assert c == 1 or g == 32
@@ -808,7 +812,7 @@ def test_emulated_kernel_is_the_reference(emulated, rng, dtype):
         np.testing.assert_array_equal(piv, ref_piv, err_msg=f"{m} x {n}")
         np.testing.assert_array_equal(info, ref_info, err_msg=f"{m} x {n}")
         assert_same_bits(lu, ref_lu)
-    for shape in SHAPES_OF[element.ctype]:                 # each shape below its order too
+    for shape in CANDIDATES[element.ctype]:                # each shape below its order too
         a = special_stack(rng, 9, 7, 6, dtype)
         lu, piv, info = run_emulated(emulated, a, shape=shape, seed=shape[0])
         ref_lu, ref_piv, ref_info = reference(a)

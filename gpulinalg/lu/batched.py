@@ -26,14 +26,17 @@ from ..core.kernels import Launcher, get_kernel
 
 FAMILY = "getrf_batched"
 WARPS = 4                   # GBATCH_WARPS: warps per block of the C = 1 shapes (32/G matrices each)
-# Template shapes (NMAX, G, C) per element C type, NMAX ascending: a call takes the first with
-# NMAX >= max(M, N) whose shared memory the device grants.  NMAX: the largest order of the
+# The compiled template shapes (NMAX, G, C) per element C type.  NMAX: the largest order of the
 # instance; G: lanes per group (a group holds every row of its columns, NMAX / G rows per
 # lane); C: groups per matrix (C = 1: 32 / G matrices per warp; C > 1: one matrix per block
 # of C warps).  Data registers per thread: NMAX^2 / (G C) elements, at most 64 floats or 32
-# doubles; the fewer lanes per matrix, the more matrices share a warp's per-column overhead.
-SHAPES_OF = {"float": ((8, 4, 1), (16, 8, 1), (32, 16, 1), (64, 32, 2), (128, 32, 8)),
-             "double": ((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 4), (128, 32, 16))}
+# doubles; the fewer lanes per matrix, the more matrices share a warp's per-column overhead,
+# the more lanes, the fewer registers and the more warps an SM holds.  The tuning table's
+# `batched_shapes` picks one per NMAX among these (tuning.py; evidence: docs/tuning.md).
+CANDIDATES = {"float": ((8, 2, 1), (8, 4, 1), (16, 4, 1), (16, 8, 1), (32, 16, 1), (32, 32, 1),
+                        (64, 32, 2), (64, 32, 4), (128, 32, 8), (128, 32, 16)),
+              "double": ((8, 4, 1), (8, 8, 1), (16, 8, 1), (16, 16, 1), (32, 32, 1),
+                         (64, 32, 4), (64, 32, 8), (128, 32, 16))}
 META_INTS = 8               # ints of shared memory for the per-column (pivot row, position) pairs
 ELEMENTS = REAL_KERNEL      # the element types the kernel is instantiated for
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
@@ -44,7 +47,16 @@ def _name(ctype, nmax, g, c):
     return f"getrf_batched<{ctype},{nmax},{g},{c}>"
 
 
-KERNEL_NAMES = tuple(_name(e.ctype, *shape) for e in ELEMENTS for shape in SHAPES_OF[e.ctype])
+KERNEL_NAMES = tuple(_name(e.ctype, *shape) for e in ELEMENTS for shape in CANDIDATES[e.ctype])
+
+
+def shapes_of(element, shapes=None):
+    """The shapes in use for `element`: `shapes`, else the tuning table's batched_shapes of
+    the element type on the current device (NMAX ascending)."""
+    if shapes is not None:
+        return shapes
+    from .. import tuning
+    return tuning.current(element=element).batched_shapes
 
 
 def threads(g, c):
@@ -68,31 +80,33 @@ def shared_bytes(nmax, g, c, element=F32):
     return element.itemsize * elems + 4 * ints
 
 
-def max_order(element, limit=None):
+def max_order(element, limit=None, shapes=None):
     """The largest M and N getrf_batched takes for `element` (F32 or F64): the largest NMAX of
-    SHAPES_OF whose block fits `limit` bytes of shared memory (default: the current device's
-    opt-in limit; float 128 everywhere from sm_80 on, double 128 on sm_80, sm_90 and sm_100,
-    64 on devices with 99 KB per block).  0 for an element type the kernel lacks."""
+    the shapes in use (shapes_of) whose block fits `limit` bytes of shared memory (default:
+    the current device's opt-in limit; float 128 everywhere from sm_80 on, double 128 on
+    sm_80, sm_90 and sm_100, 64 on devices with 99 KB per block).  0 for an element type the
+    kernel lacks."""
     ctype = getattr(element, "ctype", None)
-    if ctype not in SHAPES_OF:
+    if ctype not in CANDIDATES:
         return 0
     if limit is None:
         limit = device.max_shared_per_block()
-    fits = [nmax for nmax, g, c in SHAPES_OF[ctype] if shared_bytes(nmax, g, c, element) <= limit]
+    fits = [nmax for nmax, g, c in shapes_of(element, shapes)
+            if shared_bytes(nmax, g, c, element) <= limit]
     return fits[-1] if fits else 0
 
 
-def shape_for(m, n, element=F32, limit=None):
-    """The (NMAX, G, C) shape of an M x N stack: the first of SHAPES_OF[element] with
-    NMAX >= max(M, N) whose block fits `limit` bytes (default: the current device's);
+def shape_for(m, n, element=F32, limit=None, shapes=None):
+    """The (NMAX, G, C) shape of an M x N stack: the first of the shapes in use (shapes_of)
+    with NMAX >= max(M, N) whose block fits `limit` bytes (default: the current device's);
     ValueError where none does."""
     if limit is None:
         limit = device.max_shared_per_block()
     order = max(m, n)
-    for shape in SHAPES_OF[element.ctype]:
+    for shape in shapes_of(element, shapes):
         if shape[0] >= order and shared_bytes(*shape, element) <= limit:
             return shape
-    raise ValueError(f"getrf_batched takes M, N <= {max_order(element, limit)} for "
+    raise ValueError(f"getrf_batched takes M, N <= {max_order(element, limit, shapes)} for "
                      f"{element.name}; got a {m} x {n} stack")
 
 
@@ -111,14 +125,15 @@ def _kernel(device_id, ctype, nmax, g, c):
 
 
 @functools.lru_cache(maxsize=None)
-def route(device_id, ctype, m, n):
+def route(device_id, ctype, m, n, shapes):
     """(launcher, threads per block, matrices per block) of an m x n stack of `ctype` on the
-    device, or None where the kernel does not take that order (its block would not fit)."""
+    device under the tuning table's `shapes`, or None where the kernel does not take that
+    order (its block would not fit)."""
     element = _BY_CTYPE[ctype]
     limit = device.max_shared_per_block(device_id)
-    if max(m, n) > max_order(element, limit):
+    if max(m, n) > max_order(element, limit, shapes):
         return None
-    nmax, g, c = shape_for(m, n, element, limit)
+    nmax, g, c = shape_for(m, n, element, limit, shapes)
     return _kernel(device_id, ctype, nmax, g, c), threads(g, c), per_block(g, c)
 
 
@@ -136,7 +151,7 @@ def launch(found, batch, m, n, srcp, dstp, pivp, infop, flagsp, gen):
 def getrf_batched_ptr(batch, m, n, srcp, dstp, pivp, infop, flagsp, gen, element=F32):
     """`launch` on the current device for `element`s (F32 or F64), max(m, n) <=
     max_order(element) expected."""
-    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n)
+    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n, shapes_of(element))
     launch(found, batch, m, n, srcp, dstp, pivp, infop, flagsp, gen)
 
 

@@ -71,7 +71,8 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     xp = module(backend)
     with context(xp, kind, (a,)):
         found = (None if xp is np or element.is_complex or not (count and m and n) else
-                 _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, m, n))
+                 _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, m, n,
+                                _batched.shapes_of(element)))
         if found is not None:
             lu, piv, info = on_kernel(a, kind, element, found, check_finite, overwrite_a)
             return kind, xp, lu, piv, info
@@ -106,7 +107,7 @@ def plain_route(a):
     device_id = cp.cuda.runtime.getDevice()
     if a.data.device_id != device_id:
         return None
-    found = _batched.route(device_id, element.ctype, *a.shape[-2:])
+    found = _batched.route(device_id, element.ctype, *a.shape[-2:], _batched.shapes_of(element))
     return None if found is None else (element, found)
 
 

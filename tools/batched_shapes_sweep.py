@@ -1,0 +1,66 @@
+"""The batched LU kernel under each compiled (NMAX, G, C) shape: its time alone by CUDA events
+for stacks of each order class, and whether every shape's factors equal the table's bit for
+bit (they compute the same operations in the same order).  The evidence for the tuning
+table's `batched_shapes`.
+
+    python3 tools/batched_shapes_sweep.py [--stacks 100000x8,50000x16,20000x32,10000x64,2000x128]
+                                          [--dtype float32,float64] [--reps 20]
+"""
+
+import argparse
+
+import numpy as np
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--stacks", default="100000x8,50000x16,20000x32,10000x64,2000x128")
+    p.add_argument("--dtype", default="float32,float64")
+    p.add_argument("--reps", type=int, default=20)
+    args = p.parse_args()
+    import cupy as cp
+
+    from gpulinalg.core import mapped
+    from gpulinalg.core.element import exact
+    from gpulinalg.lu import batched
+    dev = cp.cuda.runtime.getDevice()
+    flags = mapped.flags()
+    for dtype in args.dtype.split(","):
+        element = exact(np.dtype(dtype))
+        table = batched.shapes_of(element)
+        for case in args.stacks.split(","):
+            b, n = (int(x) for x in case.split("x"))
+            a = cp.asarray(np.random.default_rng(n).standard_normal((b, n, n)).astype(dtype))
+            k = n
+            results, times = {}, {}
+            nmax = min(s[0] for s in batched.CANDIDATES[element.ctype] if s[0] >= n)
+            for shape in [s for s in batched.CANDIDATES[element.ctype] if s[0] == nmax]:
+                found = batched.route(dev, element.ctype, n, n, (shape,))
+                if found is None:
+                    continue
+                dst = cp.empty_like(a)
+                pi = cp.empty(b * k + b, np.int32)
+
+                def launch(found=found, dst=dst, pi=pi):
+                    batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
+                                   pi.data.ptr + 4 * b * k, flags.ptr, flags.next_gen())
+                launch()
+                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                for _ in range(args.reps):
+                    launch()
+                stop.record()
+                stop.synchronize()
+                times[shape] = cp.cuda.get_elapsed_time(start, stop) / args.reps
+                results[shape] = (dst, pi)
+            pick = [s for s in table if s[0] == nmax][0]
+            ref = results[pick]
+            same = {s: bool((r[0] == ref[0]).all() and (r[1] == ref[1]).all())
+                    for s, r in results.items()}
+            line = ", ".join(f"{s}: {t:.3f} ms{'' if same[s] else ' DIFFERS'}"
+                             + (" (table)" if s == pick else "") for s, t in times.items())
+            print(f"{dtype} {b}x{n}: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
