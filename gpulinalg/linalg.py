@@ -16,7 +16,6 @@ from .core import finite as _finite
 from .core.backend import cupy
 from .core.element import element as _element
 from .layout.laswp import laswp_reference
-from .lu import batched as _batched
 from .lu import getrs as _getrs
 from .lu import plan as _plan
 from .lu import stacked as _stacked
@@ -338,8 +337,7 @@ def _on_batched_kernel(a, options, backend, overwrite_a, check_finite):
         if element.is_complex:
             return None
         with _arrays.launch_context(kind, _arrays.device_of((a,))):
-            found = _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, *a.shape,
-                                   _batched.shapes_of(element))
+            found = _stacked.kernel_route(cupy().cuda.runtime.getDevice(), element, *a.shape)
         if found is None:
             return None
     else:

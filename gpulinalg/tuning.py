@@ -101,7 +101,8 @@ class Tuning:
 
     # ---- small matrices (lu/batched.py)
     batched_shapes: tuple        # batched kernel's (NMAX, G, C) per order class, NMAX ascending
-    one_matrix_batched_max: int  # one matrix of order up to this is factored by the batched kernel
+    batched_blocked_min_order: int  # stacks of this order and above: the blocked batched kernel
+    one_matrix_batched_max: int  # one matrix of order up to this is factored by the batched kernels
 
     # ---- few-column triangular solve (lu/trsv.py)
     trsv_nb: int                 # rows per block (the largest the device's shared memory takes)
@@ -183,8 +184,9 @@ SM90 = Tuning(
     dmma_variant="128x128k32",
     dmma_small_variant="64x64",
     dmma_update_variant="128x64sb",
-    batched_shapes=((8, 4, 1), (16, 8, 1), (32, 16, 1), (64, 32, 2), (128, 32, 8)),
-    one_matrix_batched_max=128,
+    batched_shapes=((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 2), (128, 32, 8)),
+    batched_blocked_min_order=129,
+    one_matrix_batched_max=512,
     trsv_nb=128,
     solve_refine_min_n=4096,
     solve_refine_max_iter=30,

@@ -33,18 +33,19 @@
 // Bound: per matrix ~(2/3) n^3 flops, as FMAs from registers in the trailing update.  With
 // >= 132 matrices of n = 256 .. 512 every SM is busy and the bound is the SM's FMA rate
 // (H100/H200: 128 FP32 or 64 FP64 FMAs per clock per SM) times the micro-tile's issue
-// efficiency (~80%: 32 FMAs per 3 shared loads per k, plus the tile's global loads and
-// stores), and the traffic of A22: right-looking with a panel of NB columns reads and writes
-// each trailing element once per panel, NB/(2 sizeof(T)) FMAs per byte (float 4, double 1),
-// from L2 while the resident matrices fit it, else from HBM; double is bound by that traffic.
-// The panel itself is a chain of one block barrier, a block-wide search and one division per
-// column (a few hundred cycles), hidden by the other resident blocks only where m is small.
+// efficiency (~75-85%: 16 FMAs per two 16-byte shared loads per k, plus the tile's global
+// loads and stores and the loop), and the traffic of A22: right-looking with a panel of NB
+// columns reads and writes each trailing element once per panel, NB/(2 sizeof(T)) FMAs per
+// byte (float 4, double 1), from L2 while the resident matrices fit it, else from HBM; double
+// is bound by that traffic.  The panel itself is a chain of one block barrier, two warp
+// reductions and one division per column (a few hundred cycles), hidden only by the other
+// resident block (registers allow two per SM; m = 1024 takes one: shared memory).
 // Estimates (H200 at ~1.75 GHz, 4.8 TB/s; estimate, not measured): 1000 x 256^2 float ~0.4 ms,
 // double ~1.1 ms (traffic); 200 x 512^2 float ~0.6 ms, double ~2 ms; 50 x 1024^2 (50 of 132
 // SMs busy, one block each) float ~2.7 ms, double ~5 ms.
 //
 // getrf_batched_blocked<T, NB, THREADS>(batch, m, n, src, dst, piv, info, flags, gen):
-//   Threads.  Block b factors matrix b with THREADS threads (8 warps).
+//   Threads.  Block b factors matrix b with THREADS threads (WARPS warps).
 //   Panel (in shared memory, column-major P(i, c) = P[c*LD + i], local row i = global row
 //   j0 + i): staged by cp.async, a warp taking GR rows x GC columns (32 bytes of each row:
 //   whole sectors; LD = m rounded up to 4 mod 128/sizeof(T), which makes the staging and
@@ -64,10 +65,12 @@
 //   position order through a scratch buffer and written back to dst.
 //   Columns outside the panel: thread t takes column c = t (+ THREADS ...) of the left part
 //   and c = c0 + t of each chunk of THREADS columns of the right part, and applies the
-//   panel's interchanges to it alone (the rows at positions < nb read first, then the
-//   displaced rows moved, then positions < nb written: no other thread touches the column);
-//   on the right it also solves L11 x = A12(:, c) in registers (L11 from shared memory) and
-//   writes U12(:, c) to dst and to the chunk's U12 buffer in shared memory.  __syncthreads.
+//   panel's interchanges to it alone (the rows to positions < nb read into the thread's own
+//   slots of the U12 buffer, then the displaced rows moved, then positions < nb written: no
+//   other thread touches the column); on the right the slots hold A12(:, c), which the
+//   thread solves in registers (L11 x = A12(:, c), L11 from the panel) and writes back as
+//   U12(:, c), to the slots and to dst.  Loads go 16 at a time: NB values and NB addresses
+//   live at once would not fit the registers.  __syncthreads.
 //   Trailing update of the chunk: THREADS/16 x 16 threads, a thread a micro-tile of TM
 //   consecutive rows x TN columns 16 apart (consecutive lanes on consecutive columns:
 //   coalesced scalar loads and stores of A22 in dst, any n), BM x BN = (THREADS/16)*TM x
@@ -80,12 +83,14 @@
 //
 // Knobs: NB (panel width; float 32, double 16: the panel of m = 1024 rows takes 128 KB of
 // shared memory), THREADS = 256 (template parameters; gpulinalg/lu/batched_blocked.py's
-// SHAPE_OF), the micro-tile TM x TN = 8 x 4 (float and double; gbb_elem),
+// SHAPE_OF); per element type (gbb_elem) the micro-tile TM x TN = 4 x 4 (every element of
+// A22 gets NB FMAs per load and store whatever the tile: a larger one saves shared loads
+// only, and its registers are not there) and KU, the k-steps unrolled (float 8, double 1);
 // GBB_MIN_BLOCKS = 2 (__launch_bounds__: <= 128 registers per thread at 256 threads),
 // GBB_MAXM = 1024.  Dynamic shared memory (bytes): sizeof(T) * (LD*NB panel + NB*THREADS
 // U12 chunk, which also holds the 2*NB*NB scratch of the panel's reordering) + 16*WARPS
-// search keys + 8*WARPS search tags + 8*NB interchange tables: float m = 129: 50 KB, 512:
-// 98 KB, 1024: 161 KB; double the same (sm_80, sm_90, sm_100).
+// search keys + 8*WARPS search tags + 8*NB interchange tables: float m = 129: 49 KB, 512:
+// 97 KB, 1024: 161 KB; double the same (sm_80, sm_90, sm_100).
 
 #include "async_copy.cuh"
 
@@ -134,7 +139,8 @@ struct gbb_elem<double> {
     typedef unsigned long long key_t;
     static constexpr int TM = 4;
     static constexpr int TN = 4;
-    static constexpr int KU = 1;    // a DFMA takes two issue slots: the loop's own hide
+    static constexpr int KU = 1;    // none: a warp's DFMA holds the FP64 pipe two cycles,
+                                    // which hides the loop's own instructions
     static constexpr double sfmin = 2.2250738585072014e-308;    // DBL_MIN, dlamch('S')
     static __device__ __forceinline__ key_t key(double v, bool cand, bool first) {
         const unsigned long long bits =
@@ -190,14 +196,6 @@ __device__ __forceinline__ void gbb_ld16(double (&x)[N], int o, const double* p)
     x[o] = v.x; x[o + 1] = v.y;
 }
 
-// v, which the compiler cannot see through: what a loop computes from it is not hoisted out of
-// the loop (and held in registers through it) but computed again where it is used.
-__device__ __forceinline__ int gbb_opaque(int v)
-{
-    asm volatile("" : "+r"(v));
-    return v;
-}
-
 // One element global -> shared by cp.async (a double as its two halves).
 __device__ __forceinline__ void gbb_copy_async(float* d, const float* s)
 {
@@ -237,12 +235,21 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     const int b = static_cast<int>(blockIdx.x);
     if (b >= batch)
         return;
-    const int tid0 = static_cast<int>(threadIdx.x), n0 = n;
+    const int tid = static_cast<int>(threadIdx.x);
+    const int lane = tid & 31, warp = tid >> 5;
     const int K = min(m, n);
     const int mn = m * n;                                   // <= 2^20
-    const int LD0 = m + ((4 - m) % MODLD + MODLD) % MODLD;  // panel pitch: 4 mod MODLD, >= m
+    const int LD = m + ((4 - m) % MODLD + MODLD) % MODLD;   // panel pitch: 4 mod MODLD, >= m
 
     extern __shared__ float4 gbb_smem[];
+    T* const P = reinterpret_cast<T*>(gbb_smem);            // panel: LD x NB, column-major
+    T* const U = P + LD * NB;                               // U12 chunk: NB x THREADS
+    T* const scratch = U;                                   // the panel's reordering
+    key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);   // 2 x WARPS winners
+    unsigned* const stag = reinterpret_cast<unsigned*>(
+        reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
+    int* const invp = reinterpret_cast<int*>(stag + 2 * WARPS);       // NB: row at position r
+    int* const disp = invp + NB;                            // NB: position of row i, or -1
     T* const A = dst + static_cast<long long>(b) * mn;
     int* const bpiv = piv + static_cast<long long>(b) * K;
 
@@ -256,11 +263,11 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             const uint4* s4 = reinterpret_cast<const uint4*>(S);
             uint4* d4 = reinterpret_cast<uint4*>(A);
 #pragma unroll 4
-            for (int e = tid0; e < vecs; e += THREADS)
+            for (int e = tid; e < vecs; e += THREADS)
                 d4[e] = s4[e];
             done = vecs * V;
         }
-        for (int e = done + tid0; e < mn; e += THREADS)
+        for (int e = done + tid; e < mn; e += THREADS)
             A[e] = S[e];
         __syncthreads();
     }
@@ -269,16 +276,6 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     int info0 = 0;                                          // thread 0: the first zero pivot
 
     for (int j0 = 0; j0 < K; j0 += NB) {
-        const int tid = gbb_opaque(tid0), n = gbb_opaque(n0), LD = gbb_opaque(LD0);
-        const int lane = tid & 31, warp = tid >> 5;
-        T* const P = reinterpret_cast<T*>(gbb_smem);        // panel: LD x NB, column-major
-        T* const U = P + LD * NB;                           // U12 chunk: NB x THREADS
-        T* const scratch = U;                               // the panel's reordering
-        key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);   // 2 x WARPS winners
-        unsigned* const stag = reinterpret_cast<unsigned*>(
-            reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
-        int* const invp = reinterpret_cast<int*>(stag + 2 * WARPS);   // NB: row at position r
-        int* const disp = invp + NB;                        // NB: position of row i, or -1
         const int nb = min(NB, K - j0);
         const int R = m - j0;                               // panel rows
         const bool first = j0 == 0;                         // reads see the input
@@ -452,47 +449,57 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             }
         }
 
-        // 4. The interchanges on the columns left of the panel, a column per thread.
+        // 4. The columns outside the panel get its interchanges, a column per thread, through
+        // the thread's own slots of the U12 buffer (the trailing update's column order):
+        // the rows to positions < nb first, then the displaced rows moved, then positions
+        // < nb written (no other thread touches the column).  Left of the panel, columns
+        // tid, tid + THREADS, ...
         T* const Aj = A + static_cast<long long>(j0) * n;  // row j0
+        T* const ub = U + tid / BN * BN + tid % BN / TC / V * (TC * V) + tid % TC * V
+                      + tid % BN / TC % V;                  // this thread's column of U12
 #pragma unroll 1
         for (int c = tid; c < j0; c += THREADS) {
-            T x[NB];                                        // loads unmasked (r >= nb: a
-#pragma unroll                                              // copy of row invp[nb - 1])
-            for (int r = 0; r < NB; ++r)
-                x[r] = Aj[invp[min(r, nb - 1)] * n + c];
-#pragma unroll
-            for (int i = 0; i < NB; ++i)
-                if (i < nb && disp[i] >= 0)
+#pragma unroll 16
+            for (int r = 0; r < nb; ++r)
+                if (invp[r] != r)
+                    ub[r * THREADS] = Aj[invp[r] * n + c];
+#pragma unroll 16
+            for (int i = 0; i < nb; ++i)
+                if (disp[i] >= 0)
                     Aj[disp[i] * n + c] = Aj[i * n + c];
-#pragma unroll
-            for (int r = 0; r < NB; ++r)
-                if (r < nb && invp[r] != r)
-                    Aj[r * n + c] = x[r];
+#pragma unroll 16
+            for (int r = 0; r < nb; ++r)
+                if (invp[r] != r)
+                    Aj[r * n + c] = ub[r * THREADS];
         }
 
-        // 5. The right part in chunks of THREADS columns.
+        // 5. The right part in chunks of THREADS columns, column c0 + tid to this thread:
+        // interchanges as on the left, U12 = L11^-1 A12 in registers, the trailing update.
 #pragma unroll 1
         for (int c0 = j0 + nb; c0 < n; c0 += THREADS) {
             const int wc = min(THREADS, n - c0);
-            // Interchanges and U12 = L11^-1 A12, column c0 + tid.
             if (tid < wc) {
                 const int c = c0 + tid;
-                T x[NB];                                    // loads unmasked (r >= nb: a
-#pragma unroll                                              // copy of row invp[nb - 1])
-                for (int r = 0; r < NB; ++r) {
-                    x[r] = Aj[invp[min(r, nb - 1)] * n + c];
+#pragma unroll 16
+                for (int r = 0; r < nb; ++r) {
+                    const T v = Aj[invp[r] * n + c];
                     if (first)
-                        nonfinite |= !E::finite(x[r]);
+                        nonfinite |= !E::finite(v);
+                    ub[r * THREADS] = v;
                 }
-#pragma unroll
-                for (int i = 0; i < NB; ++i)
-                    if (i < nb && disp[i] >= 0) {
+#pragma unroll 16
+                for (int i = 0; i < nb; ++i)
+                    if (disp[i] >= 0) {
                         const T v = Aj[i * n + c];
                         if (first)
                             nonfinite |= !E::finite(v);
                         Aj[disp[i] * n + c] = v;
                     }
                 // Forward substitution (x[r], r >= nb, is never stored: no masks needed).
+                T x[NB];
+#pragma unroll
+                for (int r = 0; r < NB; ++r)
+                    x[r] = ub[r * THREADS];
 #pragma unroll
                 for (int k = 0; k < NB - 1; ++k) {
 #pragma unroll
@@ -505,16 +512,13 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                                 x[i0 + h] = E::fma(-lk[h], x[k], x[i0 + h]);
                     }
                 }
-                // U12 to dst, and to the buffer at the trailing update's column order.
-                const int tile = tid / BN, within = tid % BN;
-                const int tcol = within % TC, qq = within / TC;
-                T* const ub = U + tile * BN + qq / V * (TC * V) + tcol * V + qq % V;
 #pragma unroll
                 for (int r = 0; r < NB; ++r)
-                    if (r < nb) {
-                        Aj[r * n + c] = x[r];
+                    if (r < nb)
                         ub[r * THREADS] = x[r];
-                    }
+#pragma unroll 16
+                for (int r = 0; r < nb; ++r)
+                    Aj[r * n + c] = ub[r * THREADS];
             }
             __syncthreads();
 
@@ -543,54 +547,56 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                         }
                     }
                 };
-                T cur[TM][TN], nxt[TM][TN] = {};             // nxt: never used undefined
-                if (tiles > 0)
+                // The tiles; cur and nxt are defined before every use: a use the compiler
+                // cannot prove defined keeps their registers through the whole kernel.
+                if (tiles > 0) {
+                    T cur[TM][TN], nxt[TM][TN] = {};
                     load(0, cur);
 #pragma unroll 1
-                for (int t = 0; t < tiles; ++t) {
-                    if (t + 1 < tiles)
-                        load(t + 1, nxt);
-                    const int r = t / ctiles * BM, cu = t % ctiles * BN;
-                    // Rows of L21 past M2 (up to TM - 1 of the last tile) read the panel's
-                    // next column or the U12 buffer: their results are not stored.
+                    for (int t = 0; t < tiles; ++t) {
+                        if (t + 1 < tiles)
+                            load(t + 1, nxt);
+                        const int r = t / ctiles * BM, cu = t % ctiles * BN;
+                        // Rows of L21 past M2 (up to TM - 1 of the last tile) read the panel's
+                        // next column or the U12 buffer: their results are not stored.
 #pragma unroll (E::KU)
-                    for (int k = 0; k < NB; ++k) {
-                        T a[TM], u[TN];
+                        for (int k = 0; k < NB; ++k) {
+                            T a[TM], u[TN];
 #pragma unroll
-                        for (int s = 0; s < TM; s += V)
-                            gbb_ld16(a, s, L + k * LD + r + s);
+                            for (int s = 0; s < TM; s += V)
+                                gbb_ld16(a, s, L + k * LD + r + s);
 #pragma unroll
-                        for (int j = 0; j < TN; j += V)
-                            gbb_ld16(u, j, U + k * THREADS + cu + j / V * (TC * V) + tc * V);
+                            for (int j = 0; j < TN; j += V)
+                                gbb_ld16(u, j, U + k * THREADS + cu + j / V * (TC * V) + tc * V);
+#pragma unroll
+                            for (int s = 0; s < TM; ++s)
+#pragma unroll
+                                for (int j = 0; j < TN; ++j)
+                                    cur[s][j] = E::fma(-a[s], u[j], cur[s][j]);
+                        }
+                        const int rr = r + tr * TM, cc = cu + tc;
 #pragma unroll
                         for (int s = 0; s < TM; ++s)
 #pragma unroll
                             for (int j = 0; j < TN; ++j)
-                                cur[s][j] = E::fma(-a[s], u[j], cur[s][j]);
+                                if (rr + s < M2 && cc + TC * j < wc)
+                                    C[(rr + s) * n + cc + TC * j] = cur[s][j];
+#pragma unroll
+                        for (int s = 0; s < TM; ++s)
+#pragma unroll
+                            for (int j = 0; j < TN; ++j)
+                                cur[s][j] = nxt[s][j];
                     }
-                    const int rr = r + tr * TM, cc = cu + tc;
-#pragma unroll
-                    for (int s = 0; s < TM; ++s)
-#pragma unroll
-                        for (int j = 0; j < TN; ++j)
-                            if (rr + s < M2 && cc + TC * j < wc)
-                                C[(rr + s) * n + cc + TC * j] = cur[s][j];
-#pragma unroll
-                    for (int s = 0; s < TM; ++s)
-#pragma unroll
-                        for (int j = 0; j < TN; ++j)
-                            cur[s][j] = nxt[s][j];
                 }
             }
-            __syncthreads();
-        }
-        __syncthreads();                                    // the panel buffer is free again
+            __syncthreads();        // also frees the panel buffer: every step but the last
+        }                           // has a right part
     }
 
     // The block's summary: info, and for the host (flags in host-mapped memory, plain stores
     // of the call's gen: none needs resetting) a singular matrix, an inf or NaN in the input.
     const int bad = __syncthreads_or(nonfinite);
-    if (tid0 == 0) {
+    if (tid == 0) {
         info[b] = info0;
         if (info0 != 0)
             flags[0] = gen;

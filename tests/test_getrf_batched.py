@@ -538,8 +538,8 @@ def test_launch_arguments(fake_launch):
     assert launches[-1][0] == "getrf_batched<float,128,32,8>"
     assert launches[-1][1:3] == ((2000, 1, 1), (256, 1, 1))
     getrf_batched(*triple(20000, 31, 32))
-    assert launches[-1][0] == "getrf_batched<float,32,16,1>"
-    assert launches[-1][1:3] == ((2500, 1, 1), (128, 1, 1))
+    assert launches[-1][0] == "getrf_batched<float,32,32,1>"
+    assert launches[-1][1:3] == ((5000, 1, 1), (128, 1, 1))
     count = len(launches)
     getrf_batched(*triple(0, 8, 8))                          # nothing to do
     a, piv, info = triple(5, 0, 7)

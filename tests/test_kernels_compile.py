@@ -21,7 +21,8 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "graph_io": "gpulinalg.lu.graph", "getrf_leaf_tile": "gpulinalg.lu.panel_gpu",
             "getrf_leaf_row": "gpulinalg.lu.panel_gpu", "finite": "gpulinalg.core.finite",
             "dgemm": "gpulinalg.gemm.dmma", "trsv": "gpulinalg.lu.trsv",
-            "getrf_batched": "gpulinalg.lu.batched"}
+            "getrf_batched": "gpulinalg.lu.batched",
+            "getrf_batched_blocked": "gpulinalg.lu.batched_blocked"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 # Known local memory, by name expression: the late-publishing 128-wide float row leaf spills 4

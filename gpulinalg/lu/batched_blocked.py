@@ -85,6 +85,17 @@ def _kernel(device_id, ctype, smem):
     return Launcher(_function(device_id, ctype), _SPECS, smem)
 
 
+@functools.lru_cache(maxsize=None)
+def route(device_id, ctype, m, n):
+    """(launcher, threads per block, matrices per block) of an m x n stack of `ctype` on the
+    device, as lu/batched.py's `route` (its `launch` launches either), or None where the
+    kernel does not take the order."""
+    element = _BY_CTYPE[ctype]
+    if not fits(m, n, element, device.max_shared_per_block(device_id)):
+        return None
+    return _kernel(device_id, ctype, shared_bytes(m, element)), SHAPE_OF[ctype][1], 1
+
+
 def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen,
                               element=F32):
     """The kernel by device pointer, on the current device and stream: the C-contiguous

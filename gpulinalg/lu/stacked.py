@@ -20,7 +20,9 @@ from ..core import mapped as _mapped
 from ..core.backend import cupy
 from ..core.element import F32, F64
 from ..core.element import element as _element
+from .. import tuning as _tuning
 from . import batched as _batched
+from . import batched_blocked as _batched_blocked
 from . import plan as _plan
 
 
@@ -71,8 +73,7 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     xp = module(backend)
     with context(xp, kind, (a,)):
         found = (None if xp is np or element.is_complex or not (count and m and n) else
-                 _batched.route(cupy().cuda.runtime.getDevice(), element.ctype, m, n,
-                                _batched.shapes_of(element)))
+                 kernel_route(cupy().cuda.runtime.getDevice(), element, m, n))
         if found is not None:
             lu, piv, info = on_kernel(a, kind, element, found, check_finite, overwrite_a)
             return kind, xp, lu, piv, info
@@ -94,6 +95,19 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     return kind, xp, lu.reshape(shape), piv.reshape(batch + (k,)), info
 
 
+def kernel_route(device_id, element, m, n):
+    """The launch route (lu/batched.py's `route`, launched by its `launch`) of an m x n stack
+    of the real `element` on the device: the register kernel (lu/batched.py) below the
+    tuning table's batched_blocked_min_order, the blocked one (lu/batched_blocked.py) from
+    there; None where neither takes the order."""
+    table = _tuning.current(element=element)
+    if max(m, n) < table.batched_blocked_min_order:
+        found = _batched.route(device_id, element.ctype, m, n, table.batched_shapes)
+        if found is not None:
+            return found
+    return _batched_blocked.route(device_id, element.ctype, m, n)
+
+
 def plain_route(a):
     """(element, route) where `a` is a non-empty float32 or float64 CuPy array on the
     current device whose order the batched kernel takes (lu/batched.py's `route`), else None:
@@ -107,7 +121,7 @@ def plain_route(a):
     device_id = cp.cuda.runtime.getDevice()
     if a.data.device_id != device_id:
         return None
-    found = _batched.route(device_id, element.ctype, *a.shape[-2:], _batched.shapes_of(element))
+    found = kernel_route(device_id, element, *a.shape[-2:])
     return None if found is None else (element, found)
 
 

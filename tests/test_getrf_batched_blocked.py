@@ -1,0 +1,773 @@
+"""Batched blocked LU of medium matrices (kernels/getrf_batched_blocked.cu,
+gpulinalg/lu/batched_blocked.py).
+
+CPU: kernel names, the shared-memory formula against the kernel's layout, `fits`, the kernel's
+parameters against the launcher's, its header, argument validation and the launch path; the
+family compiled by nvcc for sm_90 without spills; and the kernel's own source run on the CPU
+through a fiber emulation of the CUDA features it uses (needs g++): the production instances
+on small orders and instances with narrow panels and 64 threads on orders that take several
+panels, chunks and rows per thread, against gpulinalg.lu.batched.reference (pivots, info and
+factors bit for bit: the kernel applies the updates in the unblocked order), the backward
+error against LAPACK's, the flags, src left alone, nothing written outside the arrays.
+GPU: orders 129 .. 1024 and rectangular stacks against the reference and LAPACK, in place and
+not, singular and NaN members.
+"""
+
+import ctypes
+import re
+import shutil
+import subprocess
+import types
+import warnings
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from gpulinalg.core import kernels as _kernels
+from gpulinalg.core.element import F32, F64
+from gpulinalg.lu import batched_blocked as _blocked
+from gpulinalg.lu.batched import reference
+from gpulinalg.lu.batched_blocked import (KERNEL_NAMES, MAX_ORDER, SHAPE_OF, fits,
+                                          getrf_batched_blocked, panel_pitch, shared_bytes)
+
+from lu_helpers import backward_error
+
+DTYPES = [np.float32, np.float64]
+KIB = 1024
+H100_SMEM = 227 * KIB
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                if shutil.which("/usr/local/cuda/bin/nvcc") else None)
+# Instances only the emulation runs: narrow panels and 64 threads, so that orders of a few
+# dozen take several panels, chunks of columns and rows per thread.
+SMALL = {"float": (8, 64), "double": (4, 64)}
+
+
+def element_of(dtype):
+    return F32 if np.dtype(dtype) == np.float32 else F64
+
+
+def eps_of(dtype):
+    return float(np.finfo(dtype).eps)
+
+
+# ---------------------------------------------------------------- test matrices
+
+def tied(rng, m, n):
+    """Column 0 holds the maximum magnitude 4 in several rows (signs mixed), the first of them
+    copied, negated, to another row: the tie goes to the first, the copy becomes exactly zero."""
+    a = rng.uniform(-1, 1, (m, n))
+    if m >= 2:
+        rows = rng.permutation(m)[: max(2, m // 3)]
+        a[rows, 0] = np.where(np.arange(rows.size) % 2, 4.0, -4.0)
+        a[rows[1:].max() if rows[0] == rows.min() else rows[0]] = -a[rows.min()]
+    return a
+
+
+def special_stack(rng, b, m, n, dtype):
+    """Members by index mod 8: random, tied, a zero column, rank-deficient (half the rows
+    zero), all zero, small integers (exact ties and cancellations), a NaN, an infinity."""
+    a = rng.standard_normal((b, m, n))
+    for i in range(b):
+        kind = i % 8
+        if kind == 1:
+            a[i] = tied(rng, m, n)
+        elif kind == 2:
+            a[i, :, rng.integers(0, n)] = 0
+        elif kind == 3:
+            a[i, rng.permutation(m)[: m // 2]] = 0
+        elif kind == 4:
+            a[i] = 0
+        elif kind == 5:
+            a[i] = rng.integers(-2, 3, (m, n))
+        elif kind == 6:
+            a[i, rng.integers(0, m), rng.integers(0, n)] = np.nan
+        elif kind == 7:
+            a[i, rng.integers(0, m), rng.integers(0, n)] = np.inf
+    return a.astype(dtype)
+
+
+def assert_same_bits(x, y):
+    """Equal, NaN where NaN (any payload), zeros of either sign equal."""
+    x, y = np.asarray(x), np.asarray(y)
+    assert x.shape == y.shape
+    nan = np.isnan(x)
+    np.testing.assert_array_equal(nan, np.isnan(y))
+    np.testing.assert_array_equal(x[~nan], y[~nan])
+
+
+def assert_backward_error_like_lapack(a, lu, piv, members):
+    """||P A - L U||_F / (||A||_F n eps) <= 2x LAPACK's xgetrf + 1, per member."""
+    eps = eps_of(a.dtype)
+    for i in members:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref_lu, ref_piv = sl.lu_factor(a[i])
+        ours = backward_error(a[i], lu[i], piv[i], eps)
+        assert ours <= 2 * backward_error(a[i], ref_lu, ref_piv, eps) + 1.0, (i, ours)
+
+
+# ---------------------------------------------------------------- CPU: names, memory, source
+
+def test_kernel_names_and_shapes():
+    assert KERNEL_NAMES == ("getrf_batched_blocked<float,32,256>",
+                            "getrf_batched_blocked<double,16,256>")
+    for ctype, (nb, threads) in SHAPE_OF.items():
+        size = 4 if ctype == "float" else 8
+        assert nb * size % 32 == 0 and threads % 64 == 0 and threads >= 2 * nb
+        assert MAX_ORDER % threads == 0
+    src = _kernels.source("getrf_batched_blocked")
+    assert "template <typename T, int NB, int THREADS>" in src
+    assert re.search(r"#define GBB_MAXM (\d+)", src).group(1) == str(MAX_ORDER)
+
+
+def test_kernel_parameters_match_the_launcher():
+    src = _kernels.source("getrf_batched_blocked")
+    params = re.search(r"getrf_batched_blocked\(([^)]*)\)\s*\{", src).group(1)
+    code = "".join("P" if "*" in p else {"int": "i", "long": "q"}[p.split()[0]]
+                   for p in params.split(","))
+    assert code == _blocked._SPECS == "iiiPPPPPi"
+
+
+def test_header_states_storage_threads_and_bound():
+    head = (_kernels.kernel_dir() / "getrf_batched_blocked.cu").read_text()
+    head = head[:head.index("#include")]
+    assert head.startswith("// getrf_batched_blocked.cu")
+    assert all(line.startswith("//") for line in head.strip().splitlines())
+    for word in ("ROW-MAJOR", "0-BASED", "Bound:", "estimate, not measured", "Knobs",
+                 "Threads", "i?amax", "info", "flags", "GBB_MIN_BLOCKS", "NB"):
+        assert word in head, word
+
+
+def test_shared_memory():
+    # float, m = 1024: pitch 1028 (4 mod 32), panel 1028 x 32, U12 32 x 256, 8 warps, tables
+    assert panel_pitch(1024, F32) == 1028 and panel_pitch(1024, F64) == 1028
+    assert panel_pitch(129, F32) == 132 and panel_pitch(1000, F64) == 1012
+    assert panel_pitch(4, F32) == 4 and panel_pitch(5, F64) == 20
+    assert shared_bytes(1024, F32) == 4 * (1028 * 32 + 32 * 256) + 24 * 8 + 8 * 32
+    assert shared_bytes(1024, F64) == 8 * (1028 * 16 + 16 * 256) + 24 * 8 + 8 * 16
+    # an emulated instance, (NB, THREADS) = (8, 64): pitch 68, 2 warps
+    assert shared_bytes(40, F32, shape=(8, 64)) == 4 * (68 * 8 + 8 * 64) + 24 * 2 + 8 * 8
+    for element, pad in ((F32, 32), (F64, 16)):
+        for m in range(1, MAX_ORDER + 1):
+            ld = panel_pitch(m, element)
+            assert ld >= m and ld % pad == 4 and ld - m < pad
+        assert shared_bytes(MAX_ORDER, element) <= 163 * KIB          # sm_80 takes every order
+        # up to m = 512 two blocks share an SM (as many as the registers allow)
+        assert 2 * (shared_bytes(512, element) + KIB) <= 228 * KIB
+
+
+def test_fits():
+    for element in (F32, F64):
+        assert fits(1, 1, element, limit=H100_SMEM)
+        assert fits(1024, 1024, element, limit=H100_SMEM)
+        assert fits(129, 1024, element, limit=H100_SMEM)
+        assert not fits(1025, 4, element, limit=H100_SMEM)
+        assert not fits(4, 1025, element, limit=H100_SMEM)
+        assert not fits(0, 4, element, limit=H100_SMEM)
+        assert fits(512, 1024, element, limit=99 * KIB)               # the panel is m's
+        assert not fits(1024, 512, element, limit=99 * KIB)
+    assert not fits(8, 8, types.SimpleNamespace(ctype="float2"), limit=H100_SMEM)
+
+
+def _ptxas_report(names, folder):
+    """{mangled name: (stack frame, spill stores, spill loads, registers)} of the family's
+    `names` compiled for sm_90 with the build's options."""
+    src = folder / "inst.cu"
+    addrs = ",\n    ".join(f"(void*)&{n}" for n in names)
+    src.write_text(_kernels.source("getrf_batched_blocked")
+                   + f"\nstatic void* const instantiate_all[] = {{\n    {addrs}\n}};\n")
+    proc = subprocess.run([NVCC, *_kernels.NVCC_OPTIONS, "-arch=sm_90", "-cubin", "-Xptxas",
+                           "-v", "-o", str(folder / "inst.cubin"), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report, entry, frame = {}, None, None
+    for line in proc.stderr.splitlines():
+        if m := re.search(r"Compiling entry function '([^']+)'", line):
+            entry = m.group(1)
+        elif m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                            r"(\d+) bytes spill loads", line):
+            frame = tuple(int(x) for x in m.groups())
+        elif (m := re.search(r"Used (\d+) registers", line)) and entry:
+            report[entry] = frame + (int(m.group(1)),)
+    return report
+
+
+def test_compiles_for_sm90_without_spills(tmp_path):
+    """Both instances: no stack frame, no spills, registers within __launch_bounds__' 128."""
+    if NVCC is None:
+        pytest.skip("nvcc not installed")
+    report = _ptxas_report(KERNEL_NAMES, tmp_path)
+    assert len(report) == len(KERNEL_NAMES)
+    for name, (frame, stores, loads, regs) in report.items():
+        assert (frame, stores, loads) == (0, 0, 0), (name, frame, stores, loads)
+        assert regs <= 128, (name, regs)
+
+
+# ---------------------------------------------------------------- CPU: validation, launch path
+
+class FakeDeviceArray:
+    """What the validation reads of a CuPy array (kind, ndim, shape, strides, dtype, size),
+    over a NumPy array, plus what the launch path reads (data.ptr, data.device_id, fill)."""
+
+    __module__ = "cupy._fake"
+
+    def __init__(self, a, ptr=1 << 32, device_id=0):
+        self._a = a
+        self.ndim, self.shape, self.strides = a.ndim, a.shape, a.strides
+        self.dtype, self.size = a.dtype, a.size
+        self.data = types.SimpleNamespace(ptr=ptr, device_id=device_id)
+        self.filled = None
+
+    def __getitem__(self, key):
+        return FakeDeviceArray(self._a[key], self.data.ptr, self.data.device_id)
+
+    def fill(self, value):
+        self.filled = value
+
+
+def fake(shape, dtype=np.float32, **kw):
+    return FakeDeviceArray(np.zeros(shape, dtype), **kw)
+
+
+def call_args(b, m, n, dtype=np.float32, in_place=True):
+    """(src, dst, piv, info, flags) fakes of a call; dst far from src unless in place."""
+    src = fake((b, m, n), dtype, ptr=1 << 32)
+    dst = src if in_place else fake((b, m, n), dtype, ptr=1 << 36)
+    return (src, dst, fake((b, min(m, n)), np.int32, ptr=2 << 36),
+            fake((b,), np.int32, ptr=3 << 36), 4 << 36)
+
+
+def test_check_arguments_accepts():
+    check = _blocked.check_arguments
+    assert check(*call_args(5, 300, 200), limit=H100_SMEM) == (F32, 5, 300, 200, 4 << 36)
+    assert check(*call_args(3, 1024, 7, np.float64, in_place=False),
+                 limit=H100_SMEM)[:4] == (F64, 3, 1024, 7)
+    assert check(*call_args(0, 4, 4), limit=H100_SMEM)[1] == 0
+    assert check(*call_args(2, 0, 5), limit=H100_SMEM)[2:4] == (0, 5)
+    assert check(*call_args(0, 2000, 2000), limit=H100_SMEM)[1] == 0
+    src, dst, piv, info, _ = call_args(2, 8, 8)
+    flags = fake((2,), np.int32, ptr=5 << 36)
+    assert check(src, dst, piv, info, flags, limit=H100_SMEM)[4] == 5 << 36
+
+
+def test_check_arguments_rejects():
+    check = _blocked.check_arguments
+    src, dst, piv, info, flags = call_args(4, 6, 5)
+    with pytest.raises(TypeError, match="CuPy"):
+        check(np.zeros((4, 6, 5), np.float32), dst, piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(TypeError, match="CuPy"):
+        check(src, np.zeros((4, 6, 5), np.float32), piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        check(fake((4, 6, 5), np.float16), dst, piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(TypeError, match="float32"):
+        check(src, fake((4, 6, 5), np.float64, ptr=1 << 40), piv, info, flags,
+              limit=H100_SMEM)
+    with pytest.raises(ValueError, match="shape"):
+        check(src, fake((4, 6, 6), ptr=1 << 40), piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(TypeError, match="int32"):
+        check(src, dst, fake((4, 5), np.int64), info, flags, limit=H100_SMEM)
+    with pytest.raises(ValueError, match="shape"):
+        check(src, dst, piv, fake((3,), np.int32), flags, limit=H100_SMEM)
+    with pytest.raises(ValueError, match="shape"):
+        check(src, dst, piv, info, fake((3,), np.int32), limit=H100_SMEM)
+    with pytest.raises(ValueError, match="stack"):
+        check(fake((6, 5)), dst, piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        check(fake((4, 6, 10))[:, :, ::2], dst, piv, info, flags, limit=H100_SMEM)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        check(src, dst, fake((4, 10), np.int32)[:, ::2], info, flags, limit=H100_SMEM)
+    with pytest.raises(ValueError, match="overlap"):
+        check(src, fake((4, 6, 5), ptr=(1 << 32) + 4), piv, info, flags, limit=H100_SMEM)
+    for m, n in [(1025, 4), (4, 1025)]:
+        with pytest.raises(ValueError, match="1024"):
+            check(*call_args(2, m, n), limit=H100_SMEM)
+    with pytest.raises(ValueError, match="shared memory"):
+        check(*call_args(2, 1024, 1024), limit=99 * KIB)
+
+
+@pytest.fixture
+def fake_launch(monkeypatch):
+    """The launch path without a GPU: device 0 with 227 KB per block; records the launches
+    as (name, smem, grid, block, args)."""
+    launches = []
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    monkeypatch.setattr(_blocked, "cupy", lambda: cp)
+    monkeypatch.setattr(_blocked.device, "max_shared_per_block", lambda *a: H100_SMEM)
+    monkeypatch.setattr(_blocked, "_kernel", lambda dev, ctype, smem: (
+        lambda grid, block, *args: launches.append((_blocked._name(ctype), smem, grid, block,
+                                                    args))))
+    return launches
+
+
+def test_launch_arguments(fake_launch):
+    launches = fake_launch
+    src, dst, piv, info, flags = call_args(1000, 256, 256, in_place=False)
+    getrf_batched_blocked(src, dst, piv, info, flags, 7)
+    assert launches[-1] == ("getrf_batched_blocked<float,32,256>", shared_bytes(256, F32),
+                            (1000, 1, 1), (256, 1, 1),
+                            (1000, 256, 256, 1 << 32, 1 << 36, 2 << 36, 3 << 36, 4 << 36, 7))
+    getrf_batched_blocked(*call_args(50, 1024, 1024, np.float64), 8)
+    assert launches[-1][:4] == ("getrf_batched_blocked<double,16,256>",
+                                shared_bytes(1024, F64), (50, 1, 1), (256, 1, 1))
+    count = len(launches)
+    getrf_batched_blocked(*call_args(0, 300, 300), 9)          # nothing to do
+    src, dst, piv, info, flags = call_args(5, 0, 7)
+    getrf_batched_blocked(src, dst, piv, info, flags, 9)       # info set, no launch
+    assert info.filled == 0 and len(launches) == count
+    src, dst, piv, info, flags = call_args(2, 300, 300)
+    with pytest.raises(ValueError, match="device"):
+        getrf_batched_blocked(src, dst, fake((2, 300), np.int32, device_id=1), info, flags, 1)
+
+
+# ---------------------------------------------------------------- CPU: the kernel, emulated
+
+_EMULATION = r"""
+// The CUDA features getrf_batched_blocked.cu uses, on the CPU: one block at a time, each
+// thread a fiber (ucontext), barriers and warp reductions as rendezvous of the fibers named,
+// cp.async as plain copies.
+#include <ucontext.h>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+#include <map>
+#include <random>
+#include <algorithm>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+struct float4 { float x, y, z, w; };
+struct double2 { double x, y; };
+struct uint4 { unsigned x, y, z, w; };
+struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
+namespace emu {
+struct Fiber { ucontext_t ctx; std::vector<char> stack; emu_dim3 tid; bool done, waiting;
+               uint64_t key, gen; };
+inline std::vector<Fiber>* fibers;
+inline Fiber* cur;
+inline ucontext_t sched;
+inline emu_dim3 block_idx, block_dim;
+inline std::map<uint64_t, std::pair<int, uint64_t>> arrivals;
+inline unsigned long long slots[1024];
+inline void rendezvous(uint64_t key, int count) {
+    auto& a = arrivals[key];
+    if (++a.first == count) {
+        a.first = 0;
+        uint64_t gen = a.second++;
+        for (auto& f : *fibers) if (f.waiting && f.key == key && f.gen == gen) f.waiting = false;
+        return;
+    }
+    cur->waiting = true; cur->key = key; cur->gen = a.second;
+    while (cur->waiting) swapcontext(&cur->ctx, &sched);
+}
+inline int tid() { return (int)cur->tid.x; }
+inline int lane() { return tid() & 31; }
+inline uint64_t wkey(int kind, unsigned mask) {
+    return (uint64_t(kind) << 48) | (uint64_t(tid() >> 5) << 32) | mask;
+}
+template <typename F> inline unsigned redux(unsigned mask, unsigned v, F op) {
+    if (mask != 0xffffffffu) { fprintf(stderr, "partial mask %08x\n", mask); abort(); }
+    slots[tid()] = v;
+    rendezvous(wkey(3, mask), 32);
+    unsigned r = (unsigned)slots[tid() & ~31];
+    for (int l = 1; l < 32; ++l) r = op(r, (unsigned)slots[(tid() & ~31) + l]);
+    rendezvous(wkey(4, mask), 32);
+    return r;
+}
+}  // namespace emu
+#define threadIdx (emu::cur->tid)
+#define blockIdx (emu::block_idx)
+inline void __syncthreads() { emu::rendezvous(0xFFFFull << 48, (int)emu::block_dim.x); }
+inline int __syncthreads_or(int pred) {
+    emu::slots[emu::tid()] = pred != 0;
+    __syncthreads();
+    int r = 0;
+    for (unsigned t = 0; t < emu::block_dim.x; ++t) r |= (int)emu::slots[t];
+    __syncthreads();
+    return r;
+}
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
+    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; });
+}
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
+    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; });
+}
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
+inline int min(int a, int b) { return a < b ? a : b; }
+inline void cp_async4(float* d, const float* s, bool ok) {
+    if (ok) memcpy(d, s, 4); else memset(d, 0, 4);
+}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
+alignas(16) float4 gbb_smem[(256 * 1024) / 16];
+"""
+
+_DRIVER = r"""
+template <typename T, int NB, int THREADS>
+void run(int batch, int m, int n, void* src, void* dst, int* piv, int* info, int* flags,
+         int gen, unsigned seed, long smem) {
+    static int s_batch, s_m, s_n, s_gen; static void* s_src; static void* s_dst;
+    static int* s_piv; static int* s_info; static int* s_flags;
+    s_batch = batch; s_m = m; s_n = n; s_src = src; s_dst = dst; s_piv = piv; s_info = info;
+    s_flags = flags; s_gen = gen;
+    std::mt19937 rng(seed);
+    std::vector<emu::Fiber> fibers(THREADS);
+    for (auto& f : fibers) f.stack.assign(1 << 16, 0);
+    emu::fibers = &fibers;
+    unsigned char* sm = reinterpret_cast<unsigned char*>(gbb_smem);
+    for (int bx = 0; bx < batch; ++bx) {
+        memset(sm, 0xff, sizeof(gbb_smem));        // NaN bits: a read of unwritten data shows
+        emu::block_idx.x = bx; emu::block_dim.x = THREADS; emu::arrivals.clear();
+        for (int t = 0; t < THREADS; ++t) {
+            auto& f = fibers[t];
+            f.tid.x = t; f.done = f.waiting = false;
+            getcontext(&f.ctx);
+            f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
+            f.ctx.uc_link = &emu::sched;
+            makecontext(&f.ctx, (void (*)())+[]() {
+                getrf_batched_blocked<T, NB, THREADS>(
+                    s_batch, s_m, s_n, static_cast<const T*>(s_src), static_cast<T*>(s_dst),
+                    s_piv, s_info, s_flags, s_gen);
+                emu::cur->done = true;
+            }, 0);
+        }
+        std::vector<int> order(THREADS);
+        for (int t = 0; t < THREADS; ++t) order[t] = t;
+        for (int left = THREADS; left;) {
+            std::shuffle(order.begin(), order.end(), rng);   // an arbitrary schedule each round
+            bool moved = false;
+            for (int t : order) {
+                auto& f = fibers[t];
+                if (f.done || f.waiting) continue;
+                emu::cur = &f; swapcontext(&emu::sched, &f.ctx); moved = true;
+                if (f.done) --left;
+            }
+            if (!moved) { fprintf(stderr, "deadlock in block %d\n", bx); abort(); }
+        }
+        for (long i = smem; i < (long)sizeof(gbb_smem); ++i)
+            if (sm[i] != 0xff) {
+                fprintf(stderr, "shared write at %ld >= %ld\n", i, smem);
+                abort();
+            }
+    }
+}
+extern "C" int gbb_run(int itemsize, int nb, int threads, int batch, int m, int n, void* src,
+                       void* dst, int* piv, int* info, int* flags, int gen, unsigned seed,
+                       long smem) {
+#define CASE(T, NB_, TH) if (sizeof(T) == (size_t)itemsize && nb == NB_ && threads == TH) \
+    { run<T, NB_, TH>(batch, m, n, src, dst, piv, info, flags, gen, seed, smem); return 0; }
+    CASES
+    return 1;
+}
+"""
+
+
+def _instances():
+    """(ctype, NB, THREADS) of every instance the emulation compiles."""
+    return [(c, *SHAPE_OF[c]) for c in SHAPE_OF] + [(c, *SMALL[c]) for c in SMALL]
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    """gbb_run of the kernel source compiled for the CPU (g++), or a skip."""
+    gxx = shutil.which("g++")
+    if gxx is None:
+        pytest.skip("g++ is not installed")
+    folder = tmp_path_factory.mktemp("getrf_batched_blocked_emulated")
+    src = (_kernels.kernel_dir() / "getrf_batched_blocked.cu").read_text()
+    src = src.replace('#include "async_copy.cuh"', "")        # the emulation provides cp.async
+    cases = " ".join(f"CASE({c}, {nb}, {th})" for c, nb, th in _instances())
+    (folder / "emulated.cpp").write_text(_EMULATION + src + _DRIVER.replace("CASES", cases))
+    lib = folder / "libgetrf_batched_blocked_emulated.so"
+    proc = subprocess.run([gxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC",
+                           "-Wno-unknown-pragmas", "-o", str(lib), str(folder / "emulated.cpp")],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode:
+        pytest.fail(f"the emulation does not compile:\n{proc.stderr[-4000:]}")
+    gb = ctypes.CDLL(str(lib))
+    gb.gbb_run.argtypes = ([ctypes.c_int] * 6 + [ctypes.c_void_p] * 5
+                           + [ctypes.c_int, ctypes.c_uint, ctypes.c_long])
+    return gb
+
+
+def run_emulated(gb, a, shape=None, in_place=True, offset=0, seed=1):
+    """The kernel (instance `shape` = (NB, THREADS), default the production one) on the stack
+    a, copied into a guarded buffer `offset` elements off 16-byte alignment; not in place: dst
+    a second guarded buffer poisoned with NaN.  Returns (lu, piv, info); asserts src is left
+    alone when not in place, nothing outside the arrays was written and the flags report the
+    singular and the non-finite matrices."""
+    b, m, n = a.shape
+    element = element_of(a.dtype)
+    nb, threads = shape or SHAPE_OF[element.ctype]
+    pad, size = 64, b * m * n
+
+    def guarded(fill):
+        buf = np.full(size + 2 * pad + offset, fill, a.dtype)
+        return buf, buf[pad + offset:pad + offset + size]
+
+    sbuf, src = guarded(7.25)
+    src[:] = a.ravel()
+    dbuf, dst = (sbuf, src) if in_place else guarded(np.nan)
+    k = min(m, n)
+    pbuf, ibuf = np.full(b * k + 2 * pad, -7, np.int32), np.full(b + 2 * pad, -7, np.int32)
+    flags, gen = np.array([5, 5, -7], np.int32), 9
+    assert gb.gbb_run(a.dtype.itemsize, nb, threads, b, m, n, src.ctypes.data, dst.ctypes.data,
+                      pbuf[pad:].ctypes.data, ibuf[pad:].ctypes.data, flags.ctypes.data, gen,
+                      seed, shared_bytes(m, element, shape=(nb, threads))) == 0
+    info = ibuf[pad:pad + b]
+    assert flags[0] == (gen if info.any() else 5)
+    assert flags[1] == (gen if not np.isfinite(a).all() else 5)
+    assert flags[2] == -7
+    def outside(buf):
+        return np.concatenate([buf[:pad + offset], buf[pad + offset + size:]])
+
+    assert (outside(sbuf) == 7.25).all()
+    if not in_place:
+        assert np.isnan(outside(dbuf)).all()
+        assert_same_bits(src, a.ravel())
+    assert (pbuf[:pad] == -7).all() and (pbuf[pad + b * k:] == -7).all()
+    assert (ibuf[:pad] == -7).all() and (ibuf[pad + b:] == -7).all()
+    return (dst.reshape(b, m, n).copy(), pbuf[pad:pad + b * k].reshape(b, k).copy(),
+            info.copy())
+
+
+def assert_is_reference(a, lu, piv, info):
+    """Pivots, info and factors of `reference`, bit for bit (NaN where NaN); the backward
+    error of the random members against LAPACK's."""
+    ref_lu, ref_piv, ref_info = reference(a)
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(info, ref_info)
+    assert_same_bits(lu, ref_lu)
+    assert_backward_error_like_lapack(a, lu, piv, range(0, a.shape[0], 8))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_kernel_is_the_reference(emulated, rng, dtype):
+    """The production instance on orders around NB and the panel steps, rectangular both
+    ways, in place, with every kind of special member."""
+    nb = SHAPE_OF[element_of(dtype).ctype][0]
+    for m, n in [(1, 1), (2, 2), (5, 5), (nb - 1, nb - 1), (nb, nb), (nb + 1, nb + 1),
+                 (2 * nb + 3, 2 * nb + 3), (37, 53), (53, 37), (3, 40), (40, 3), (1, 9),
+                 (9, 1)]:
+        count = 8 if max(m, n) <= 40 else 3
+        a = special_stack(rng, count, m, n, dtype)
+        lu, piv, info = run_emulated(emulated, a, seed=m * 100 + n)
+        assert_is_reference(a, lu, piv, info)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_narrow_panels(emulated, rng, dtype):
+    """Narrow panels and 64 threads: many panels, several column chunks and block tiles,
+    rows per thread > 1 (m > 64), primes and non-multiples of NB, tall and wide."""
+    shape = SMALL[element_of(dtype).ctype]
+    for m, n in [(9, 9), (16, 16), (23, 23), (64, 64), (65, 65), (97, 97), (130, 67),
+                 (67, 130), (131, 5), (7, 150)]:
+        a = special_stack(rng, 8 if max(m, n) <= 70 else 3, m, n, dtype)
+        lu, piv, info = run_emulated(emulated, a, shape=shape, seed=m + n)
+        assert_is_reference(a, lu, piv, info)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_rows_per_thread(emulated, rng, dtype):
+    """The production instance with more rows than threads (several rows per thread, up to
+    the largest m: positions and rows in the search tag's full 10 bits), tall and wide."""
+    nb = SHAPE_OF[element_of(dtype).ctype][0]
+    for m, n in [(300, nb + 5), (1024, nb + 1), (257, 2 * nb + 1), (nb + 3, 600)]:
+        a = special_stack(rng, 3, m, n, dtype)
+        a[2, m - 1, 0] = 1e6                          # the last row is the first pivot
+        lu, piv, info = run_emulated(emulated, a, seed=m)
+        assert piv[2, 0] == m - 1
+        assert_is_reference(a, lu, piv, info)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_out_of_place(emulated, rng, dtype):
+    """src != dst (dst poisoned with NaN): every element of dst written, src untouched; the
+    copy by 16-byte pieces and, off alignment, by elements."""
+    element = element_of(dtype)
+    for shape in (None, SMALL[element.ctype]):
+        for m, n, offset in [(33, 33, 0), (33, 33, 1), (20, 45, 0), (45, 20, 3)]:
+            a = special_stack(rng, 8, m, n, dtype)
+            lu, piv, info = run_emulated(emulated, a, shape=shape, in_place=False,
+                                         offset=offset)
+            assert_is_reference(a, lu, piv, info)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_emulated_ties_and_zeros(emulated, rng, dtype):
+    """Pivot ties across threads and warps (the smallest position wins), zero columns in and
+    after the first panel, NaN at the pivot position and below it."""
+    shape = SMALL[element_of(dtype).ctype]
+    m = n = 70
+    a = rng.standard_normal((6, m, n)).astype(dtype)
+    a[0, :, 0] = 2.0                                  # every row ties: no interchange
+    a[1, ::3, 0] = -4.0                               # ties on rows 0, 3, 6, ...: row 0
+    a[1, 5, 0] = 1.0
+    a[2, :, 9] = 0.0                                  # zero column 9: info 10
+    a[3, :, 40] = 0.0                                 # zero column 40 (a later panel)
+    a[4, 0, 0] = np.nan                               # NaN at the pivot: kept
+    a[5, 7:, 0] = np.nan                              # NaN below: never wins
+    for inst in (None, shape):
+        lu, piv, info = run_emulated(emulated, a, shape=inst)
+        ref_lu, ref_piv, ref_info = reference(a)
+        np.testing.assert_array_equal(piv, ref_piv)
+        np.testing.assert_array_equal(info, ref_info)
+        assert_same_bits(lu, ref_lu)
+        assert piv[0, 0] == 0 and piv[1, 0] == 0 and piv[4, 0] == 0
+        assert info[2] == 10 and info[3] == 41 and info[0] == info[1] == 0
+
+
+def test_emulated_tiny_double_pivot(emulated, rng):
+    """A subnormal float64 pivot: the reciprocal of pivot * 2^64, the products scaled back
+    (finite multipliers where the plain reciprocal overflows), as the reference."""
+    for shape in (None, SMALL["double"]):
+        a = rng.standard_normal((3, 40, 40))
+        a[:, :, 0] = rng.uniform(-1, 1, (3, 40)) * 1e-311
+        a[:, 0, 0] = 4e-310                           # the first maximum: the pivot
+        with np.errstate(over="ignore"):
+            assert 1.0 / a[0, 0, 0] == np.inf
+        lu, piv, info = run_emulated(emulated, a, shape=shape)
+        assert (piv[:, 0] == 0).all() and np.isfinite(lu).all()
+        assert_is_reference(a, lu, piv, info)
+
+
+# ---------------------------------------------------------------- GPU
+
+GPU_ORDERS = [129, 130, 255, 256, 257, 511, 512, 513, 1000, 1024]
+
+
+def factor_on_gpu(cp, a, in_place):
+    """The kernel on a copy of the NumPy stack a: (lu, piv, info, flags, src after) as NumPy."""
+    b, m, n = a.shape
+    src = cp.asarray(a)
+    dst = src if in_place else cp.full(a.shape, np.nan, a.dtype)
+    piv = cp.full((b, min(m, n)), -1, np.int32)
+    info = cp.full((b,), -1, np.int32)
+    flags = cp.full(2, 5, np.int32)
+    getrf_batched_blocked(src, dst, piv, info, flags, 11)
+    return (cp.asnumpy(dst), cp.asnumpy(piv), cp.asnumpy(info), cp.asnumpy(flags),
+            cp.asnumpy(src))
+
+
+def assert_kernel_matches_reference(a, lu, piv, info, members):
+    """For `members`: the reference's pivots and info, factors within a few ulps of the
+    reference's scaled by the factors' magnitude (bit for bit but for float subnormals,
+    which the kernel flushes), NaN where NaN."""
+    sub = a[list(members)]
+    ref_lu, ref_piv, ref_info = reference(sub)
+    lu, piv, info = lu[list(members)], piv[list(members)], info[list(members)]
+    np.testing.assert_array_equal(piv, ref_piv)
+    np.testing.assert_array_equal(info, ref_info)
+    np.testing.assert_array_equal(np.isnan(lu), np.isnan(ref_lu))
+    finite = np.isfinite(ref_lu)
+    scale = np.maximum(np.abs(np.where(finite, ref_lu, 0)).reshape(len(sub), -1).max(axis=1),
+                       1e-30)[:, None, None]
+    diff = np.where(finite, np.abs(np.where(finite, lu, 0) - np.where(finite, ref_lu, 0)), 0)
+    assert (diff <= 4 * eps_of(a.dtype) * scale).all()
+
+
+def check_flags(a, info, flags):
+    assert flags[0] == (11 if info.any() else 5)
+    assert flags[1] == (11 if not np.isfinite(a).all() else 5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", GPU_ORDERS)
+def test_kernel_square(cp, rng, dtype, order, in_place):
+    batch = 3 if order >= 1000 else 5 + order % 3
+    a = rng.standard_normal((batch, order, order)).astype(dtype)
+    lu, piv, info, flags, src = factor_on_gpu(cp, a, in_place)
+    if not in_place:
+        assert_same_bits(src, a)
+    assert not info.any()
+    check_flags(a, info, flags)
+    # the reference (NumPy, slow) on every member up to 257, then on the first two or one
+    members = range(batch if order <= 257 else 2 if order <= 513 else 1)
+    assert_kernel_matches_reference(a, lu, piv, info, members)
+    assert_backward_error_like_lapack(a, lu, piv, range(batch))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,n", [(300, 200), (200, 300), (1024, 129), (129, 1024)])
+def test_kernel_rectangular(cp, rng, dtype, m, n, in_place):
+    a = rng.standard_normal((4, m, n)).astype(dtype)
+    lu, piv, info, flags, src = factor_on_gpu(cp, a, in_place)
+    if not in_place:
+        assert_same_bits(src, a)
+    check_flags(a, info, flags)
+    assert_kernel_matches_reference(a, lu, piv, info, range(4))
+    assert_backward_error_like_lapack(a, lu, piv, range(4))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("order", [129, 257, 512])
+def test_kernel_special_members(cp, rng, dtype, order, in_place):
+    """Singular, tied, integer, NaN and infinity members beside random ones: the reference's
+    pivots, info and factors; the flags; a special member changes no other."""
+    a = special_stack(rng, 8, order, order, dtype)
+    lu, piv, info, flags, src = factor_on_gpu(cp, a, in_place)
+    if not in_place:
+        assert_same_bits(src, a)
+    check_flags(a, info, flags)
+    assert flags[0] == 11 and flags[1] == 11
+    assert_kernel_matches_reference(a, lu, piv, info, range(8))
+    assert info[4] == 1                                   # the all-zero member
+    clean = a[:1]                                         # the random member, alone
+    lu_c, piv_c, _, flags_c, _ = factor_on_gpu(cp, clean, in_place)
+    np.testing.assert_array_equal(lu[0], lu_c[0])
+    np.testing.assert_array_equal(piv[0], piv_c[0])
+    assert flags_c[0] == 5 and flags_c[1] == 5
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_kernel_many_blocks(cp, rng, dtype):
+    """More matrices than SMs (several blocks per SM at once), a singular and a NaN member
+    among them: a sample against the reference, every member's backward error."""
+    a = rng.standard_normal((400, 160, 160)).astype(dtype)
+    a[123] = 0
+    a[321, 7, 9] = np.nan
+    lu, piv, info, flags, _ = factor_on_gpu(cp, a, in_place=True)
+    check_flags(a, info, flags)
+    assert info[123] == 1 and np.isnan(lu[321]).any()
+    assert not np.delete(info, 123).any() and np.isfinite(np.delete(lu, 321, axis=0)).all()
+    assert_kernel_matches_reference(a, lu, piv, info, [0, 123, 199, 321, 399])
+    assert_backward_error_like_lapack(a, lu, piv, [i for i in range(0, 400, 7) if i != 321])
+
+
+@pytest.mark.gpu
+def test_kernel_flags_in_mapped_memory(cp, rng):
+    """flags as a pointer into host-mapped memory (core/mapped.py): the host reads the
+    generation after the stream's synchronisation."""
+    from gpulinalg.core import mapped
+    flags = mapped.flags()
+    a = rng.standard_normal((3, 200, 200)).astype(np.float32)
+    a[1, 5, 7] = np.nan
+    a[2] = 0
+    da = cp.asarray(a)
+    piv = cp.empty((3, 200), np.int32)
+    info = cp.empty(3, np.int32)
+    gen = flags.next_gen()
+    getrf_batched_blocked(da, da, piv, info, flags.ptr, gen)
+    cp.cuda.get_current_stream().synchronize()
+    assert flags.read(gen) == (True, True)
+    assert list(cp.asnumpy(info)) == [0, 0, 1]
+    gen = flags.next_gen()
+    clean = cp.asarray(rng.standard_normal((2, 150, 150)).astype(np.float64))
+    getrf_batched_blocked(clean, clean, cp.empty((2, 150), np.int32), cp.empty(2, np.int32),
+                          flags.ptr, gen)
+    cp.cuda.get_current_stream().synchronize()
+    assert flags.read(gen) == (False, False)
