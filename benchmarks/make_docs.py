@@ -285,6 +285,25 @@ def solve_section(doc, img=None):
         table(doc["rows"], cols)])
 
 
+def batched_section(doc, img=None):
+    """Stacks of small matrices against torch and one small matrix against cuSOLVER and torch
+    (gpulinalg-bench batched)."""
+    cols = [("case", "case", ""), ("dtype", "dtype", ""), ("batch", "B", ""), ("n", "n", ""),
+            ("ours_ms", "ours ms", ".3f"), ("torch_ms", "torch ms", ".3f"),
+            ("vs_torch", "torch/ours", ".2f"), ("cusolver_ms", "cuSOLVER ms", ".3f"),
+            ("vs_cusolver", "cuSOLVER/ours", ".2f"), ("err", "err ours", ".1e"),
+            ("err_lapack", "err LAPACK", ".1e")]
+    return "\n".join([
+        f"## Small matrices and stacks\n\n{env_line(doc)}\n",
+        "CuPy inputs on the GPU, wall time of one `lu_factor` call with a device "
+        "synchronisation (host work included), candidates alternating, medians.  `stack`: a "
+        "(B, n, n) array against `torch.linalg.lu_factor` of the same memory; `one`: one n × n "
+        "matrix against `cupyx.scipy.linalg.lu_factor` (cuSOLVER) and torch.  Error: the worst "
+        "‖PA − LU‖_F / (‖A‖_F n ε) of the first matrices, ours and LAPACK's on the same ones.  "
+        + reproduce("batched", "gpulinalg-bench batched"),
+        table(doc["rows"], cols)])
+
+
 def cpu_panel_steps(doc):
     """Per-step summaries of the CPU-panel timelines that came with the LU rows (the bench
     writes one timeline per one-GPU row, in the rows' order), or [] where there are none."""
@@ -511,7 +530,8 @@ def first_call_section(doc, img=None):
 
 SECTIONS = {"first_call": first_call_section, "sgemm": sgemm_section, "dgemm": dgemm_section,
             "transpose": transpose_section, "laswp": laswp_section, "lu": lu_section,
-            "lu64": lu64_section, "solve": solve_section, "lu_multi": lu_multi_section,
+            "lu64": lu64_section, "solve": solve_section, "batched": batched_section,
+            "lu_multi": lu_multi_section,
             "lu_host": lu_host_section,
             "lu_large": lu_large_section}
 PLOTS = {"sgemm": "img/sgemm.png", "lu": "img/lu.png", "lu_multi": "img/lu_multi.png"}
@@ -624,6 +644,19 @@ def summary(docs):
                         f"solve n={r['n']}, float64, 1 rhs ({r['path']})")
                 lines.append(f"| {what} ({gpus}) | {r['ours_ms']:.2f} ms | cuSOLVER "
                              f"{r['vendor_ms']:.2f} ms | {r['ratio']:.2f}× |")
+    if "batched" in docs:
+        gpus = docs["batched"]["environment"]["device"].replace("NVIDIA ", "")
+        for r in docs["batched"]["rows"]:
+            if r["dtype"] != "float32":
+                continue
+            if r["case"] == "stack" and r["batch"] * r["n"] in (800000, 640000, 102400):
+                lines.append(f"| lu_factor of {r['batch']} × {r['n']}², float32 ({gpus}) | "
+                             f"{r['ours_ms']:.2f} ms | torch {r['torch_ms']:.2f} ms | "
+                             f"{r['vs_torch']:.2f}× |")
+            elif r["case"] == "one" and r["n"] in (64, 128):
+                lines.append(f"| lu_factor of one {r['n']}², float32 ({gpus}) | "
+                             f"{r['ours_ms']:.3f} ms | cuSOLVER {r['cusolver_ms']:.3f} ms | "
+                             f"{r['vs_cusolver']:.2f}× |")
     if "lu_multi" in docs:
         gpu = docs["lu_multi"]["environment"]["device"].replace("NVIDIA ", "").split()[0]
         for r in docs["lu_multi"]["rows"]:

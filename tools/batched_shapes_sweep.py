@@ -1,7 +1,7 @@
 """The batched LU kernel under each compiled (NMAX, G, C) shape: its time alone by CUDA events
 for stacks of each order class, and whether every shape's factors equal the table's bit for
 bit (they compute the same operations in the same order).  The evidence for the tuning
-table's `batched_shapes`.
+table's `batched_shapes` (and, beside them, the blocked kernel: `batched_blocked_min_order`).
 
     python3 tools/batched_shapes_sweep.py [--stacks 100000x8,50000x16,20000x32,10000x64,2000x128]
                                           [--dtype float32,float64] [--reps 20]
@@ -14,7 +14,8 @@ import numpy as np
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--stacks", default="100000x8,50000x16,20000x32,10000x64,2000x128")
+    p.add_argument("--stacks", default="100000x8,50000x16,20000x32,10000x64,2000x128,"
+                                       "1000x256,200x512,50x1024")
     p.add_argument("--dtype", default="float32,float64")
     p.add_argument("--reps", type=int, default=20)
     args = p.parse_args()
@@ -22,7 +23,7 @@ def main():
 
     from gpulinalg.core import mapped
     from gpulinalg.core.element import exact
-    from gpulinalg.lu import batched
+    from gpulinalg.lu import batched, batched_blocked
     dev = cp.cuda.runtime.getDevice()
     flags = mapped.flags()
     for dtype in args.dtype.split(","):
@@ -33,7 +34,8 @@ def main():
             a = cp.asarray(np.random.default_rng(n).standard_normal((b, n, n)).astype(dtype))
             k = n
             results, times = {}, {}
-            nmax = min(s[0] for s in batched.CANDIDATES[element.ctype] if s[0] >= n)
+            nmax = min((s[0] for s in batched.CANDIDATES[element.ctype] if s[0] >= n),
+                       default=None)
             for shape in [s for s in batched.CANDIDATES[element.ctype] if s[0] == nmax]:
                 found = batched.route(dev, element.ctype, n, n, (shape,))
                 if found is None:
@@ -53,7 +55,25 @@ def main():
                 stop.synchronize()
                 times[shape] = cp.cuda.get_elapsed_time(start, stop) / args.reps
                 results[shape] = (dst, pi)
-            pick = [s for s in table if s[0] == nmax][0]
+            blocked = batched_blocked.route(dev, element.ctype, n, n)
+            if blocked is not None:              # the blocked kernel at the same order
+                dst = cp.empty_like(a)
+                pi = cp.empty(b * k + b, np.int32)
+
+                def launch(found=blocked, dst=dst, pi=pi):
+                    batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
+                                   pi.data.ptr + 4 * b * k, flags.ptr, flags.next_gen())
+                launch()
+                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                for _ in range(args.reps):
+                    launch()
+                stop.record()
+                stop.synchronize()
+                times["blocked"] = cp.cuda.get_elapsed_time(start, stop) / args.reps
+                results["blocked"] = (dst, pi)
+            picks = [s for s in table if s[0] == nmax]
+            pick = picks[0] if picks else "blocked"
             ref = results[pick]
             same = {s: bool((r[0] == ref[0]).all() and (r[1] == ref[1]).all())
                     for s, r in results.items()}

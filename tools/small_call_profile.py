@@ -76,6 +76,37 @@ def triangles_ms(lu, b, reps=10):
     return cp.cuda.get_elapsed_time(start, stop) / reps
 
 
+def stages(factors, b, calls=30):
+    """lu_solve's steps one by one, each timed by wall clock up to a synchronisation (median
+    ms): argument checks (the pivots to the host), b to the device with its finiteness check,
+    the row-major copy of b, the getrs steps."""
+    import cupy as cp
+
+    from gpulinalg import linalg
+    from gpulinalg.core import arrays, finite
+    from gpulinalg.lu import getrs
+    times = {k: [] for k in ("checks", "b + finite", "copy", "getrs")}
+    for _ in range(calls):
+        t = [time.perf_counter()]
+        kind, lu, bb, piv, n, bshape, dtype = linalg._solve_inputs(factors, b, 0)
+        cp.cuda.Device().synchronize()
+        t.append(time.perf_counter())
+        B = arrays.to_device(bb, kind, "b", dtype)
+        finite.device_all_finite(B)
+        cp.cuda.Device().synchronize()
+        t.append(time.perf_counter())
+        X = cp.array(B.reshape(n, -1), dtype=dtype, order="C")
+        cp.cuda.Device().synchronize()
+        t.append(time.perf_counter())
+        getrs.getrs(cp, lu, X, cp.asarray(piv), 0)
+        cp.cuda.Device().synchronize()
+        t.append(time.perf_counter())
+        for key, t0, t1 in zip(times, t, t[1:]):
+            times[key].append(t1 - t0)
+    print("   stages (ms): " + ", ".join(f"{k} {1e3 * np.median(v):.3f}"
+                                         for k, v in times.items()), flush=True)
+
+
 def profile(fn, calls, top):
     prof = cProfile.Profile()
     prof.enable()
@@ -120,6 +151,7 @@ def main():
             print(f"== {dtype} lu_solve n={n}, one right-hand side: wall {wall_ms(fn, 30):.3f} "
                   f"ms, the two triangle kernels {triangles_ms(factors[0], b):.3f} ms",
                   flush=True)
+            stages(factors, b)
             profile(fn, 30, args.top)
 
 
