@@ -252,12 +252,16 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
     cuSOLVER's ``cgetrf`` / ``zgetrf`` through CuPy (`cupyx.scipy.linalg.lu_factor`), with
     the same checks, kinds and return conventions.
 
-    A stack of matrices (``a.ndim > 2``) is factored by the batched LU: real matrices up to
-    the batched kernel's order (gpulinalg/lu/batched.py) all in one launch, each held on
-    chip while it is factored; larger and complex ones one by one through the routes above.
-    One LinAlgWarning names how many matrices have an exactly zero pivot and the first of
-    them (reading that needs one synchronisation with the GPU); the driver keywords
-    (`panel`, `block_size`, `lookahead`, `precision`, `devices`) must keep their defaults.
+    A stack of matrices (``a.ndim > 2``) is factored by the batched LU, all of it in one
+    launch for real matrices up to order 1024: up to 128 each matrix held in registers
+    (gpulinalg/lu/batched.py), above that one thread block per matrix with the panel in
+    shared memory (gpulinalg/lu/batched_blocked.py); complex ones one by one through
+    cuSOLVER.  One small real device matrix (order up to 256 on the H200's table) runs as
+    a batch of one.  Every such call synchronises once with the GPU, for SciPy's
+    LinAlgWarning (one for a stack: how many matrices have an exactly zero pivot and the
+    first of them) and the check_finite error, which the kernels report as they factor;
+    the driver keywords (`panel`, `block_size`, `lookahead`, `precision`, `devices`) must
+    keep their defaults for a stack.
 
     With ``panel="cpu"`` each panel is copied to pinned host memory and factored there
     with LAPACK ``xgetrf`` on a worker thread, then ``U12`` is the product with

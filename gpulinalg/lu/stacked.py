@@ -1,9 +1,10 @@
 """Stacks of matrices, (..., M, N), through the LU functions: SciPy 1.16's batch semantics.
 
-`factor` factors a whole stack at once: real matrices up to the batched kernel's order by
-one launch of it (lu/batched.py: each matrix held on chip while it is factored), the NumPy
-model of the same algorithm on the emulation, and larger or complex matrices one by one
-through the single-matrix route.  `over_batch` runs a per-matrix function over broadcast
+`factor` factors a whole stack at once: real matrices up to order 1024 by one launch
+(`kernel_route`: lu/batched.py's register kernel for small orders, lu/batched_blocked.py's
+one block per matrix above), the NumPy model of the same algorithm on the emulation, and
+complex matrices (or real ones past the kernels) one by one through the single-matrix
+route.  `over_batch` runs a per-matrix function over broadcast
 batch dimensions, as SciPy's `_apply_over_batch` does, for the solves, whose stacked forms
 still take one call per matrix.
 """
