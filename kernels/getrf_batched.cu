@@ -87,6 +87,7 @@
 // float 64 18 KB, float 128 69 KB, double 64 35 KB, double 128 135 KB (sm_80, sm_90, sm_100).
 
 #include "async_copy.cuh"
+#include "getrf_pivot.cuh"
 
 #define GBATCH_WARPS 4          // warps per block of the C = 1 shapes (groups within warps)
 #define GBATCH_REGS 128         // registers per thread the compiler may use (blocks per SM:
@@ -94,125 +95,6 @@
 #define GBATCH_THREADS(G, C) ((C) == 1 ? 32 * GBATCH_WARPS : (G) * (C))   // threads per block
 #define GBATCH_NONE (1 << 16)   // position of a row past m: never a candidate, never stored
 
-// The search key of a value, its element type's unsigned integer of the same width.
-template <typename T>
-struct gbatch_elem;
-
-template <>
-struct gbatch_elem<float> {
-    typedef unsigned key_t;
-    // |v|'s bits + 1 for a candidate number, the largest key for a NaN at position k
-    // (`first`), 0 for a NaN below it and for non-candidates.
-    static __device__ __forceinline__ key_t key(float v, bool cand, bool first) {
-        const unsigned bits = __float_as_uint(v) & 0x7fffffffu;
-        if (!cand)
-            return 0u;
-        if (bits > 0x7f800000u)
-            return first ? 0xffffffffu : 0u;
-        return bits + 1u;
-    }
-    static __device__ __forceinline__ bool finite(float v) {
-        return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
-    }
-    static __device__ __forceinline__ float fma(float a, float b, float c) {
-        return fmaf(a, b, c);
-    }
-    // A pivot below sfmin whose reciprocal is formed scaled by `up` (none for a float: -ftz
-    // flushes a subnormal pivot to zero whatever the scaling).
-    static __device__ __forceinline__ bool tiny(float) { return false; }
-    static constexpr float up = 1.0f;
-};
-
-template <>
-struct gbatch_elem<double> {
-    typedef unsigned long long key_t;
-    static constexpr double sfmin = 2.2250738585072014e-308;    // DBL_MIN, dlamch('S')
-    static __device__ __forceinline__ key_t key(double v, bool cand, bool first) {
-        const unsigned long long bits =
-            static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull;
-        if (!cand)
-            return 0ull;
-        if (bits > 0x7ff0000000000000ull)
-            return first ? 0xffffffffffffffffull : 0ull;
-        return bits + 1ull;
-    }
-    static __device__ __forceinline__ bool finite(double v) {
-        return (static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7ff0000000000000ull)
-               != 0x7ff0000000000000ull;
-    }
-    static __device__ __forceinline__ double fma(double a, double b, double c) {
-        return ::fma(a, b, c);
-    }
-    static __device__ __forceinline__ bool tiny(double pv) { return fabs(pv) < sfmin; }
-    static constexpr double up = 18446744073709551616.0;          // 2^64
-};
-
-// The group's first maximum: the largest key of its G lanes (aligned lanes of one warp) and
-// the smallest tag among the lanes holding it (tags are distinct where key > 0).  G = 32:
-// redux.sync; else a butterfly over xor distances < G, which stays in the group.  Every lane
-// of the warp calls it (the warp's groups in step).
-template <int G>
-__device__ __forceinline__ void gbatch_first_max(unsigned key, unsigned tag, unsigned& wkey,
-                                                 unsigned& wtag)
-{
-    if constexpr (G == 32) {
-        wkey = __reduce_max_sync(0xffffffffu, key);
-        wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
-    } else {
-        // key in the high word, the complemented tag below it: one maximum orders both
-        unsigned long long x = (static_cast<unsigned long long>(key) << 32) | (0xffffffffu - tag);
-#pragma unroll
-        for (int off = G / 2; off > 0; off >>= 1) {
-            const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, off, G);
-            x = y > x ? y : x;
-        }
-        wkey = static_cast<unsigned>(x >> 32);
-        wtag = 0xffffffffu - static_cast<unsigned>(x);
-    }
-}
-
-template <int G>
-__device__ __forceinline__ void gbatch_first_max(unsigned long long key, unsigned tag,
-                                                 unsigned long long& wkey, unsigned& wtag)
-{
-    if constexpr (G == 32) {
-        const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
-        const unsigned bhi = __reduce_max_sync(0xffffffffu, hi);
-        const unsigned blo = __reduce_max_sync(0xffffffffu, hi == bhi ? lo : 0u);
-        wkey = (static_cast<unsigned long long>(bhi) << 32) | blo;
-        wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
-    } else {
-        unsigned long long x = key;
-#pragma unroll
-        for (int off = G / 2; off > 0; off >>= 1) {
-            const unsigned long long y = __shfl_xor_sync(0xffffffffu, x, off, G);
-            x = y > x ? y : x;
-        }
-        unsigned t = key == x ? tag : 0xffffffffu;
-#pragma unroll
-        for (int off = G / 2; off > 0; off >>= 1) {
-            const unsigned y = __shfl_xor_sync(0xffffffffu, t, off, G);
-            t = y < t ? y : t;
-        }
-        wkey = x;
-        wtag = t;
-    }
-}
-
-// x[off .. off+VK) = p[0 .. VK) from shared memory in one 16-byte load (p 16-byte aligned),
-// and the reverse; off is a constant once the caller's loops are unrolled.
-template <int N>
-__device__ __forceinline__ void gbatch_ld16(float (&x)[N], int off, const float* p)
-{
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    x[off] = v.x; x[off + 1] = v.y; x[off + 2] = v.z; x[off + 3] = v.w;
-}
-template <int N>
-__device__ __forceinline__ void gbatch_ld16(double (&x)[N], int off, const double* p)
-{
-    const double2 v = *reinterpret_cast<const double2*>(p);
-    x[off] = v.x; x[off + 1] = v.y;
-}
 template <int N>
 __device__ __forceinline__ void gbatch_st16(float* p, const float (&x)[N], int off)
 {
@@ -237,7 +119,7 @@ __launch_bounds__(GBATCH_THREADS(G, C), 65536 / (GBATCH_REGS * GBATCH_THREADS(G,
 getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ piv,
               int* __restrict__ info, int* flags, int gen)
 {
-    typedef gbatch_elem<T> E;
+    typedef lu_elem<T> E;
     typedef typename E::key_t key_t;
     constexpr int VK = 16 / static_cast<int>(sizeof(T));   // elements per 16 bytes
     constexpr int TPM = G * C;                              // threads per matrix
@@ -312,7 +194,7 @@ getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ p
             const T* row = stage + (mb * m + i) * P;
 #pragma unroll
             for (int c = 0; c < NCH; ++c) {
-                gbatch_ld16(x[a], c * VK, row + (c * C + g) * VK);
+                lu_ld16(x[a], c * VK, row + (c * C + g) * VK);
 #pragma unroll
                 for (int q = 0; q < VK; ++q)
                     nonfinite |= (c * C + g) * VK + q < n && !E::finite(x[a][c * VK + q]);
@@ -362,7 +244,7 @@ getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ p
                 }
                 key_t wkey;
                 unsigned wtag;
-                gbatch_first_max<G>(bk, bt, wkey, wtag);
+                lu_first_max<G>(bk, bt, wkey, wtag);
                 const int wp = static_cast<int>(wtag & 0xffu);
                 const int wq = static_cast<int>(wtag >> 8);
                 const T pv = __shfl_sync(0xffffffffu, bv, wp % G, G);   // the winner lane's best
@@ -433,7 +315,7 @@ getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ p
 #pragma unroll
             for (int h = c; h < NCH; ++h) {
                 T uv[VK];
-                gbatch_ld16(uv, 0, u + h * VK);
+                lu_ld16(uv, 0, u + h * VK);
 #pragma unroll
                 for (int q2 = 0; q2 < VK; ++q2) {
                     const bool col = h > c || later || (same && q2 > q);

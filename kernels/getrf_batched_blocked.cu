@@ -83,7 +83,7 @@
 //
 // Knobs: NB (panel width; float 32, double 16: the panel of m = 1024 rows takes 128 KB of
 // shared memory), THREADS = 256 (template parameters; gpulinalg/lu/batched_blocked.py's
-// SHAPE_OF); per element type (gbb_elem) the micro-tile TM x TN = 4 x 4 (every element of
+// SHAPE_OF); per element type (gbb_tile) the micro-tile TM x TN = 4 x 4 (every element of
 // A22 gets NB FMAs per load and store whatever the tile: a larger one saves shared loads
 // only, and its registers are not there) and KU, the k-steps unrolled (float 8, double 1);
 // GBB_MIN_BLOCKS = 2 (__launch_bounds__: <= 128 registers per thread at 256 threads),
@@ -93,6 +93,7 @@
 // 97 KB, 1024: 161 KB; double the same (sm_80, sm_90, sm_100).
 
 #include "async_copy.cuh"
+#include "getrf_pivot.cuh"
 
 #define GBB_MAXM 1024           // the largest m: panel rows per thread GBB_MAXM / THREADS;
                                 // positions and rows fit the search tag's 10-bit fields
@@ -100,101 +101,26 @@
                                 // at most 65536 / (GBB_MIN_BLOCKS * THREADS))
 #define GBB_TC 16               // thread columns of the trailing update's block tile
 
-// What differs between float and double: the search key (the element type's unsigned
-// integer of the same width), the fused multiply-add, the tiny-pivot scaling, the micro-tile.
+// The trailing update's micro-tile per element type (the search key, the fused multiply-add,
+// the tiny-pivot scaling and the finiteness test: getrf_pivot.cuh's lu_elem).
 template <typename T>
-struct gbb_elem;
+struct gbb_tile;
 
 template <>
-struct gbb_elem<float> {
-    typedef unsigned key_t;
+struct gbb_tile<float> {
     static constexpr int TM = 4;    // micro-tile rows (consecutive) per thread
     static constexpr int TN = 4;    // micro-tile columns (16 apart) per thread
     static constexpr int KU = 8;    // k-steps of the micro-tile unrolled (registers: the
                                     // compiler hoists the shared loads of the unrolled steps)
-    // |v|'s bits + 1 for a candidate number, the largest key for a NaN at position k
-    // (`first`), 0 for a NaN below it and for non-candidates.
-    static __device__ __forceinline__ key_t key(float v, bool cand, bool first) {
-        const unsigned bits = __float_as_uint(v) & 0x7fffffffu;
-        if (!cand)
-            return 0u;
-        if (bits > 0x7f800000u)
-            return first ? 0xffffffffu : 0u;
-        return bits + 1u;
-    }
-    static __device__ __forceinline__ float fma(float a, float b, float c) {
-        return fmaf(a, b, c);
-    }
-    // A pivot below sfmin whose reciprocal is formed scaled by `up` (none for a float: -ftz
-    // flushes a subnormal pivot to zero whatever the scaling).
-    static __device__ __forceinline__ bool tiny(float) { return false; }
-    static constexpr float up = 1.0f;
-    static __device__ __forceinline__ bool finite(float v) {
-        return (__float_as_uint(v) & 0x7f800000u) != 0x7f800000u;
-    }
 };
 
 template <>
-struct gbb_elem<double> {
-    typedef unsigned long long key_t;
+struct gbb_tile<double> {
     static constexpr int TM = 4;
     static constexpr int TN = 4;
     static constexpr int KU = 1;    // none: a warp's DFMA holds the FP64 pipe two cycles,
                                     // which hides the loop's own instructions
-    static constexpr double sfmin = 2.2250738585072014e-308;    // DBL_MIN, dlamch('S')
-    static __device__ __forceinline__ key_t key(double v, bool cand, bool first) {
-        const unsigned long long bits =
-            static_cast<unsigned long long>(__double_as_longlong(v)) & 0x7fffffffffffffffull;
-        if (!cand)
-            return 0ull;
-        if (bits > 0x7ff0000000000000ull)
-            return first ? 0xffffffffffffffffull : 0ull;
-        return bits + 1ull;
-    }
-    static __device__ __forceinline__ double fma(double a, double b, double c) {
-        return ::fma(a, b, c);
-    }
-    static __device__ __forceinline__ bool tiny(double pv) { return fabs(pv) < sfmin; }
-    static constexpr double up = 18446744073709551616.0;          // 2^64
-    static __device__ __forceinline__ bool finite(double v) {
-        return (static_cast<unsigned long long>(__double_as_longlong(v))
-                & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
-    }
 };
-
-// The warp's first maximum: the largest key of its 32 lanes and the smallest tag among the
-// lanes holding it (tags are distinct where key > 0), by redux.sync.  Every lane calls it.
-__device__ __forceinline__ void gbb_first_max(unsigned key, unsigned tag, unsigned& wkey,
-                                              unsigned& wtag)
-{
-    wkey = __reduce_max_sync(0xffffffffu, key);
-    wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
-}
-
-__device__ __forceinline__ void gbb_first_max(unsigned long long key, unsigned tag,
-                                              unsigned long long& wkey, unsigned& wtag)
-{
-    const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
-    const unsigned bhi = __reduce_max_sync(0xffffffffu, hi);
-    const unsigned blo = __reduce_max_sync(0xffffffffu, hi == bhi ? lo : 0u);
-    wkey = (static_cast<unsigned long long>(bhi) << 32) | blo;
-    wtag = __reduce_min_sync(0xffffffffu, key == wkey ? tag : 0xffffffffu);
-}
-
-// x[o .. o + 16/sizeof(T)) = p[0 ..) from shared memory in one 16-byte load (p 16-byte
-// aligned); o is a constant once the caller's loops are unrolled.
-template <int N>
-__device__ __forceinline__ void gbb_ld16(float (&x)[N], int o, const float* p)
-{
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    x[o] = v.x; x[o + 1] = v.y; x[o + 2] = v.z; x[o + 3] = v.w;
-}
-template <int N>
-__device__ __forceinline__ void gbb_ld16(double (&x)[N], int o, const double* p)
-{
-    const double2 v = *reinterpret_cast<const double2*>(p);
-    x[o] = v.x; x[o + 1] = v.y;
-}
 
 // One element global -> shared by cp.async (a double as its two halves).
 __device__ __forceinline__ void gbb_copy_async(float* d, const float* s)
@@ -214,14 +140,15 @@ __global__ void __launch_bounds__(THREADS, GBB_MIN_BLOCKS)
 getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, int* info,
                       int* flags, int gen)
 {
-    typedef gbb_elem<T> E;
+    typedef lu_elem<T> E;
+    typedef gbb_tile<T> Tile;
     typedef typename E::key_t key_t;
     constexpr int WARPS = THREADS / 32;
     constexpr int RPT = GBB_MAXM / THREADS;                 // panel rows per thread
     constexpr int V = 16 / static_cast<int>(sizeof(T));     // elements per 16 bytes
     constexpr int GC = 32 / static_cast<int>(sizeof(T));    // staging: columns per warp row
     constexpr int GR = 32 / GC;                             // staging: rows per warp
-    constexpr int TM = E::TM, TN = E::TN;
+    constexpr int TM = Tile::TM, TN = Tile::TN;
     constexpr int TC = GBB_TC, TR = THREADS / TC;           // trailing update: thread grid
     constexpr int BM = TR * TM, BN = TC * TN;               // trailing update: block tile
     constexpr int MODLD = 128 / static_cast<int>(sizeof(T));
@@ -319,7 +246,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             }
             key_t wk;
             unsigned wt;
-            gbb_first_max(bk, bt, wk, wt);
+            lu_first_max<32>(bk, bt, wk, wt);
             if (lane == 0) {
                 skey[warp] = wk;
                 stag[warp] = wt;
@@ -331,7 +258,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             const int par = k & 1;
             key_t wkey;
             unsigned wtag;
-            gbb_first_max(lane < WARPS ? skey[par * WARPS + lane] : key_t(0),
+            lu_first_max<32>(lane < WARPS ? skey[par * WARPS + lane] : key_t(0),
                           lane < WARPS ? stag[par * WARPS + lane] : 0xffffffffu, wkey, wtag);
             const int pp = static_cast<int>(wtag & 1023u);  // the pivot's row
             const int q = static_cast<int>(wtag >> 10);     // its position
@@ -386,7 +313,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                     }
                 key_t wk;
                 unsigned wt;
-                gbb_first_max(bk, bt, wk, wt);
+                lu_first_max<32>(bk, bt, wk, wt);
                 if (lane == 0) {
                     skey[(par ^ 1) * WARPS + warp] = wk;
                     stag[(par ^ 1) * WARPS + warp] = wt;
@@ -505,7 +432,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
 #pragma unroll
                     for (int i0 = (k + 1) / V * V; i0 < NB; i0 += V) {
                         T lk[V];
-                        gbb_ld16(lk, 0, P + k * LD + i0);
+                        lu_ld16(lk, 0, P + k * LD + i0);
 #pragma unroll
                         for (int h = 0; h < V; ++h)
                             if (i0 + h > k)
@@ -559,15 +486,15 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                         const int r = t / ctiles * BM, cu = t % ctiles * BN;
                         // Rows of L21 past M2 (up to TM - 1 of the last tile) read the panel's
                         // next column or the U12 buffer: their results are not stored.
-#pragma unroll (E::KU)
+#pragma unroll (Tile::KU)
                         for (int k = 0; k < NB; ++k) {
                             T a[TM], u[TN];
 #pragma unroll
                             for (int s = 0; s < TM; s += V)
-                                gbb_ld16(a, s, L + k * LD + r + s);
+                                lu_ld16(a, s, L + k * LD + r + s);
 #pragma unroll
                             for (int j = 0; j < TN; j += V)
-                                gbb_ld16(u, j, U + k * THREADS + cu + j / V * (TC * V) + tc * V);
+                                lu_ld16(u, j, U + k * THREADS + cu + j / V * (TC * V) + tc * V);
 #pragma unroll
                             for (int s = 0; s < TM; ++s)
 #pragma unroll

@@ -89,3 +89,50 @@ def assert_matches_lapack(a, lu, piv, same_pivots=True, ref=None):
     if ref is None:
         ref = backward_error(a, ref_lu, ref_piv, eps)
     assert ours <= 2 * ref + 1e-3, (ours, ref)
+
+
+# Stacks with the cases a pivot search must get right (the batched kernels' tests).
+
+def rank_deficient(rng, b, m, n, dtype):
+    """Half of the rows zero, in random places: rank r = m - m // 2 (exactly), the zero rows
+    stay zero, every pivot from step r on is zero (info = r + 1 where r < min(m, n))."""
+    a = rng.standard_normal((b, m, n))
+    for i in range(b):
+        a[i, rng.permutation(m)[: m // 2]] = 0.0
+    return a.astype(dtype)
+
+
+def tied(rng, b, m, n, dtype):
+    """Column 0 holds the maximum magnitude 4 in several rows (signs mixed), the first of
+    them copied, negated, to another row: the tie goes to the first, every multiplier of
+    step 0 at a tied row is exactly +-1 (a power-of-two pivot), so the copy becomes exactly
+    zero and no later pivot depends on rounding."""
+    a = rng.uniform(-1, 1, (b, m, n))
+    if m >= 2:
+        for i in range(b):
+            rows = rng.permutation(m)[: max(2, m // 3)]
+            a[i, rows, 0] = np.where(np.arange(rows.size) % 2, 4.0, -4.0)
+            a[i, rows[1:].max() if rows[0] == rows.min() else rows[0]] = -a[i, rows.min()]
+    return a.astype(dtype)
+
+
+def special_stack(rng, b, m, n, dtype):
+    """Random, tied, zero-column, rank-deficient, all-zero, integer, NaN and infinity members."""
+    a = rng.standard_normal((b, m, n))
+    for i in range(b):
+        kind = i % 8
+        if kind == 1:
+            a[i] = tied(rng, 1, m, n, np.float64)[0]
+        elif kind == 2:
+            a[i, :, rng.integers(0, n)] = 0
+        elif kind == 3:
+            a[i] = rank_deficient(rng, 1, m, n, np.float64)[0]
+        elif kind == 4:
+            a[i] = 0
+        elif kind == 5:
+            a[i] = rng.integers(-2, 3, (m, n))
+        elif kind == 6:
+            a[i, rng.integers(0, m), rng.integers(0, n)] = np.nan
+        elif kind == 7:
+            a[i, rng.integers(0, m), rng.integers(0, n)] = np.inf
+    return a.astype(dtype)

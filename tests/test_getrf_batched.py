@@ -14,8 +14,6 @@ large B, unaligned stacks, a side stream.
 import ctypes
 import ctypes.util
 import re
-import shutil
-import subprocess
 import types
 import warnings
 
@@ -30,7 +28,9 @@ from gpulinalg.lu.batched import (CANDIDATES, KERNEL_NAMES, WARPS, getrf_batched
                                   per_block, reference, shape_for, shared_bytes, threads)
 from gpulinalg.tuning import SM90, SM90_F64
 
-from lu_helpers import assert_same_pivots, backward_error
+import kernel_emulation
+from array_helpers import FakeDeviceArray, assert_same_bits, fake
+from lu_helpers import assert_same_pivots, backward_error, rank_deficient, special_stack, tied
 
 DTYPES = [np.float32, np.float64]
 SIZES = (0, 1, 2, 3, 8, 31, 32, 33, 64, 65, 128)
@@ -61,31 +61,12 @@ def zero_column(rng, b, m, n, dtype):
     return a.astype(dtype)
 
 
-def rank_deficient(rng, b, m, n, dtype):
-    """Half of the rows zero, in random places: rank r = m - m // 2 (exactly), the zero rows
-    stay zero, every pivot from step r on is zero (info = r + 1 where r < min(m, n))."""
-    a = rng.standard_normal((b, m, n))
-    for i in range(b):
-        a[i, rng.permutation(m)[: m // 2]] = 0.0
-    return a.astype(dtype)
-
 
 def all_zero(rng, b, m, n, dtype):
     return np.zeros((b, m, n), dtype)
 
 
-def tied(rng, b, m, n, dtype):
-    """Column 0 holds the maximum magnitude 4 in several rows (signs mixed), the first of
-    them copied, negated, to another row: the tie goes to the first, every multiplier of
-    step 0 at a tied row is exactly +-1 (a power-of-two pivot), so the copy becomes exactly
-    zero and no later pivot depends on rounding."""
-    a = rng.uniform(-1, 1, (b, m, n))
-    if m >= 2:
-        for i in range(b):
-            rows = rng.permutation(m)[: max(2, m // 3)]
-            a[i, rows, 0] = np.where(np.arange(rows.size) % 2, 4.0, -4.0)
-            a[i, rows[1:].max() if rows[0] == rows.min() else rows[0]] = -a[i, rows.min()]
-    return a.astype(dtype)
+
 
 
 def nan_late(rng, b, m, n, dtype):
@@ -198,15 +179,6 @@ def getf2_model(a):
             a[k + 1:, k + 1:] = _batched.fms(a[k + 1:, k + 1:], a[k + 1:, k, None],
                                              a[k, None, k + 1:])
     return a, piv, info
-
-
-def assert_same_bits(x, y):
-    """Equal, NaN where NaN (any payload), zeros of either sign equal."""
-    x, y = np.asarray(x), np.asarray(y)
-    assert x.shape == y.shape
-    nan = np.isnan(x)
-    np.testing.assert_array_equal(nan, np.isnan(y))
-    np.testing.assert_array_equal(x[~nan], y[~nan])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -377,11 +349,7 @@ def test_kernel_names_and_shapes():
 
 
 def test_kernel_parameters_match_the_launcher():
-    src = _kernels.source("getrf_batched")
-    params = re.search(r"getrf_batched\(([^)]*)\)\s*\{", src).group(1)
-    code = "".join("P" if "*" in p else {"int": "i", "long": "q"}[p.split()[0]]
-                   for p in params.split(","))
-    assert code == _batched._SPECS
+    assert kernel_emulation.launch_format("getrf_batched", "getrf_batched") == _batched._SPECS
 
 
 def test_header_states_storage_threads_and_bound():
@@ -425,30 +393,6 @@ def test_shape_for():
 
 
 # ---------------------------------------------------------------- CPU: validation, launch path
-
-class FakeDeviceArray:
-    """What the validation reads of a CuPy array (kind, ndim, shape, strides, dtype, size),
-    over a NumPy array, plus what the launch path reads (data.ptr, data.device_id, fill)."""
-
-    __module__ = "cupy._fake"
-
-    def __init__(self, a, ptr=1 << 32, device_id=0):
-        self._a = a
-        self.ndim, self.shape, self.strides = a.ndim, a.shape, a.strides
-        self.dtype, self.size = a.dtype, a.size
-        self.data = types.SimpleNamespace(ptr=ptr, device_id=device_id)
-        self.filled = None
-
-    def __getitem__(self, key):
-        return FakeDeviceArray(self._a[key], self.data.ptr, self.data.device_id)
-
-    def fill(self, value):
-        self.filled = value
-
-
-def fake(shape, dtype=np.float32, **kw):
-    return FakeDeviceArray(np.zeros(shape, dtype), **kw)
-
 
 def triple(b, m, n, dtype=np.float32):
     return fake((b, m, n), dtype), fake((b, min(m, n)), np.int32), fake((b,), np.int32)
@@ -551,167 +495,15 @@ def test_launch_arguments(fake_launch):
 
 # ---------------------------------------------------------------- CPU: the kernel, emulated
 
-_EMULATION = r"""
-// The CUDA features getrf_batched.cu uses, on the CPU: one block at a time, each thread a
-// fiber (ucontext), barriers, shuffles and reductions as rendezvous of the fibers named.
-#include <ucontext.h>
-#include <cstring>
-#include <cstdio>
-#include <cstdlib>
-#include <cmath>
-#include <cstdint>
-#include <vector>
-#include <map>
-#include <random>
-#include <algorithm>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__
-#define __restrict__ __restrict
-struct float4 { float x, y, z, w; };
-struct double2 { double x, y; };
-struct uint4 { unsigned x, y, z, w; };
-inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-inline double2 make_double2(double a, double b) { return {a, b}; }
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-namespace emu {
-struct Fiber { ucontext_t ctx; std::vector<char> stack; emu_dim3 tid; bool done, waiting;
-               uint64_t key, gen; };
-inline std::vector<Fiber>* fibers;
-inline Fiber* cur;
-inline ucontext_t sched;
-inline emu_dim3 block_idx, block_dim;
-inline std::map<uint64_t, std::pair<int, uint64_t>> arrivals;
-inline unsigned long long slots[1024];
-inline void rendezvous(uint64_t key, int count) {
-    auto& a = arrivals[key];
-    if (++a.first == count) {
-        a.first = 0;
-        uint64_t gen = a.second++;
-        for (auto& f : *fibers) if (f.waiting && f.key == key && f.gen == gen) f.waiting = false;
-        return;
-    }
-    cur->waiting = true; cur->key = key; cur->gen = a.second;
-    while (cur->waiting) swapcontext(&cur->ctx, &sched);
-}
-inline int tid() { return (int)cur->tid.x; }
-inline int lane() { return tid() & 31; }
-inline uint64_t wkey(int kind, unsigned mask) {
-    return (uint64_t(kind) << 48) | (uint64_t(tid() >> 5) << 32) | mask;
-}
-inline void need(unsigned mask, int l) {
-    if (!((mask >> l) & 1u)) { fprintf(stderr, "lane %d not in mask %08x\n", l, mask); abort(); }
-}
-template <typename T> inline T exch(unsigned mask, T v, int src) {
-    need(mask, lane()); need(mask, src);
-    unsigned long long bits = 0; memcpy(&bits, &v, sizeof(T));
-    slots[tid()] = bits;
-    rendezvous(wkey(1, mask), __builtin_popcount(mask));
-    unsigned long long got = slots[(tid() & ~31) + src];
-    rendezvous(wkey(2, mask), __builtin_popcount(mask));
-    T r; memcpy(&r, &got, sizeof(T)); return r;
-}
-template <typename F> inline unsigned redux(unsigned mask, unsigned v, F op) {
-    need(mask, lane());
-    slots[tid()] = v;
-    rendezvous(wkey(3, mask), __builtin_popcount(mask));
-    bool first = true; unsigned r = 0;
-    for (int l = 0; l < 32; ++l) if ((mask >> l) & 1u) {
-        unsigned x = (unsigned)slots[(tid() & ~31) + l]; r = first ? x : op(r, x); first = false;
-    }
-    rendezvous(wkey(4, mask), __builtin_popcount(mask));
-    return r;
-}
-}  // namespace emu
-#define threadIdx (emu::cur->tid)
-#define blockIdx (emu::block_idx)
-inline void __syncthreads() { emu::rendezvous(0xFFFFull << 48, (int)emu::block_dim.x); }
-inline int __syncthreads_or(int pred) {
-    emu::slots[emu::tid()] = pred != 0;
-    __syncthreads();
-    int r = 0;
-    for (unsigned t = 0; t < emu::block_dim.x; ++t) r |= (int)emu::slots[t];
-    __syncthreads();
-    return r;
-}
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
-    emu::need(mask, emu::lane()); emu::rendezvous(emu::wkey(5, mask), __builtin_popcount(mask));
-}
-template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    return emu::exch(mask, v, (emu::lane() & ~(width - 1)) + src % width);
-}
-template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lm, int width = 32) {
-    int l = emu::lane(), src = l ^ lm;
-    return emu::exch(mask, v, (src & ~(width - 1)) == (l & ~(width - 1)) ? src : l);
-}
-inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
-    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; });
-}
-inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
-    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; });
-}
-inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline void cp_async4(float* d, const float* s, bool ok) {
-    if (ok) memcpy(d, s, 4); else memset(d, 0, 4);
-}
-inline void cp_async16(float* d, const float* s) { memcpy(d, s, 16); }
-inline void cp_async_commit() {}
-template <int N> inline void cp_async_wait() {}
-alignas(16) float4 gbatch_smem[(256 * 1024) / 16];
-"""
-
 _DRIVER = r"""
 template <typename T, int NMAX, int G, int C>
 void run(int batch, int m, int n, void* A, int* piv, int* info, int* flags, int gen,
          unsigned seed, long smem) {
     constexpr int THREADS = GBATCH_THREADS(G, C), MPB = THREADS / (G * C);
-    static int s_batch, s_m, s_n, s_gen; static void* s_A; static int* s_piv; static int* s_info;
-    static int* s_flags;
-    s_batch = batch; s_m = m; s_n = n; s_A = A; s_piv = piv; s_info = info; s_flags = flags;
-    s_gen = gen;
-    std::mt19937 rng(seed);
-    std::vector<emu::Fiber> fibers(THREADS);
-    emu::fibers = &fibers;
-    unsigned char* sm = reinterpret_cast<unsigned char*>(gbatch_smem);
-    for (int bx = 0; bx < (batch + MPB - 1) / MPB; ++bx) {
-        memset(sm, 0xff, sizeof(gbatch_smem));      // NaN bits: a read of unwritten data shows
-        emu::block_idx.x = bx; emu::block_dim.x = THREADS; emu::arrivals.clear();
-        for (int t = 0; t < THREADS; ++t) {
-            auto& f = fibers[t];
-            f.stack.assign(1 << 16, 0); f.tid.x = t; f.done = f.waiting = false;
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
-            f.ctx.uc_link = &emu::sched;
-            makecontext(&f.ctx, (void (*)())+[]() {
-                getrf_batched<T, NMAX, G, C>(s_batch, s_m, s_n, static_cast<const T*>(s_A),
-                                             static_cast<T*>(s_A), s_piv, s_info, s_flags,
-                                             s_gen);
-                emu::cur->done = true;
-            }, 0);
-        }
-        std::vector<int> order(THREADS);
-        for (int t = 0; t < THREADS; ++t) order[t] = t;
-        for (int left = THREADS; left;) {
-            std::shuffle(order.begin(), order.end(), rng);   // an arbitrary schedule each round
-            bool moved = false;
-            for (int t : order) {
-                auto& f = fibers[t];
-                if (f.done || f.waiting) continue;
-                emu::cur = &f; swapcontext(&emu::sched, &f.ctx); moved = true;
-                if (f.done) --left;
-            }
-            if (!moved) { fprintf(stderr, "deadlock in block %d\n", bx); abort(); }
-        }
-        for (long i = smem; i < (long)sizeof(gbatch_smem); ++i)
-            if (sm[i] != 0xff) {
-                fprintf(stderr, "shared write at %ld >= %ld\n", i, smem);
-                abort();
-            }
-    }
+    emu::run_blocks((batch + MPB - 1) / MPB, THREADS, seed, smem, [=]() {
+        getrf_batched<T, NMAX, G, C>(batch, m, n, static_cast<const T*>(A), static_cast<T*>(A),
+                                     piv, info, flags, gen);
+    });
 }
 extern "C" int gb_run(int itemsize, int nmax, int g, int c, int batch, int m, int n, void* A,
                       int* piv, int* info, int* flags, int gen, unsigned seed, long smem) {
@@ -725,22 +517,10 @@ extern "C" int gb_run(int itemsize, int nmax, int g, int c, int batch, int m, in
 
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
-    """gb_run of the kernel source compiled for the CPU (g++), or a skip."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ is not installed")
-    folder = tmp_path_factory.mktemp("getrf_batched_emulated")
-    src = (_kernels.kernel_dir() / "getrf_batched.cu").read_text()
-    src = src.replace('#include "async_copy.cuh"', "")        # the emulation provides cp.async
+    """gb_run of the kernel source compiled for the CPU (tests/kernel_emulation.py)."""
     cases = " ".join(f"CASE({name[name.index('<') + 1:-1]})" for name in KERNEL_NAMES)
-    (folder / "emulated.cpp").write_text(_EMULATION + src + _DRIVER.replace("CASES", cases))
-    lib = folder / "libgetrf_batched_emulated.so"
-    proc = subprocess.run([gxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-Wno-unknown-pragmas",
-                           "-o", str(lib), str(folder / "emulated.cpp")],
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode:
-        pytest.fail(f"the emulation does not compile:\n{proc.stderr[-4000:]}")
-    gb = ctypes.CDLL(str(lib))
+    gb = kernel_emulation.build(tmp_path_factory, "getrf_batched",
+                                _DRIVER.replace("CASES", cases))
     gb.gb_run.argtypes = ([ctypes.c_int] * 7 + [ctypes.c_void_p] * 4
                           + [ctypes.c_int, ctypes.c_uint, ctypes.c_long])
     return gb
@@ -775,26 +555,7 @@ def run_emulated(gb, a, shape=None, offset=0, seed=1):
             ibuf[pad:pad + b].copy())
 
 
-def special_stack(rng, b, m, n, dtype):
-    """Random, tied, zero-column, rank-deficient, all-zero, integer, NaN and infinity members."""
-    a = rng.standard_normal((b, m, n))
-    for i in range(b):
-        kind = i % 8
-        if kind == 1:
-            a[i] = tied(rng, 1, m, n, np.float64)[0]
-        elif kind == 2:
-            a[i, :, rng.integers(0, n)] = 0
-        elif kind == 3:
-            a[i] = rank_deficient(rng, 1, m, n, np.float64)[0]
-        elif kind == 4:
-            a[i] = 0
-        elif kind == 5:
-            a[i] = rng.integers(-2, 3, (m, n))
-        elif kind == 6:
-            a[i, rng.integers(0, m), rng.integers(0, n)] = np.nan
-        elif kind == 7:
-            a[i, rng.integers(0, m), rng.integers(0, n)] = np.inf
-    return a.astype(dtype)
+
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

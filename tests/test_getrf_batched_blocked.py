@@ -31,7 +31,9 @@ from gpulinalg.lu.batched import reference
 from gpulinalg.lu.batched_blocked import (KERNEL_NAMES, MAX_ORDER, SHAPE_OF, fits,
                                           getrf_batched_blocked, panel_pitch, shared_bytes)
 
-from lu_helpers import backward_error
+import kernel_emulation
+from array_helpers import assert_same_bits, fake
+from lu_helpers import backward_error, special_stack
 
 DTYPES = [np.float32, np.float64]
 KIB = 1024
@@ -49,51 +51,6 @@ def element_of(dtype):
 
 def eps_of(dtype):
     return float(np.finfo(dtype).eps)
-
-
-# ---------------------------------------------------------------- test matrices
-
-def tied(rng, m, n):
-    """Column 0 holds the maximum magnitude 4 in several rows (signs mixed), the first of them
-    copied, negated, to another row: the tie goes to the first, the copy becomes exactly zero."""
-    a = rng.uniform(-1, 1, (m, n))
-    if m >= 2:
-        rows = rng.permutation(m)[: max(2, m // 3)]
-        a[rows, 0] = np.where(np.arange(rows.size) % 2, 4.0, -4.0)
-        a[rows[1:].max() if rows[0] == rows.min() else rows[0]] = -a[rows.min()]
-    return a
-
-
-def special_stack(rng, b, m, n, dtype):
-    """Members by index mod 8: random, tied, a zero column, rank-deficient (half the rows
-    zero), all zero, small integers (exact ties and cancellations), a NaN, an infinity."""
-    a = rng.standard_normal((b, m, n))
-    for i in range(b):
-        kind = i % 8
-        if kind == 1:
-            a[i] = tied(rng, m, n)
-        elif kind == 2:
-            a[i, :, rng.integers(0, n)] = 0
-        elif kind == 3:
-            a[i, rng.permutation(m)[: m // 2]] = 0
-        elif kind == 4:
-            a[i] = 0
-        elif kind == 5:
-            a[i] = rng.integers(-2, 3, (m, n))
-        elif kind == 6:
-            a[i, rng.integers(0, m), rng.integers(0, n)] = np.nan
-        elif kind == 7:
-            a[i, rng.integers(0, m), rng.integers(0, n)] = np.inf
-    return a.astype(dtype)
-
-
-def assert_same_bits(x, y):
-    """Equal, NaN where NaN (any payload), zeros of either sign equal."""
-    x, y = np.asarray(x), np.asarray(y)
-    assert x.shape == y.shape
-    nan = np.isnan(x)
-    np.testing.assert_array_equal(nan, np.isnan(y))
-    np.testing.assert_array_equal(x[~nan], y[~nan])
 
 
 def assert_backward_error_like_lapack(a, lu, piv, members):
@@ -122,10 +79,7 @@ def test_kernel_names_and_shapes():
 
 
 def test_kernel_parameters_match_the_launcher():
-    src = _kernels.source("getrf_batched_blocked")
-    params = re.search(r"getrf_batched_blocked\(([^)]*)\)\s*\{", src).group(1)
-    code = "".join("P" if "*" in p else {"int": "i", "long": "q"}[p.split()[0]]
-                   for p in params.split(","))
+    code = kernel_emulation.launch_format("getrf_batched_blocked", "getrf_batched_blocked")
     assert code == _blocked._SPECS == "iiiPPPPPi"
 
 
@@ -205,30 +159,6 @@ def test_compiles_for_sm90_without_spills(tmp_path):
 
 
 # ---------------------------------------------------------------- CPU: validation, launch path
-
-class FakeDeviceArray:
-    """What the validation reads of a CuPy array (kind, ndim, shape, strides, dtype, size),
-    over a NumPy array, plus what the launch path reads (data.ptr, data.device_id, fill)."""
-
-    __module__ = "cupy._fake"
-
-    def __init__(self, a, ptr=1 << 32, device_id=0):
-        self._a = a
-        self.ndim, self.shape, self.strides = a.ndim, a.shape, a.strides
-        self.dtype, self.size = a.dtype, a.size
-        self.data = types.SimpleNamespace(ptr=ptr, device_id=device_id)
-        self.filled = None
-
-    def __getitem__(self, key):
-        return FakeDeviceArray(self._a[key], self.data.ptr, self.data.device_id)
-
-    def fill(self, value):
-        self.filled = value
-
-
-def fake(shape, dtype=np.float32, **kw):
-    return FakeDeviceArray(np.zeros(shape, dtype), **kw)
-
 
 def call_args(b, m, n, dtype=np.float32, in_place=True):
     """(src, dst, piv, info, flags) fakes of a call; dst far from src unless in place."""
@@ -323,140 +253,14 @@ def test_launch_arguments(fake_launch):
 
 # ---------------------------------------------------------------- CPU: the kernel, emulated
 
-_EMULATION = r"""
-// The CUDA features getrf_batched_blocked.cu uses, on the CPU: one block at a time, each
-// thread a fiber (ucontext), barriers and warp reductions as rendezvous of the fibers named,
-// cp.async as plain copies.
-#include <ucontext.h>
-#include <cstring>
-#include <cstdio>
-#include <cstdlib>
-#include <cmath>
-#include <cstdint>
-#include <vector>
-#include <map>
-#include <random>
-#include <algorithm>
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#define __launch_bounds__(...)
-#define __shared__
-struct float4 { float x, y, z, w; };
-struct double2 { double x, y; };
-struct uint4 { unsigned x, y, z, w; };
-struct emu_dim3 { unsigned x = 0, y = 0, z = 0; };
-namespace emu {
-struct Fiber { ucontext_t ctx; std::vector<char> stack; emu_dim3 tid; bool done, waiting;
-               uint64_t key, gen; };
-inline std::vector<Fiber>* fibers;
-inline Fiber* cur;
-inline ucontext_t sched;
-inline emu_dim3 block_idx, block_dim;
-inline std::map<uint64_t, std::pair<int, uint64_t>> arrivals;
-inline unsigned long long slots[1024];
-inline void rendezvous(uint64_t key, int count) {
-    auto& a = arrivals[key];
-    if (++a.first == count) {
-        a.first = 0;
-        uint64_t gen = a.second++;
-        for (auto& f : *fibers) if (f.waiting && f.key == key && f.gen == gen) f.waiting = false;
-        return;
-    }
-    cur->waiting = true; cur->key = key; cur->gen = a.second;
-    while (cur->waiting) swapcontext(&cur->ctx, &sched);
-}
-inline int tid() { return (int)cur->tid.x; }
-inline int lane() { return tid() & 31; }
-inline uint64_t wkey(int kind, unsigned mask) {
-    return (uint64_t(kind) << 48) | (uint64_t(tid() >> 5) << 32) | mask;
-}
-template <typename F> inline unsigned redux(unsigned mask, unsigned v, F op) {
-    if (mask != 0xffffffffu) { fprintf(stderr, "partial mask %08x\n", mask); abort(); }
-    slots[tid()] = v;
-    rendezvous(wkey(3, mask), 32);
-    unsigned r = (unsigned)slots[tid() & ~31];
-    for (int l = 1; l < 32; ++l) r = op(r, (unsigned)slots[(tid() & ~31) + l]);
-    rendezvous(wkey(4, mask), 32);
-    return r;
-}
-}  // namespace emu
-#define threadIdx (emu::cur->tid)
-#define blockIdx (emu::block_idx)
-inline void __syncthreads() { emu::rendezvous(0xFFFFull << 48, (int)emu::block_dim.x); }
-inline int __syncthreads_or(int pred) {
-    emu::slots[emu::tid()] = pred != 0;
-    __syncthreads();
-    int r = 0;
-    for (unsigned t = 0; t < emu::block_dim.x; ++t) r |= (int)emu::slots[t];
-    __syncthreads();
-    return r;
-}
-inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
-    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; });
-}
-inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
-    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; });
-}
-inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
-inline int min(int a, int b) { return a < b ? a : b; }
-inline void cp_async4(float* d, const float* s, bool ok) {
-    if (ok) memcpy(d, s, 4); else memset(d, 0, 4);
-}
-inline void cp_async_commit() {}
-template <int N> inline void cp_async_wait() {}
-alignas(16) float4 gbb_smem[(256 * 1024) / 16];
-"""
-
 _DRIVER = r"""
 template <typename T, int NB, int THREADS>
 void run(int batch, int m, int n, void* src, void* dst, int* piv, int* info, int* flags,
          int gen, unsigned seed, long smem) {
-    static int s_batch, s_m, s_n, s_gen; static void* s_src; static void* s_dst;
-    static int* s_piv; static int* s_info; static int* s_flags;
-    s_batch = batch; s_m = m; s_n = n; s_src = src; s_dst = dst; s_piv = piv; s_info = info;
-    s_flags = flags; s_gen = gen;
-    std::mt19937 rng(seed);
-    std::vector<emu::Fiber> fibers(THREADS);
-    for (auto& f : fibers) f.stack.assign(1 << 16, 0);
-    emu::fibers = &fibers;
-    unsigned char* sm = reinterpret_cast<unsigned char*>(gbb_smem);
-    for (int bx = 0; bx < batch; ++bx) {
-        memset(sm, 0xff, sizeof(gbb_smem));        // NaN bits: a read of unwritten data shows
-        emu::block_idx.x = bx; emu::block_dim.x = THREADS; emu::arrivals.clear();
-        for (int t = 0; t < THREADS; ++t) {
-            auto& f = fibers[t];
-            f.tid.x = t; f.done = f.waiting = false;
-            getcontext(&f.ctx);
-            f.ctx.uc_stack.ss_sp = f.stack.data(); f.ctx.uc_stack.ss_size = f.stack.size();
-            f.ctx.uc_link = &emu::sched;
-            makecontext(&f.ctx, (void (*)())+[]() {
-                getrf_batched_blocked<T, NB, THREADS>(
-                    s_batch, s_m, s_n, static_cast<const T*>(s_src), static_cast<T*>(s_dst),
-                    s_piv, s_info, s_flags, s_gen);
-                emu::cur->done = true;
-            }, 0);
-        }
-        std::vector<int> order(THREADS);
-        for (int t = 0; t < THREADS; ++t) order[t] = t;
-        for (int left = THREADS; left;) {
-            std::shuffle(order.begin(), order.end(), rng);   // an arbitrary schedule each round
-            bool moved = false;
-            for (int t : order) {
-                auto& f = fibers[t];
-                if (f.done || f.waiting) continue;
-                emu::cur = &f; swapcontext(&emu::sched, &f.ctx); moved = true;
-                if (f.done) --left;
-            }
-            if (!moved) { fprintf(stderr, "deadlock in block %d\n", bx); abort(); }
-        }
-        for (long i = smem; i < (long)sizeof(gbb_smem); ++i)
-            if (sm[i] != 0xff) {
-                fprintf(stderr, "shared write at %ld >= %ld\n", i, smem);
-                abort();
-            }
-    }
+    emu::run_blocks(batch, THREADS, seed, smem, [=]() {
+        getrf_batched_blocked<T, NB, THREADS>(batch, m, n, static_cast<const T*>(src),
+                                              static_cast<T*>(dst), piv, info, flags, gen);
+    });
 }
 extern "C" int gbb_run(int itemsize, int nb, int threads, int batch, int m, int n, void* src,
                        void* dst, int* piv, int* info, int* flags, int gen, unsigned seed,
@@ -476,22 +280,10 @@ def _instances():
 
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
-    """gbb_run of the kernel source compiled for the CPU (g++), or a skip."""
-    gxx = shutil.which("g++")
-    if gxx is None:
-        pytest.skip("g++ is not installed")
-    folder = tmp_path_factory.mktemp("getrf_batched_blocked_emulated")
-    src = (_kernels.kernel_dir() / "getrf_batched_blocked.cu").read_text()
-    src = src.replace('#include "async_copy.cuh"', "")        # the emulation provides cp.async
+    """gbb_run of the kernel source compiled for the CPU (tests/kernel_emulation.py)."""
     cases = " ".join(f"CASE({c}, {nb}, {th})" for c, nb, th in _instances())
-    (folder / "emulated.cpp").write_text(_EMULATION + src + _DRIVER.replace("CASES", cases))
-    lib = folder / "libgetrf_batched_blocked_emulated.so"
-    proc = subprocess.run([gxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC",
-                           "-Wno-unknown-pragmas", "-o", str(lib), str(folder / "emulated.cpp")],
-                          capture_output=True, text=True, timeout=600)
-    if proc.returncode:
-        pytest.fail(f"the emulation does not compile:\n{proc.stderr[-4000:]}")
-    gb = ctypes.CDLL(str(lib))
+    gb = kernel_emulation.build(tmp_path_factory, "getrf_batched_blocked",
+                                _DRIVER.replace("CASES", cases), ("-ffp-contract=off",))
     gb.gbb_run.argtypes = ([ctypes.c_int] * 6 + [ctypes.c_void_p] * 5
                            + [ctypes.c_int, ctypes.c_uint, ctypes.c_long])
     return gb

@@ -12,6 +12,27 @@ import argparse
 import numpy as np
 
 
+def time_route(cp, found, a, flags, reps):
+    """(ms per launch by CUDA events, (factors, pivots and info)) of the route `found`
+    (lu/batched.py's `route`) on the stack a, src -> a new dst."""
+    from gpulinalg.lu import batched
+    b, n, _ = a.shape
+    dst = cp.empty_like(a)
+    pi = cp.empty(b * n + b, np.int32)
+
+    def launch():
+        batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
+                       pi.data.ptr + 4 * b * n, flags.ptr, flags.next_gen())
+    launch()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        launch()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / reps, (dst, pi)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stacks", default="100000x8,50000x16,20000x32,10000x64,2000x128,"
@@ -32,46 +53,15 @@ def main():
         for case in args.stacks.split(","):
             b, n = (int(x) for x in case.split("x"))
             a = cp.asarray(np.random.default_rng(n).standard_normal((b, n, n)).astype(dtype))
-            k = n
             results, times = {}, {}
             nmax = min((s[0] for s in batched.CANDIDATES[element.ctype] if s[0] >= n),
                        default=None)
-            for shape in [s for s in batched.CANDIDATES[element.ctype] if s[0] == nmax]:
-                found = batched.route(dev, element.ctype, n, n, (shape,))
-                if found is None:
-                    continue
-                dst = cp.empty_like(a)
-                pi = cp.empty(b * k + b, np.int32)
-
-                def launch(found=found, dst=dst, pi=pi):
-                    batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
-                                   pi.data.ptr + 4 * b * k, flags.ptr, flags.next_gen())
-                launch()
-                start, stop = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                for _ in range(args.reps):
-                    launch()
-                stop.record()
-                stop.synchronize()
-                times[shape] = cp.cuda.get_elapsed_time(start, stop) / args.reps
-                results[shape] = (dst, pi)
-            blocked = batched_blocked.route(dev, element.ctype, n, n)
-            if blocked is not None:              # the blocked kernel at the same order
-                dst = cp.empty_like(a)
-                pi = cp.empty(b * k + b, np.int32)
-
-                def launch(found=blocked, dst=dst, pi=pi):
-                    batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
-                                   pi.data.ptr + 4 * b * k, flags.ptr, flags.next_gen())
-                launch()
-                start, stop = cp.cuda.Event(), cp.cuda.Event()
-                start.record()
-                for _ in range(args.reps):
-                    launch()
-                stop.record()
-                stop.synchronize()
-                times["blocked"] = cp.cuda.get_elapsed_time(start, stop) / args.reps
-                results["blocked"] = (dst, pi)
+            routes = {shape: batched.route(dev, element.ctype, n, n, (shape,))
+                      for shape in batched.CANDIDATES[element.ctype] if shape[0] == nmax}
+            routes["blocked"] = batched_blocked.route(dev, element.ctype, n, n)
+            for name, found in routes.items():
+                if found is not None:
+                    times[name], results[name] = time_route(cp, found, a, flags, args.reps)
             picks = [s for s in table if s[0] == nmax]
             pick = picks[0] if picks else "blocked"
             ref = results[pick]

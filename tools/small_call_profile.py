@@ -31,32 +31,16 @@ def wall_ms(fn, calls):
 
 
 def kernel_ms(a, reps=20):
-    """The batched kernel alone on the stack a (B, M, N), src -> dst, per launch."""
+    """The batched kernel alone on the square stack a (B, n, n), src -> dst, per launch (ms),
+    or None where no batched kernel takes the order."""
     import cupy as cp
 
+    from batched_shapes_sweep import time_route
     from gpulinalg.core import mapped
     from gpulinalg.core.element import exact
-    from gpulinalg.lu import batched
-    b, m, n = a.shape
-    element = exact(a.dtype)
-    if max(m, n) > batched.max_order(element):
-        return None
-    dst = cp.empty_like(a)
-    pi = cp.empty(b * min(m, n) + b, np.int32)
-    flags = mapped.flags()
-
-    def launch():
-        batched.getrf_batched_ptr(b, m, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
-                                  pi.data.ptr + 4 * b * min(m, n), flags.ptr, flags.next_gen(),
-                                  element)
-    launch()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        launch()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / reps
+    from gpulinalg.lu import stacked
+    found = stacked.kernel_route(cp.cuda.runtime.getDevice(), exact(a.dtype), *a.shape[1:])
+    return None if found is None else time_route(cp, found, a, mapped.flags(), reps)[0]
 
 
 def triangles_ms(lu, b, reps=10):

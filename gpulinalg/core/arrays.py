@@ -115,6 +115,41 @@ def host_view(x, name, target=None):
     return x
 
 
+def c_contiguous(x):
+    """Whether x's strides are those of a C-contiguous array (NumPy's rule: dimensions of
+    one element are free, an empty array is contiguous); reads only shape, strides, dtype."""
+    if 0 in x.shape:
+        return True
+    want = x.dtype.itemsize
+    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
+        if size != 1 and stride != want:
+            return False
+        want *= size
+    return True
+
+
+def check_device_array(x, name, dtype, shape):
+    """TypeError / ValueError unless x is a C-contiguous CuPy array of `dtype` and `shape`
+    (a kernel's by-pointer argument); reads only its kind, dtype, shape and strides."""
+    if array_kind(x) != "cupy":
+        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
+    if x.dtype != dtype:
+        raise TypeError(f"{name} must be a {np.dtype(dtype).name} array, got {x.dtype}")
+    if tuple(x.shape) != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
+    if not c_contiguous(x):
+        raise ValueError(f"{name} must be C-contiguous")
+
+
+def check_on_device(named, dev):
+    """ValueError unless every CuPy array of `named` ((array, name) pairs) lies on device
+    `dev` (the current one)."""
+    for x, name in named:
+        if x.data.device_id != dev:
+            raise ValueError(f"{name} is on device {x.data.device_id}, not the current "
+                             f"device {dev}")
+
+
 def device_of(arrays):
     """CUDA device id of the first device array in `arrays` (None: the current device)."""
     ids = set()

@@ -19,7 +19,8 @@ import functools
 import numpy as np
 
 from ..core import device, mapped
-from ..core.arrays import array_kind
+from ..core.arrays import (array_kind, c_contiguous, check_device_array,
+                           check_on_device)
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
@@ -155,28 +156,20 @@ def getrf_batched_ptr(batch, m, n, srcp, dstp, pivp, infop, flagsp, gen, element
     launch(found, batch, m, n, srcp, dstp, pivp, infop, flagsp, gen)
 
 
-def _c_contiguous(x):
-    """Whether x's strides are those of a C-contiguous array (NumPy's rule: dimensions of
-    one element are free, an empty array is contiguous)."""
-    if 0 in x.shape:
-        return True
-    want = x.dtype.itemsize
-    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
-        if size != 1 and stride != want:
-            return False
-        want *= size
-    return True
-
-
-def _check_int32(x, name, shape):
-    if array_kind(x) != "cupy":
-        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
-    if x.dtype != np.int32:
-        raise TypeError(f"{name} must be an int32 array, got {x.dtype}")
-    if tuple(x.shape) != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
-    if not _c_contiguous(x):
+def check_stack(a, name):
+    """(element, batch, m, n) of `a`, or TypeError / ValueError unless it is a float32 or
+    float64 C-contiguous (B, M, N) CuPy array (the batched kernels' input)."""
+    if array_kind(a) != "cupy":
+        raise TypeError(f"{name} must be a CuPy array, got {type(a).__name__}")
+    element = exact(a.dtype)
+    if element is None:
+        raise TypeError(f"{name} must be a float32 or float64 array, got {a.dtype}")
+    if a.ndim != 3:
+        raise ValueError(f"{name} must be a (B, M, N) stack, got shape {tuple(a.shape)}")
+    if not c_contiguous(a):
         raise ValueError(f"{name} must be C-contiguous")
+    batch, m, n = (int(s) for s in a.shape)
+    return element, batch, m, n
 
 
 def check_arguments(a, piv, info, limit=None):
@@ -184,18 +177,9 @@ def check_arguments(a, piv, info, limit=None):
     C-contiguous (B, M, N) array with M, N <= max_order (for `limit` bytes of shared memory,
     default the current device's), piv int32 (B, min(M, N)) and info int32 (B,), both
     C-contiguous CuPy arrays.  Reads only kinds, ndim, shapes, strides and dtypes."""
-    if array_kind(a) != "cupy":
-        raise TypeError(f"a must be a CuPy array, got {type(a).__name__}")
-    element = exact(a.dtype)
-    if element is None:
-        raise TypeError(f"a must be a float32 or float64 array, got {a.dtype}")
-    if a.ndim != 3:
-        raise ValueError(f"a must be a (B, M, N) stack, got shape {tuple(a.shape)}")
-    if not _c_contiguous(a):
-        raise ValueError("a must be C-contiguous")
-    batch, m, n = (int(s) for s in a.shape)
-    _check_int32(piv, "piv", (batch, min(m, n)))
-    _check_int32(info, "info", (batch,))
+    element, batch, m, n = check_stack(a, "a")
+    check_device_array(piv, "piv", np.int32, (batch, min(m, n)))
+    check_device_array(info, "info", np.int32, (batch,))
     if batch >= 2**31:
         raise ValueError(f"at most 2**31 - 1 matrices per call, got {batch}")
     if batch and m and n:
@@ -220,11 +204,7 @@ def getrf_batched(a, piv, info):
     element, batch, m, n = check_arguments(a, piv, info)
     if batch == 0:
         return
-    dev = cupy().cuda.runtime.getDevice()
-    for x, name in ((a, "a"), (piv, "piv"), (info, "info")):
-        if x.data.device_id != dev:
-            raise ValueError(f"{name} is on device {x.data.device_id}, not the current "
-                             f"device {dev}")
+    check_on_device(((a, "a"), (piv, "piv"), (info, "info")), cupy().cuda.runtime.getDevice())
     if m == 0 or n == 0:
         info.fill(0)                                # nothing to factor: every info is 0
         return

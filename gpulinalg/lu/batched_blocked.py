@@ -19,10 +19,11 @@ import functools
 import numpy as np
 
 from ..core import device
-from ..core.arrays import array_kind
+from ..core.arrays import check_device_array, check_on_device
 from ..core.backend import cupy
-from ..core.element import F32, REAL_KERNEL, exact
+from ..core.element import F32, REAL_KERNEL
 from ..core.kernels import Launcher, get_kernel
+from .batched import check_stack
 
 FAMILY = "getrf_batched_blocked"
 MAX_ORDER = 1024            # GBB_MAXM: the largest M and N
@@ -110,52 +111,20 @@ def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, 
            piv_ptr, info_ptr, flags_ptr, gen)
 
 
-def _c_contiguous(x):
-    """Whether x's strides are those of a C-contiguous array (dimensions of one element are
-    free, an empty array is contiguous)."""
-    if 0 in x.shape:
-        return True
-    want = x.dtype.itemsize
-    for size, stride in zip(reversed(x.shape), reversed(x.strides)):
-        if size != 1 and stride != want:
-            return False
-        want *= size
-    return True
-
-
-def _check(x, name, dtype, shape):
-    if array_kind(x) != "cupy":
-        raise TypeError(f"{name} must be a CuPy array, got {type(x).__name__}")
-    if x.dtype != dtype:
-        raise TypeError(f"{name} must be a {np.dtype(dtype).name} array, got {x.dtype}")
-    if tuple(x.shape) != shape:
-        raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}")
-    if not _c_contiguous(x):
-        raise ValueError(f"{name} must be C-contiguous")
-
-
 def check_arguments(src, dst, piv, info, flags, limit=None):
     """(element, batch, m, n, flags pointer) of a call, or TypeError / ValueError: src and dst
     float32 / float64 CuPy C-contiguous (B, M, N) arrays of one dtype and shape, the same
     array or apart in memory, with fits(M, N) (for `limit` bytes of shared memory, default
     the current device's); piv int32 (B, min(M, N)) and info int32 (B,), C-contiguous CuPy
     arrays; flags a device-addressable int pointer or a CuPy int32 array of 2."""
-    if array_kind(src) != "cupy":
-        raise TypeError(f"src must be a CuPy array, got {type(src).__name__}")
-    element = exact(src.dtype)
-    if element is None:
-        raise TypeError(f"src must be a float32 or float64 array, got {src.dtype}")
-    if src.ndim != 3:
-        raise ValueError(f"src must be a (B, M, N) stack, got shape {tuple(src.shape)}")
-    batch, m, n = (int(s) for s in src.shape)
-    _check(src, "src", element.dtype, (batch, m, n))
-    _check(dst, "dst", element.dtype, (batch, m, n))
-    _check(piv, "piv", np.int32, (batch, min(m, n)))
-    _check(info, "info", np.int32, (batch,))
+    element, batch, m, n = check_stack(src, "src")
+    check_device_array(dst, "dst", element.dtype, (batch, m, n))
+    check_device_array(piv, "piv", np.int32, (batch, min(m, n)))
+    check_device_array(info, "info", np.int32, (batch,))
     if isinstance(flags, (int, np.integer)):
         flags_ptr = int(flags)
     else:
-        _check(flags, "flags", np.int32, (2,))
+        check_device_array(flags, "flags", np.int32, (2,))
         flags_ptr = flags.data.ptr
     nbytes = batch * m * n * element.itemsize
     s, d = src.data.ptr, dst.data.ptr
@@ -187,11 +156,8 @@ def getrf_batched_blocked(src, dst, piv, info, flags, gen):
     element, batch, m, n, flags_ptr = check_arguments(src, dst, piv, info, flags)
     if batch == 0:
         return
-    dev = cupy().cuda.runtime.getDevice()
-    for x, name in ((src, "src"), (dst, "dst"), (piv, "piv"), (info, "info")):
-        if x.data.device_id != dev:
-            raise ValueError(f"{name} is on device {x.data.device_id}, not the current "
-                             f"device {dev}")
+    check_on_device(((src, "src"), (dst, "dst"), (piv, "piv"), (info, "info")),
+                    cupy().cuda.runtime.getDevice())
     if m == 0 or n == 0:
         info.fill(0)                                # nothing to factor: every info is 0
         return
