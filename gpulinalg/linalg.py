@@ -599,11 +599,12 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     Notes
     -----
     Real dtypes, trans = 0: the row interchanges are applied to a row-major copy of b with
-    our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved with triangular solves on
-    the GPU: up to 16 right-hand sides by our kernel that reads each triangle once (one
-    launch per triangle), beyond by cuBLAS trsm through cupyx.  trans = 1, 2: ``U^T`` and
-    ``L^T`` solves, then the interchanges in reverse order.  Complex dtypes: cuSOLVER's
-    getrs (through `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
+    our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved on the GPU: up to 16
+    right-hand sides by our kernel that reads each triangle once (one launch per triangle),
+    beyond by our blocked substitution (a kernel per diagonal block, a GEMM per block's
+    coupling).  trans = 1, 2: cuBLAS trsm (``U^T`` and ``L^T`` solves, through cupyx), then
+    the interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
+    `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
 
     Examples
     --------
