@@ -4,8 +4,8 @@ fields of the tuning table).
 
     python3 tools/small_lu_sweep.py --sizes 256,512,1024 --nb 32,64,128,256 [--dtype float32]
 
-One line per order and configuration: median wall ms of --repeat calls, candidates
-alternating in each round.
+One line per order: each configuration's median wall ms of --repeat calls, alternating with
+cuSOLVER's (in brackets), one configuration at a time.
 """
 
 import argparse
@@ -32,8 +32,8 @@ def main():
         for n in [int(x) for x in args.sizes.split(",")]:
             a = cp.asarray(np.random.default_rng(n).standard_normal((n, n)).astype(dtype))
             table = tuning.current(element=element(np.dtype(dtype)))
-            fns = {"cusolver": lambda: cxl.lu_factor(a), "default": lambda: gpulinalg.lu_factor(a),
-                   "cpu panel": lambda: gpulinalg.lu_factor(a, panel="cpu")}
+            configs = {"default": lambda: gpulinalg.lu_factor(a),
+                       "cpu panel": lambda: gpulinalg.lu_factor(a, panel="cpu")}
             for nb in [int(x) for x in args.nb.split(",")]:
                 t = dataclasses.replace(table, gpu_nb=nb, gpu_nb_steps_fp32=(),
                                         gpu_nb_steps_tc=())
@@ -41,10 +41,16 @@ def main():
                 def run(t=t):
                     with tuning.override(t):
                         return gpulinalg.lu_factor(a)
-                fns[f"gpu nb={nb}"] = run
-            ms = common.time_wall(fns, warmup=2, repeat=args.repeat)
-            print(f"{dtype} n={n}: " + ", ".join(f"{k} {v:.3f}" for k, v in ms.items()),
-                  flush=True)
+                configs[f"gpu nb={nb}"] = run
+            # each configuration alternates with cuSOLVER on its own: configurations sharing
+            # rounds evict each other's CUDA graphs (lu_factor's replay cache)
+            parts = []
+            for name, fn in configs.items():
+                ms = common.time_wall({"cusolver": lambda: cxl.lu_factor(a), name: fn},
+                                      warmup=2, repeat=args.repeat)
+                parts.append(f"{name} {ms[name]:.3f} (cuSOLVER {ms['cusolver']:.3f})")
+                common.free_pool()
+            print(f"{dtype} n={n}: " + ", ".join(parts), flush=True)
 
 
 if __name__ == "__main__":
