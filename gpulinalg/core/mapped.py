@@ -26,6 +26,14 @@ class Flags:
         self.words[:] = 0
         self.gen = 0
 
+    def __del__(self):
+        # A thread's buffer goes with the thread; its calls synchronised before returning, so
+        # no kernel still writes to it.
+        try:
+            cupy().cuda.runtime.freeHost(self.ptr)
+        except Exception:       # interpreter shutdown: CuPy may be gone already
+            pass
+
     def next_gen(self):
         """The generation number of a new call (1 .. 2**31 - 1, never 0: the words start at 0)."""
         self.gen = self.gen % (2**31 - 1) + 1
