@@ -40,9 +40,10 @@
 // is bound by that traffic.  The panel itself is a chain of one block barrier, two warp
 // reductions and one division per column (a few hundred cycles), hidden only by the other
 // resident block (registers allow two per SM; m = 1024 takes one: shared memory).
-// Estimates (H200 at ~1.75 GHz, 4.8 TB/s; estimate, not measured): 1000 x 256^2 float ~0.4 ms,
-// double ~1.1 ms (traffic); 200 x 512^2 float ~0.6 ms, double ~2 ms; 50 x 1024^2 (50 of 132
-// SMs busy, one block each) float ~2.7 ms, double ~5 ms.
+// At that bound (H200, ~1.75 GHz, 4.8 TB/s): 1000 x 256^2 float ~0.4 ms, double ~1.1 ms
+// (traffic); 200 x 512^2 float ~0.6 ms, double ~2 ms; 50 x 1024^2 (50 of 132 SMs busy, one
+// block each) float ~2.7 ms, double ~5 ms.  The kernel runs 5-7x above these
+// (docs/journal/batched.md): the panel's chain and its shared-memory traffic are the suspects.
 //
 // getrf_batched_blocked<T, NB, THREADS>(batch, m, n, src, dst, piv, info, flags, gen):
 //   Threads.  Block b factors matrix b with THREADS threads (WARPS warps).
