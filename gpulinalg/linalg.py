@@ -10,7 +10,6 @@ import warnings
 
 import numpy as np
 
-from . import tuning as _tuning
 from .core import arrays as _arrays
 from .core import finite as _finite
 from .core.backend import cupy
@@ -326,30 +325,31 @@ def _at_least_2d(a):
 
 
 def _on_batched_kernel(a, options, backend, overwrite_a, check_finite):
-    """(kind, lu, piv, info) where the batched kernel factors `a` at once (lu/stacked.py's
-    on_kernel): a stack the batched LU takes, or one device matrix of order up to the tuning
-    table's one_matrix_batched_max (a batch of one), lu_factor's driver keywords at their
-    defaults, on the device backend; else None.  Plain CuPy input of float32 or float64 is
-    recognised first, without the general path's conversions."""
+    """(kind, lu, piv, info) where a batched kernel factors `a` at once (lu/stacked.py's
+    on_kernel), lu_factor's driver keywords at their defaults, on the device backend: a
+    float32 or float64 CuPy stack or matrix on the current device (stacked.plain_route,
+    without the general path's conversions), or one CUDA torch matrix; a single matrix only
+    up to the tuning table's one_matrix_batched_max (a batch of one).  Else None (other
+    stacks go through stacked.factor)."""
     if backend is not _plan.DEVICE or not options.is_default():
         return None
-    plain = _stacked.plain_route(a)
+    plain = _stacked.plain_route(a)                     # on the current device already
     if plain is not None:
-        kind, (element, found) = "cupy", plain
-    elif a.ndim == 2 and 0 not in a.shape and _arrays.array_kind(a) == "torch":
-        kind, element = "torch", _element(_arrays.dtype_of(a))
-        if element.is_complex:
-            return None
-        with _arrays.launch_context(kind, _arrays.device_of((a,))):
-            found = _stacked.kernel_route(cupy().cuda.runtime.getDevice(), element, *a.shape)
+        element, found = plain
+        return ("cupy",) + _stacked.on_kernel(a, "cupy", element, found, check_finite,
+                                              overwrite_a)
+    if a.ndim != 2 or 0 in a.shape or _arrays.array_kind(a) != "torch":
+        return None                     # stacks of other kinds: _stacked.factor
+    element = _element(_arrays.dtype_of(a))
+    if element.is_complex:
+        return None
+    with _arrays.launch_context("torch", _arrays.device_of((a,))):
+        found = _stacked.kernel_route(cupy().cuda.runtime.getDevice(), element, *a.shape,
+                                      single=True)
         if found is None:
             return None
-    else:
-        return None
-    if a.ndim == 2 and max(a.shape) > _tuning.current(element=element).one_matrix_batched_max:
-        return None
-    with _arrays.launch_context(kind, _arrays.device_of((a,))):
-        return (kind,) + _stacked.on_kernel(a, kind, element, found, check_finite, overwrite_a)
+        return ("torch",) + _stacked.on_kernel(a, "torch", element, found, check_finite,
+                                               overwrite_a)
 
 
 def _lu_factor(a, overwrite_a, check_finite, options, backend):

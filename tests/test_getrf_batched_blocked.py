@@ -228,7 +228,9 @@ def fake_launch(monkeypatch):
     monkeypatch.setattr(_blocked, "_kernel", lambda dev, ctype, smem: (
         lambda grid, block, *args: launches.append((_blocked._name(ctype), smem, grid, block,
                                                     args))))
-    return launches
+    _blocked.route.cache_clear()
+    yield launches
+    _blocked.route.cache_clear()
 
 
 def test_launch_arguments(fake_launch):

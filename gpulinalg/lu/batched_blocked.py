@@ -23,7 +23,7 @@ from ..core.arrays import check_device_array, check_on_device
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL
 from ..core.kernels import Launcher, get_kernel
-from .batched import check_stack
+from .batched import check_stack, launch
 
 FAMILY = "getrf_batched_blocked"
 MAX_ORDER = 1024            # GBB_MAXM: the largest M and N
@@ -105,10 +105,8 @@ def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, 
     info_ptr; `gen` stored to the host-mapped flags_ptr[0] where a matrix is singular and to
     flags_ptr[1] where an input holds an inf or NaN.  No validation; batch, m, n > 0 and
     fits(m, n, element) expected."""
-    dev = cupy().cuda.runtime.getDevice()
-    launch = _kernel(dev, element.ctype, shared_bytes(m, element))
-    launch((batch, 1, 1), (SHAPE_OF[element.ctype][1], 1, 1), batch, m, n, src_ptr, dst_ptr,
-           piv_ptr, info_ptr, flags_ptr, gen)
+    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n)
+    launch(found, batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen)
 
 
 def check_arguments(src, dst, piv, info, flags, limit=None):

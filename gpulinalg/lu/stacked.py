@@ -96,12 +96,15 @@ def factor(a, check_finite, options, backend, one, overwrite_a=False):
     return kind, xp, lu.reshape(shape), piv.reshape(batch + (k,)), info
 
 
-def kernel_route(device_id, element, m, n):
+def kernel_route(device_id, element, m, n, single=False):
     """The launch route (lu/batched.py's `route`, launched by its `launch`) of an m x n stack
     of the real `element` on the device: the register kernel (lu/batched.py) below the
     tuning table's batched_blocked_min_order, the blocked one (lu/batched_blocked.py) from
-    there; None where neither takes the order."""
+    there; None where neither takes the order, or for `single` (one matrix, a batch of one)
+    where the order passes the table's one_matrix_batched_max."""
     table = _tuning.current(element=element)
+    if single and max(m, n) > table.one_matrix_batched_max:
+        return None
     if max(m, n) < table.batched_blocked_min_order:
         found = _batched.route(device_id, element.ctype, m, n, table.batched_shapes)
         if found is not None:
@@ -111,8 +114,9 @@ def kernel_route(device_id, element, m, n):
 
 def plain_route(a):
     """(element, route) where `a` is a non-empty float32 or float64 CuPy array on the
-    current device whose order the batched kernel takes (lu/batched.py's `route`), else None:
-    the common call, which goes to `on_kernel` without the general path's conversions."""
+    current device whose order the batched kernels take (`kernel_route`; a 2-D `a` as a
+    batch of one), else None: the common call, which goes to `on_kernel` without the general
+    path's conversions."""
     cp = sys.modules.get("cupy")
     if cp is None or type(a) is not cp.ndarray:
         return None
@@ -122,7 +126,7 @@ def plain_route(a):
     device_id = cp.cuda.runtime.getDevice()
     if a.data.device_id != device_id:
         return None
-    found = kernel_route(device_id, element, *a.shape[-2:])
+    found = kernel_route(device_id, element, *a.shape[-2:], single=a.ndim == 2)
     return None if found is None else (element, found)
 
 
