@@ -85,14 +85,9 @@ def backward_errors(a, lu, piv, count):
     return ours, lapack
 
 
+@common.frees_pool
 def measure_stack(count, n, dtype, repeat, check_count):
     """One stack: ours against torch."""
-    row = _stack_row(count, n, dtype, repeat, check_count)
-    common.free_pool()
-    return row
-
-
-def _stack_row(count, n, dtype, repeat, check_count):
     import cupy as cp
 
     import gpulinalg
@@ -109,14 +104,9 @@ def _stack_row(count, n, dtype, repeat, check_count):
     return row
 
 
+@common.frees_pool
 def measure_one(n, dtype, repeat, check_count):
     """One n x n matrix: ours against cuSOLVER and torch."""
-    row = _one_row(n, dtype, repeat, check_count)
-    common.free_pool()
-    return row
-
-
-def _one_row(n, dtype, repeat, check_count):
     import cupy as cp
     import cupyx.scipy.linalg as cxl
 

@@ -195,6 +195,17 @@ def free_pool():
     cp.get_default_memory_pool().free_all_blocks()
 
 
+def frees_pool(measure):
+    """A case's measuring function, then free_pool: the arrays it made are garbage once it
+    returns, so the next case starts with the device's memory back."""
+    @functools.wraps(measure)
+    def measured(*args, **kwargs):
+        row = measure(*args, **kwargs)
+        free_pool()
+        return row
+    return measured
+
+
 def time_wall(fns, warmup=1, repeat=5):
     """{name: median milliseconds of one call} for a dict of callables, each call timed by
     the host's clock up to a device synchronisation after it (what a user's call costs, host

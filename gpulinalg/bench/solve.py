@@ -67,14 +67,9 @@ def conditioned(cp, n, kappa, seed):
     return (u * s) @ v.T
 
 
+@common.frees_pool
 def measure_lu_solve(n, nrhs, dtype, repeat):
     """lu_solve of nrhs right-hand sides with an n x n LU, ours against cuSOLVER's."""
-    row = _lu_solve_row(n, nrhs, dtype, repeat)
-    common.free_pool()
-    return row
-
-
-def _lu_solve_row(n, nrhs, dtype, repeat):
     import cupy as cp
     import cupyx.scipy.linalg as cxl
 
@@ -95,15 +90,10 @@ def _lu_solve_row(n, nrhs, dtype, repeat):
     return row
 
 
+@common.frees_pool
 def measure_solve(n, repeat, kappa=None):
     """The float64 solve of one right-hand side on a random n x n matrix, or on one of
     condition number kappa (`conditioned`)."""
-    row = _solve_row(n, repeat, kappa)
-    common.free_pool()
-    return row
-
-
-def _solve_row(n, repeat, kappa):
     import dataclasses
     import warnings
 
