@@ -635,24 +635,15 @@ def sizes_around_steps():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("size", sizes_around_steps())
-def test_kernel_square(cp, rng, dtype, size):
-    if size > max_order(element_of(dtype)):
-        pytest.skip(f"this device takes {dtype.__name__} up to {max_order(element_of(dtype))}")
-    a = random_stack(rng, 37, size, size, dtype)
-    lu, piv, info = factor_on_gpu(cp, a)
-    assert_kernel_matches_reference(a, lu, piv, info)
-    assert_backward_error_like_lapack(a, lu, piv)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("m,n", [(8, 3), (3, 8), (17, 16), (16, 17), (33, 5), (5, 33),
-                                 (64, 40), (40, 64), (128, 65), (65, 128), (128, 1), (1, 128)])
-def test_kernel_rectangular(cp, rng, dtype, m, n):
+@pytest.mark.parametrize("m,n,count", [(s, s, 37) for s in sizes_around_steps()]
+                         + [(m, n, 19) for m, n in [(8, 3), (3, 8), (17, 16), (16, 17), (33, 5),
+                                                    (5, 33), (64, 40), (40, 64), (128, 65),
+                                                    (65, 128), (128, 1), (1, 128)]])
+def test_kernel_shapes(cp, rng, dtype, m, n, count):
+    """Square stacks around each shape's order and rectangular ones, against the model."""
     if max(m, n) > max_order(element_of(dtype)):
-        pytest.skip("beyond this device's order")
-    a = random_stack(rng, 19, m, n, dtype)
+        pytest.skip(f"this device takes {dtype.__name__} up to {max_order(element_of(dtype))}")
+    a = random_stack(rng, count, m, n, dtype)
     lu, piv, info = factor_on_gpu(cp, a)
     assert_kernel_matches_reference(a, lu, piv, info)
     assert_backward_error_like_lapack(a, lu, piv)
