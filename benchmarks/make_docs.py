@@ -230,14 +230,19 @@ def lu_section(doc, img):
     return "\n".join(text)
 
 
+def tabled_section(title, doc, cols, prose):
+    """A section of one table: its title, the run's environment, the prose, the rows."""
+    return "\n".join([f"## {title}\n\n{env_line(doc)}\n", prose, table(doc["rows"], cols)])
+
+
 def dgemm_section(doc, img=None):
     """Our FP64 tensor-core DGEMM beside cuBLAS's: every tile timed (tools/dgemm_bench.py)."""
     from gpulinalg.tuning import SM90_F64
     cols = [("case", "case", ""), ("variant", "tile", ""), ("ours_ms", "ours ms", ".3f"),
             ("ours_tflops", "ours TF/s", ".1f"), ("cublas_tflops", "cuBLAS TF/s", ".1f"),
             ("ratio", "ours/cuBLAS", ".3f"), ("max_rel_err", "max rel. diff", ".1e")]
-    return "\n".join([
-        f"## DGEMM (float64)\n\n{env_line(doc)}\n",
+    return tabled_section(
+        "DGEMM (float64)", doc, cols,
         "C = A B on squares (`dgemm`, `matmul` of float64) and the LU's rank-k update C −= A B "
         "(A 16384 × k and B k × 16384 row-major, C 16384²), ours on the FP64 tensor cores "
         "(`mma.sync` f64) beside cuBLAS DGEMM (`cupy.matmul`; for the update one fused "
@@ -246,8 +251,7 @@ def dgemm_section(doc, img=None):
         f"`{SM90_F64.dmma_update_variant}` for k ≤ 512, `{SM90_F64.dmma_small_variant}` where "
         "the large tile leaves half the SMs idle (`auto` in this run named the tile of the "
         "table at the time).  The difference is max |ours − cuBLAS| / max |cuBLAS|.  "
-        + reproduce("dgemm", "python3 tools/dgemm_bench.py --variants all"),
-        table(doc["rows"], cols)])
+        + reproduce("dgemm", "python3 tools/dgemm_bench.py --variants all"))
 
 
 def lu64_section(doc, img=None):
@@ -257,12 +261,11 @@ def lu64_section(doc, img=None):
             ("cusolver_tflops", "cuSOLVER TF/s", ".2f"), ("ratio", "ours/cuSOLVER", ".2f"),
             ("err", "err ours", ".1e"), ("err_cusolver", "err cuSOLVER", ".1e")]
     cmd = "gpulinalg-bench lu --dtype float64 --sizes " + sizes_arg(doc["rows"])
-    return "\n".join([
-        f"## LU factorization, float64\n\n{env_line(doc)}\n",
+    return tabled_section(
+        "LU factorization, float64", doc, cols,
         "As the float32 table: a CuPy float64 matrix at `lu_factor`'s defaults (GPU panel, "
         "FP64 updates on our DGEMM) against cuSOLVER's dgetrf (`cupyx.scipy.linalg.lu_factor`) "
-        "in the same run; errors in units of n ε of float64.  " + reproduce("lu64", cmd),
-        table(doc["rows"], cols)])
+        "in the same run; errors in units of n ε of float64.  " + reproduce("lu64", cmd))
 
 
 def solve_section(doc, img=None):
@@ -272,8 +275,8 @@ def solve_section(doc, img=None):
             ("vendor_ms", "cuSOLVER ms", ".3f"), ("ratio", "cuSOLVER/ours", ".2f"),
             ("err_ours", "err ours", ".1e"), ("err_vendor", "err cuSOLVER", ".1e"),
             ("path", "path", ""), ("iterations", "steps", "")]
-    return "\n".join([
-        f"## Solves\n\n{env_line(doc)}\n",
+    return tabled_section(
+        "Solves", doc, cols,
         "CuPy inputs, wall time of one call with a device synchronisation, ours and cuSOLVER's "
         "alternating, medians.  `lu_solve`: factors on the GPU (ours from `lu_factor`, "
         "cuSOLVER's from `cupyx.scipy.linalg.lu_factor`), against "
@@ -281,8 +284,7 @@ def solve_section(doc, img=None):
         "`gpulinalg.solve` at its defaults against `cupy.linalg.solve` (dgetrf + dgetrs); κ "
         "rows on matrices of that condition number.  Error: ‖b − Ax‖∞ / (‖A‖∞‖x‖∞ + ‖b‖∞); "
         "path and steps as `solve(..., return_info=True)` reports them.  "
-        + reproduce("solve", "gpulinalg-bench solve"),
-        table(doc["rows"], cols)])
+        + reproduce("solve", "gpulinalg-bench solve"))
 
 
 def batched_section(doc, img=None):
@@ -293,15 +295,14 @@ def batched_section(doc, img=None):
             ("vs_torch", "torch/ours", ".2f"), ("cusolver_ms", "cuSOLVER ms", ".3f"),
             ("vs_cusolver", "cuSOLVER/ours", ".2f"), ("err", "err ours", ".1e"),
             ("err_lapack", "err LAPACK", ".1e")]
-    return "\n".join([
-        f"## Small matrices and stacks\n\n{env_line(doc)}\n",
+    return tabled_section(
+        "Small matrices and stacks", doc, cols,
         "CuPy inputs on the GPU, wall time of one `lu_factor` call with a device "
         "synchronisation (host work included), candidates alternating, medians.  `stack`: a "
         "(B, n, n) array against `torch.linalg.lu_factor` of the same memory; `one`: one n × n "
         "matrix against `cupyx.scipy.linalg.lu_factor` (cuSOLVER) and torch.  Error: the worst "
         "‖PA − LU‖_F / (‖A‖_F n ε) of the first matrices, ours and LAPACK's on the same ones.  "
-        + reproduce("batched", "gpulinalg-bench batched"),
-        table(doc["rows"], cols)])
+        + reproduce("batched", "gpulinalg-bench batched"))
 
 
 def cpu_panel_steps(doc):
