@@ -21,7 +21,8 @@ class Flags:
     """WORDS int32 of mapped pinned memory and the generation of the next call."""
 
     def __init__(self):
-        self.ptr = cupy().cuda.runtime.hostAlloc(4 * WORDS, _PORTABLE_MAPPED)
+        self.ptr = cupy().cuda.runtime.hostAlloc(ctypes.sizeof(ctypes.c_int32) * WORDS,
+                                                _PORTABLE_MAPPED)
         self.words = np.ctypeslib.as_array((ctypes.c_int32 * WORDS).from_address(self.ptr))
         self.words[:] = 0
         self.gen = 0

@@ -157,7 +157,7 @@ def on_kernel(a, kind, element, found, check_finite, overwrite_a):
     flags = _mapped.flags()
     gen = flags.next_gen()
     _batched.launch(found, count, m, n, src.data.ptr, dst.data.ptr, pivinfo.data.ptr,
-                    pivinfo.data.ptr + 4 * count * k, flags.ptr, gen)
+                    pivinfo.data.ptr + pivinfo.itemsize * count * k, flags.ptr, gen)
     cp.cuda.get_current_stream().synchronize()
     singular, nonfinite = flags.read(gen)
     if check_finite and nonfinite:
