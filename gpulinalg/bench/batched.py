@@ -21,7 +21,8 @@ import numpy as np
 from . import common
 
 
-ERROR_FLOOR = 0.25      # errors below this many ||A|| n eps pass whatever LAPACK's (a few roundings)
+# Errors below this many ||A|| n eps pass whatever LAPACK's (a few roundings).
+ERROR_FLOOR = 0.25
 
 
 def add_arguments(p):
@@ -142,11 +143,7 @@ def execute(args):
                 rows.append(measure_one(*params, args.repeat, args.check))
             bar.done(progress(rows[-1]))
     summary(rows)
-    common.write_json(args.json, "batched", rows)
-    if args.plot:
-        path = common.plot_path(args.json, "batched")
-        plot(rows, path)
-        print(f"wrote {path}")
+    common.write_results(args, "batched", rows, plot)
     bad = [r for r in rows if r["err"] > max(2 * r["err_lapack"], ERROR_FLOOR)]
     for r in bad:
         print(f"ERROR ABOVE 2x LAPACK'S: {progress(r)}")

@@ -412,6 +412,16 @@ def plot_unavailable():
     return None
 
 
+def write_results(args, routine, rows, plot, extra=None):
+    """The routine's --json file of `rows` (write_json) and, with --plot, its figure beside it
+    (plot(rows, path))."""
+    write_json(args.json, routine, rows, extra)
+    if args.plot:
+        path = plot_path(args.json, routine)
+        plot(rows, path)
+        print(f"wrote {path}")
+
+
 def plot_path(json_path, routine):
     """Where --plot writes: the --json path with the suffix .png, else ./<routine>.png."""
     return pathlib.Path(json_path).with_suffix(".png") if json_path else pathlib.Path(

@@ -140,11 +140,7 @@ def execute(args):
         print_rows(rows, args)
     else:
         summary(rows)
-    common.write_json(args.json, "laswp", rows)
-    if args.plot:
-        path = common.plot_path(args.json, "laswp")
-        plot(rows, path)
-        print(f"wrote {path}")
+    common.write_results(args, "laswp", rows, plot)
     return 0 if all(r["ok"] and r["ok_inverse"] for r in rows) else 1
 
 

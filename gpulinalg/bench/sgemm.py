@@ -357,13 +357,9 @@ def execute(args):
         print_rows(rows, args.variants, baselines, args.tc)
     else:
         summary(rows)
-    common.write_json(args.json, "sgemm", rows,
-                      {"variants": args.variants, "baselines": list(baselines), "tc": args.tc,
-                       "tuning": args.tuning})
-    if args.plot:
-        path = common.plot_path(args.json, "sgemm")
-        plot(rows, path)
-        print(f"wrote {path}")
+    common.write_results(args, "sgemm", rows, plot,
+                         {"variants": args.variants, "baselines": list(baselines),
+                          "tc": args.tc, "tuning": args.tuning})
     return 0
 
 

@@ -156,11 +156,7 @@ def execute(args):
                 rows.append(measure_solve(params[0], args.repeat, *params[1:]))
             bar.done(progress(rows[-1]))
     summary(rows)
-    common.write_json(args.json, "solve", rows)
-    if args.plot:
-        path = common.plot_path(args.json, "solve")
-        plot(rows, path)
-        print(f"wrote {path}")
+    common.write_results(args, "solve", rows, plot)
     bad = [r for r in rows if r["err_ours"] > 2 * r["err_vendor"] + 1e-15]
     for r in bad:
         print(f"ERROR ABOVE 2x THE VENDOR'S: {progress(r)}")

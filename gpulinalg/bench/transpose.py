@@ -188,11 +188,7 @@ def execute(args):
     extra = {"variants": args.variants, "tuning": args.tuning}
     if layout_rows:
         extra["layouts"] = layout_rows
-    common.write_json(args.json, "transpose", rows, extra)
-    if args.plot:
-        path = common.plot_path(args.json, "transpose")
-        plot(rows, path)
-        print(f"wrote {path}")
+    common.write_results(args, "transpose", rows, plot, extra)
     return 0 if all(r["ok"] for r in rows + layout_rows) else 1
 
 
