@@ -177,6 +177,34 @@ def test_gpu_stacked_solves(cp, rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
+    """Broadcast stacks of small systems through the batched solve: SciPy's shapes, dtypes
+    and answers, b left as it was, its checks."""
+    import gpulinalg
+    a = rng.standard_normal((3, 1, 20, 20)).astype(dtype) + 5 * np.eye(20, dtype=dtype)
+    lu, piv = gpulinalg.lu_factor(cp.asarray(a))
+    for b in (rng.standard_normal((3, 4, 20, 2)), rng.standard_normal(20),
+              rng.standard_normal((4, 20)), rng.standard_normal((3, 4, 20))):
+        b = b.astype(dtype)
+        db = cp.asarray(b)
+        x = gpulinalg.lu_solve((lu, piv), db)
+        ref = sl.lu_solve(sl.lu_factor(a), b)
+        assert x.shape == ref.shape and x.dtype == ref.dtype
+        tol = 1e-3 if dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(cp.asnumpy(x), ref, rtol=0, atol=tol)
+        np.testing.assert_array_equal(cp.asnumpy(db), b)        # b not overwritten
+    bad = piv.copy()
+    bad[1, 0, 3] = 20
+    with pytest.raises(ValueError, match="piv"):
+        gpulinalg.lu_solve((lu, bad), cp.asarray(rng.standard_normal(20).astype(dtype)))
+    c = cp.asarray(rng.standard_normal((3, 1, 20)).astype(dtype))
+    c[2, 0, 7] = np.inf
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu_solve((lu, piv), c)
+
+
+@pytest.mark.gpu
 def test_gpu_stack_overwrite_a(cp, rng):
     import gpulinalg
     a = cp.asarray(_stack(rng, (6, 16, 16), np.float32))

@@ -24,6 +24,7 @@ from ..core.element import element as _element
 from .. import tuning as _tuning
 from . import batched as _batched
 from . import batched_blocked as _batched_blocked
+from . import getrs_batched as _getrs_batched
 from . import plan as _plan
 
 
@@ -233,6 +234,45 @@ def over_batch(f, arrays, core_ndims, xp):
         raise ValueError("an empty stack (a zero-size batch dimension) has nothing to solve")
     out = xp.stack([xp.asarray(r) for r in results])
     return out.reshape(batch + tuple(out.shape[1:]))
+
+
+def solve_batched(lu, piv, b, check_finite):
+    """lu_solve (trans 0) of broadcast CuPy stacks in one launch (lu/getrs_batched.py): lu
+    (..., N, N), piv (..., N), b (..., N, K) or (..., N) as over_batch broadcasts them (b with
+    one dimension: one vector for all), real, 0 < N <= its MAX_ORDER, every batch and
+    right-hand side non-empty; None where the stacks are not of that kind (the caller solves
+    them one by one).  SciPy's checks: ValueError for pivots outside [0, N), for b's infs or
+    NaNs (check_finite) and for mismatched shapes.  The result has the batch shape in front
+    and b's core shape, C-contiguous."""
+    cp = cupy()
+    if lu.ndim < 2 or piv.ndim < 1 or lu.shape[-1] != lu.shape[-2]:
+        return None
+    n = lu.shape[-1]
+    core = 2 if b.ndim >= 2 else 1
+    if not 0 < n <= _getrs_batched.MAX_ORDER or b.shape[b.ndim - core] != n \
+            or piv.shape[-1] != n or piv.dtype.kind not in "iu":
+        return None
+    try:
+        dtype = np.promote_types(_element(lu.dtype).dtype, _element(b.dtype).dtype)
+    except TypeError:
+        return None
+    if np.dtype(dtype).kind != "f":
+        return None
+    batch = np.broadcast_shapes(lu.shape[:-2], piv.shape[:-1], b.shape[:b.ndim - core])
+    rhs = tuple(b.shape[b.ndim - core:])
+    count, nrhs = math.prod(batch), math.prod(rhs[1:])
+    if not (count and nrhs):
+        return None
+    B = cp.array(cp.broadcast_to(b, batch + rhs), dtype=dtype, order="C")   # overwritten
+    if check_finite and not _finite.device_all_finite(B.reshape(count * n, nrhs)):
+        raise ValueError(_finite.NONFINITE)
+    P = cp.ascontiguousarray(cp.broadcast_to(piv, batch + (n,)), dtype=np.int32)
+    if bool(((P < 0) | (P >= n)).any()):
+        raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
+    LU = cp.ascontiguousarray(cp.broadcast_to(lu.astype(dtype, copy=False), batch + (n, n)))
+    _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, P.data.ptr, B.data.ptr,
+                                     _element(np.dtype(dtype)))
+    return B.reshape(batch + rhs)
 
 
 def native(x, xp):

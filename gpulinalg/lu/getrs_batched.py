@@ -1,0 +1,69 @@
+"""Solves with a stack of LU factors in one launch: the launcher of kernels/getrs_batched.cu
+(float32 and float64, orders up to NMAX_SHAPES[-1]) and its NumPy model.
+
+lu_solve of a stack of small real systems on the GPU calls `getrs_batched`: one warp per
+system and right-hand side applies the interchanges and both triangular solves with the
+solution held in registers (the kernel's header says which lane does what).
+"""
+
+import numpy as np
+
+from ..core.backend import cupy
+from ..core.element import REAL_KERNEL
+from ..core.kernels import Launcher, get_kernel
+from . import batched as _batched
+
+FAMILY = "getrs_batched"
+WARPS = 4                   # GETRS_WARPS: warps (systems x right-hand sides) per block
+NMAX_SHAPES = (32, 64, 128)  # template NMAX: a call takes the smallest >= n
+ELEMENTS = REAL_KERNEL
+_SPECS = "iiiPPP"           # batch, n, nrhs, lu, piv, B
+
+
+def _name(ctype, nmax):
+    return f"getrs_batched<{ctype},{nmax}>"
+
+
+KERNEL_NAMES = tuple(_name(e.ctype, nmax) for e in ELEMENTS for nmax in NMAX_SHAPES)
+MAX_ORDER = NMAX_SHAPES[-1]
+
+_launchers = {}
+
+
+def _launcher(device_id, ctype, nmax):
+    key = (device_id, ctype, nmax)
+    if key not in _launchers:
+        _launchers[key] = Launcher(get_kernel(FAMILY, _name(ctype, nmax)), _SPECS)
+    return _launchers[key]
+
+
+def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element):
+    """B_b := A_b^{-1} B_b for every b < batch, A_b = P_b L_b U_b given by the C-contiguous
+    factors (batch, n, n) at lup and 0-based pivots (batch, n) int32 at pivp; B (batch, n,
+    nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.  One launch on the current
+    device and stream; no validation (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
+    nmax = next(s for s in NMAX_SHAPES if s >= n)
+    launch = _launcher(cupy().cuda.runtime.getDevice(), element.ctype, nmax)
+    warps = batch * nrhs
+    launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, nrhs, lup, pivp, bp)
+
+
+def reference(lu, piv, b):
+    """The kernel's result in NumPy for lu (batch, n, n), piv (batch, n), b (batch, n, nrhs),
+    float32 or float64: the interchanges, then the forward and back substitutions in the
+    kernel's order with its fused multiply-adds (batched.fms) and divisions, so real inputs
+    of normal numbers give its bits."""
+    lu, b = np.asarray(lu), np.array(b, copy=True)
+    batch, n, _ = lu.shape
+    rows = np.arange(batch)
+    for k in range(n):
+        q = np.asarray(piv)[:, k]
+        held = b[rows, k].copy()
+        b[rows, k] = b[rows, q]
+        b[rows, q] = held
+    for k in range(n):
+        b[:, k + 1:] = _batched.fms(b[:, k + 1:], lu[:, k + 1:, k, None], b[:, k, None])
+    for k in range(n - 1, -1, -1):
+        b[:, k] = b[:, k] / lu[:, k, k, None]
+        b[:, :k] = _batched.fms(b[:, :k], lu[:, :k, k, None], b[:, k, None])
+    return b

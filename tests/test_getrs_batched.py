@@ -1,0 +1,112 @@
+"""Solves with a stack of LU factors (kernels/getrs_batched.cu, gpulinalg/lu/getrs_batched.py):
+the kernel emulated on the CPU bit for bit against its NumPy model, the model against SciPy,
+and the GPU."""
+
+import ctypes
+
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+from gpulinalg.lu import getrs_batched as gb
+from gpulinalg.lu.batched import reference as getrf_reference
+
+import kernel_emulation
+from array_helpers import assert_same_bits
+
+_DRIVER = r"""
+template <typename T, int NMAX>
+void run(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, unsigned seed) {
+    const long long warps = (long long)batch * nrhs;
+    emu::run_blocks((int)((warps + GETRS_WARPS - 1) / GETRS_WARPS), 32 * GETRS_WARPS, seed, 0,
+                    [=]() {
+        getrs_batched<T, NMAX>(batch, n, nrhs, static_cast<const T*>(lu), piv,
+                               static_cast<T*>(B));
+    });
+}
+extern "C" int grs_run(int itemsize, int nmax, int batch, int n, int nrhs, const void* lu,
+                       const int* piv, void* B, unsigned seed) {
+#define CASE(T, N) if (sizeof(T) == (size_t)itemsize && nmax == N) \
+    { run<T, N>(batch, n, nrhs, lu, piv, B, seed); return 0; }
+    CASES
+    return 1;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    cases = " ".join(f"CASE({name[name.index('<') + 1:-1]})" for name in gb.KERNEL_NAMES)
+    lib = kernel_emulation.build(tmp_path_factory, "getrs_batched",
+                                 _DRIVER.replace("CASES", cases))
+    lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_uint])
+    return lib
+
+
+def factors(rng, batch, n, dtype):
+    """A random stack, its factors by the batched LU's model (the kernel's own), pivots."""
+    a = rng.standard_normal((batch, n, n)).astype(dtype)
+    lu, piv, info = getrf_reference(a)
+    assert not info.any()
+    return a, lu, piv
+
+
+def run_emulated(lib, lu, piv, b, nmax=None):
+    batch, n, nrhs = b.shape
+    nmax = nmax or next(s for s in gb.NMAX_SHAPES if s >= n)
+    x = np.ascontiguousarray(b).copy()
+    lu = np.ascontiguousarray(lu)
+    piv = np.ascontiguousarray(piv, np.int32)
+    assert lib.grs_run(lu.dtype.itemsize, nmax, batch, n, nrhs, lu.ctypes.data,
+                       piv.ctypes.data, x.ctypes.data, 1) == 0
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,nrhs", [(1, 1), (2, 3), (31, 1), (32, 2), (33, 1), (64, 1),
+                                    (65, 2), (100, 1), (128, 1)])
+def test_emulated_matches_model(emulated, rng, dtype, n, nrhs):
+    batch = 3 if n > 64 else 5
+    a, lu, piv = factors(rng, batch, n, dtype)
+    b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
+    x = run_emulated(emulated, lu, piv, b)
+    assert_same_bits(x, gb.reference(lu, piv, b))
+
+
+def test_emulated_larger_template(emulated, rng):
+    """An order below the template's NMAX (rows past n idle) gives the same bits."""
+    a, lu, piv = factors(rng, 4, 20, np.float64)
+    b = rng.standard_normal((4, 20, 2))
+    for nmax in gb.NMAX_SHAPES:
+        assert_same_bits(run_emulated(emulated, lu, piv, b, nmax), gb.reference(lu, piv, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_model_solves_like_scipy(rng, dtype):
+    a, lu, piv = factors(rng, 6, 40, dtype)
+    b = rng.standard_normal((6, 40, 3)).astype(dtype)
+    x = gb.reference(lu, piv, b)
+    for i in range(6):
+        ref = sl.lu_solve((lu[i].astype(np.float64), piv[i]), b[i].astype(np.float64))
+        tol = 1e-3 if dtype == np.float32 else 1e-10
+        np.testing.assert_allclose(x[i], ref, rtol=0, atol=tol * max(1, np.abs(ref).max()))
+
+
+def test_names():
+    assert gb.KERNEL_NAMES == tuple(f"getrs_batched<{t},{n}>" for t in ("float", "double")
+                                    for n in (32, 64, 128))
+    assert kernel_emulation.launch_format("getrs_batched", "getrs_batched") == gb._SPECS
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,n,nrhs", [(1, 1, 1), (1000, 8, 1), (37, 33, 5), (300, 128, 2),
+                                          (5, 100, 100)])
+def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
+    from gpulinalg.core.element import exact
+    a, lu, piv = factors(rng, batch, n, dtype)
+    b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
+    dlu, dpiv, db = cp.asarray(lu), cp.asarray(piv), cp.asarray(b)
+    gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
+                         exact(np.dtype(dtype)))
+    assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b))
