@@ -22,7 +22,8 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "getrf_leaf_row": "gpulinalg.lu.panel_gpu", "finite": "gpulinalg.core.finite",
             "dgemm": "gpulinalg.gemm.dmma", "trsv": "gpulinalg.lu.trsv",
             "getrf_batched": "gpulinalg.lu.batched",
-            "getrf_batched_blocked": "gpulinalg.lu.batched_blocked"}
+            "getrf_batched_blocked": "gpulinalg.lu.batched_blocked",
+            "permute": "gpulinalg.layout.permute"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 # Known local memory, by name expression: the late-publishing 128-wide float row leaf spills 4
