@@ -534,10 +534,12 @@ def _lu_solve_stack(lu_and_piv, b, trans, check_finite, solve_one):
     return _out(X, kind, xp)
 
 
-def _solve_inputs(lu_and_piv, b, trans, kind=None):
+def _solve_inputs(lu_and_piv, b, trans, kind=None, device_pivots=False):
     """lu_solve's arguments checked (no GPU needed): (kind, lu, b, piv, n, bshape, dtype), piv
     as host int32, dtype the solve's: SciPy's, the promotion of the working dtypes of lu and
-    b.  kind: the kind to treat them as (default: theirs, which must agree)."""
+    b.  kind: the kind to treat them as (default: theirs, which must agree).  device_pivots:
+    an integer CuPy or CUDA torch piv of shape (n,) is returned as it is, its values not
+    read (no synchronisation: the caller checks their range on the device)."""
     lu_, piv = lu_and_piv
     if trans not in (0, 1, 2) or isinstance(trans, float):
         raise ValueError(f"trans must be 0, 1 or 2, got {trans!r}")
@@ -553,12 +555,30 @@ def _solve_inputs(lu_and_piv, b, trans, kind=None):
         raise ValueError(f"Shapes of lu {(n, n2)} and b {bshape} are incompatible")
     if n != n2:
         raise ValueError(f"lu must be square, got shape {(n, n2)}")
+    if device_pivots and _device_pivots(piv, n):
+        return kind, lu_, b, piv, n, bshape, dtype
+    return kind, lu_, b, _checked_pivots(piv, n), n, bshape, dtype
+
+
+def _device_pivots(piv, n):
+    """Whether piv is an int32 CuPy array or CUDA torch tensor of shape (n,) (lu_factor's;
+    wider integers are checked on the host, where a value past int32 cannot wrap)."""
+    kind = _arrays.array_kind(piv) if hasattr(piv, "shape") else "numpy"
+    return (kind in ("cupy", "torch") and tuple(piv.shape) == (n,)
+            and _arrays.dtype_of(piv) == np.int32)
+
+
+def _checked_pivots(piv, n):
+    """piv as a host int32 vector of 0-based row indices in [0, n), or ValueError."""
     piv_h = _host_pivots(piv)
     if piv_h.shape != (n,):
         raise ValueError(f"piv must have shape ({n},), got {piv_h.shape}")
     if n and (piv_h.min() < 0 or piv_h.max() >= n):  # the laswp kernel trusts its pivots
-        raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
-    return kind, lu_, b, piv_h, n, bshape, dtype
+        raise ValueError(_PIVOT_RANGE.format(n=n))
+    return piv_h
+
+
+_PIVOT_RANGE = "piv must hold 0-based row indices in [0, {n})"
 
 
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
@@ -603,12 +623,15 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
 
     Notes
     -----
-    Real dtypes, trans = 0: the row interchanges are applied to a row-major copy of b with
-    our laswp kernel, then ``L y = P b`` and ``U x = y`` are solved on the GPU: up to 16
-    right-hand sides by our kernel that reads each triangle once (one launch per triangle),
-    beyond by our blocked substitution (a kernel per diagonal block, a GEMM per block's
-    coupling).  trans = 1, 2: cuBLAS trsm (``U^T`` and ``L^T`` solves, through cupyx), then
-    the interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
+    Real dtypes, trans = 0, up to 16 right-hand sides with device factors and int32
+    pivots: one launch applies all the row interchanges to b as one permutation, reading b
+    where it lies and checking the pivots' range (and, with `check_finite`, b's values) on
+    the GPU; ``L y = P b`` and ``U x = y`` are then solved by our kernel that reads each
+    triangle once (one launch per triangle), and one synchronisation reads the checks.
+    More right-hand sides: the interchanges by our laswp kernel on a row-major copy of b, then
+    our blocked substitution (a kernel per diagonal block, a GEMM per block's coupling).
+    trans = 1, 2: cuBLAS trsm (``U^T`` and ``L^T`` solves, through cupyx), then the
+    interchanges in reverse order.  Complex dtypes: cuSOLVER's getrs (through
     `cupyx.scipy.linalg.lu_solve`).  ``2 N^2`` flops per right-hand side.
 
     Examples
@@ -623,7 +646,8 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """
     if _stacked_solve(lu_and_piv, b):
         return _lu_solve_stack(lu_and_piv, b, trans, check_finite, lu_solve)
-    kind, lu_, b, piv, n, bshape, dtype = _solve_inputs(lu_and_piv, b, trans)
+    kind, lu_, b, piv, n, bshape, dtype = _solve_inputs(lu_and_piv, b, trans,
+                                                        device_pivots=True)
     if kind in _HOST_KINDS:
         if check_finite and not np.isfinite(_arrays.host_view(b, "b")).all():
             raise ValueError(_finite.NONFINITE)
@@ -633,11 +657,20 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     cp = cupy()
     with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
         B = _arrays.to_device(b, kind, "b", dtype)
+        LU = _arrays.to_device(lu_, kind, "lu", dtype)
+        if B.size and not isinstance(piv, np.ndarray) and _getrs.few_columns(LU, B, trans):
+            # one gather (pivots checked, b copied and checked on the device) and the two
+            # few-column solves, then one synchronisation for the checks' flags
+            P = _arrays.to_device(piv, kind, "piv", np.int32)
+            X = _getrs.getrs_few(LU, B.reshape(n, -1), P, check_finite,
+                                 _PIVOT_RANGE.format(n=n))
+            return _out(_solution(cp, X, bshape), kind, cp)
         if check_finite and not _finite.device_all_finite(B):
             raise ValueError(_finite.NONFINITE)
         if B.size == 0:
             return _out(cp.empty(bshape, dtype), kind, cp)
-        LU = _arrays.to_device(lu_, kind, "lu", dtype)
+        if not isinstance(piv, np.ndarray):
+            piv = _checked_pivots(piv, n)
         # Layout: right-hand sides row-major (n x nrhs, C-order), so laswp moves whole rows.
         X = cp.array(B.reshape(n, -1), dtype=dtype, order="C")
         X = _getrs.getrs(cp, LU, X, cp.asarray(piv), trans)

@@ -1,5 +1,5 @@
 """A CPU emulation of the CUDA features the batched LU kernels use (tests of
-kernels/getrf_batched.cu and getrf_batched_blocked.cu): the kernel's own source compiled by g++
+kernels/getrf_batched.cu, getrf_batched_blocked.cu and permute.cu): the kernel's own source compiled by g++
 against PRELUDE, one block at a time, each thread a fiber whose barriers, shuffles and warp
 reductions are rendezvous of the fibers named, in a shuffled order each round.  A test adds a
 driver (C++ defining extern "C" entry points that call emu::run_blocks) and calls it through
@@ -130,6 +130,7 @@ template <int N> inline void cp_async_wait() {}
 alignas(16) float4 emu_smem[(256 * 1024) / 16];
 #define gbatch_smem emu_smem
 #define gbb_smem emu_smem
+#define perm_smem emu_smem
 namespace emu {
 inline std::function<void()> body;
 // `blocks` blocks of `threads` fibers each running body() for its blockIdx.x, fibers resumed

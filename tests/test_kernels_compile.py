@@ -23,7 +23,8 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "dgemm": "gpulinalg.gemm.dmma", "trsv": "gpulinalg.lu.trsv",
             "getrf_batched": "gpulinalg.lu.batched",
             "getrf_batched_blocked": "gpulinalg.lu.batched_blocked",
-            "getrs_batched": "gpulinalg.lu.getrs_batched"}
+            "getrs_batched": "gpulinalg.lu.getrs_batched",
+            "permute": "gpulinalg.layout.permute"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
 # Known local memory, by name expression: the late-publishing 128-wide float row leaf spills 4

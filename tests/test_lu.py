@@ -671,6 +671,36 @@ def test_gpu_lu_solve(cp, rng, trans, nrhs):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_lu_solve_checks_on_the_device(cp, rng, dtype):
+    """The few-column path checks the pivots' range and b's values on the device: the same
+    errors as the host checks; strided and F-ordered right-hand sides read where they lie."""
+    n = 300
+    a = rng.standard_normal((n, n)).astype(dtype)
+    lu, piv = gpulinalg.lu_factor(cp.asarray(a))
+    ref_lu, ref_piv = sl.lu_factor(a)
+    b = rng.standard_normal((n, 7)).astype(dtype)
+    for rhs in (b[:, 0], b[:, ::2], np.asfortranarray(b[:, :3])):
+        x = gpulinalg.lu_solve((lu, piv), cp.asarray(rhs))
+        np.testing.assert_allclose(cp.asnumpy(x), sl.lu_solve((ref_lu, ref_piv), rhs),
+                                   rtol=0, atol=5e-3 if dtype == np.float32 else 1e-10)
+    strided = cp.asarray(b)[:, ::3]                     # a view, not copied first
+    np.testing.assert_allclose(cp.asnumpy(gpulinalg.lu_solve((lu, piv), strided)),
+                               sl.lu_solve((ref_lu, ref_piv), b[:, ::3]), rtol=0,
+                               atol=5e-3 if dtype == np.float32 else 1e-10)
+    for value in (-1, n, 10**6):
+        bad = piv.copy()
+        bad[17] = value
+        with pytest.raises(ValueError, match="piv must hold"):
+            gpulinalg.lu_solve((lu, bad), cp.asarray(b[:, 0]))
+    c = cp.asarray(b[:, 0])
+    c[5] = np.nan
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu_solve((lu, piv), c)
+    assert cp.isnan(gpulinalg.lu_solve((lu, piv), c, check_finite=False)).any()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("panel", ["gpu", "cpu"])
 @pytest.mark.parametrize("overwrite_a,order", [(False, "C"), (True, "C"), (False, "F"),
                                                (True, "F")])

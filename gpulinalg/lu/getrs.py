@@ -11,8 +11,12 @@ dtype and 0-based LAPACK pivots.
 
 import numpy as np
 
-from ..layout.laswp import laswp_reference, row_leading_dim
+from ..core import mapped
+from ..core.backend import cupy
 from ..core.element import exact
+from ..core.finite import NONFINITE
+from ..layout import permute
+from ..layout.laswp import laswp_reference, row_leading_dim
 from . import trsm as _trsm
 from . import trsv
 
@@ -32,6 +36,44 @@ def _row_major(a):
     """a is a row-major view (unit column stride): the layout the few-column solve reads."""
     size = a.itemsize
     return row_leading_dim(a.shape, (a.strides[0] // size, a.strides[1] // size)) is not None
+
+
+def few_columns(LU, B, trans):
+    """Whether `getrs_few` takes the system: A x = b (trans 0) with real row-major factors LU
+    on the GPU, B of LU's dtype with whole-element strides and at most trsv.MAX_RHS columns,
+    0 < n <= permute.max_rows()."""
+    n = LU.shape[0]
+    size = LU.itemsize
+    return (trans == 0 and exact(LU.dtype) is not None and B.dtype == LU.dtype
+            and 0 < n <= permute.max_rows() and B.size // n <= trsv.MAX_RHS
+            and all(st % size == 0 for st in B.strides) and _row_major(LU))
+
+
+def getrs_few(LU, B, piv, check_finite, range_message):
+    """A^{-1} B for A = P L U given by (LU, piv), CuPy arrays on the current device (see
+    few_columns; B (n, nrhs) any strides, piv int32 (n,)): a new row-major X, by one gather
+    (the interchanges applied as one permutation: layout/permute.py, which also checks the
+    pivots' range and B's values) and the two few-column triangular solves, then one
+    synchronisation to read the checks.  ValueError(range_message) where a pivot lies
+    outside [0, n); ValueError for an inf or NaN in B where check_finite."""
+    cp = cupy()
+    element = exact(LU.dtype)
+    n, nrhs = B.shape
+    size = element.itemsize
+    X = cp.empty((n, nrhs), LU.dtype)
+    flags = mapped.flags()
+    gen = flags.next_gen()
+    permute.permute_rows_ptr(n, nrhs, piv.data.ptr, B.data.ptr, B.strides[0] // size,
+                             B.strides[1] // size, X.data.ptr, nrhs, flags.ptr, gen, element)
+    trsv.solve_triangular_few(LU, X, lower=True)
+    trsv.solve_triangular_few(LU, X, lower=False)
+    cp.cuda.get_current_stream().synchronize()
+    bad, nonfinite = flags.read(gen)
+    if bad:
+        raise ValueError(range_message)
+    if check_finite and nonfinite:
+        raise ValueError(NONFINITE)
+    return X
 
 
 def getrs(xp, LU, X, piv, trans=0):
