@@ -13,6 +13,7 @@ import numpy as np
 
 from ..layout.laswp import laswp_reference, row_leading_dim
 from ..core.element import exact
+from .. import tuning
 from . import trsm as _trsm
 from . import trsv
 
@@ -53,6 +54,8 @@ def getrs(xp, LU, X, piv, trans=0):
         laswp(X, piv, False)
         element = exact(LU.dtype)
         n, nrhs = X.shape
+        if nrhs >= tuning.current(element=element).solve_tc_min_rhs:
+            return _trsm.solve_lu_blocked(LU, X, "auto")        # tensor-core couplings
         ld = LU.strides[0] // LU.itemsize
         _trsm.trsm_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
         _trsm.trsm_upper_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
