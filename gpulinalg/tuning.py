@@ -106,6 +106,8 @@ class Tuning:
 
     # ---- few-column triangular solve (lu/trsv.py)
     trsv_nb: int                 # rows per block (the largest the device's shared memory takes)
+    solve_tc_min_rhs: int        # lu_solve's blocked substitution couples blocks by precision="auto"
+                                 # GEMMs (float32: 3xTF32) from this many right-hand sides
 
     # ---- solve (gesv.py): float64 systems by a float32 LU and float64 refinement
     solve_refine_min_n: int      # refine from this n (float64 table); below, factor in float64
@@ -188,6 +190,7 @@ SM90 = Tuning(
     batched_blocked_min_order=129,
     one_matrix_batched_max=256,
     trsv_nb=128,
+    solve_tc_min_rhs=1024,
     solve_refine_min_n=4096,
     solve_refine_max_iter=30,
     solve_refine_stall=0.5,

@@ -649,7 +649,7 @@ def test_gpu_lu_parity(rng, shape, kw):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("trans", [0, 1, 2])
-@pytest.mark.parametrize("nrhs", [None, 1, 7, 17, 200])
+@pytest.mark.parametrize("nrhs", [None, 1, 7, 17, 200, 1100])
 def test_gpu_lu_solve(cp, rng, trans, nrhs):
     n = 1031
     a = rng.standard_normal((n, n)).astype(np.float32)

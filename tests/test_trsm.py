@@ -242,3 +242,22 @@ def test_trsm_bad_inputs(cp):
     one = cp.ones((1, 7), np.float32)
     _trsm.trsm_lower_unit(cp.full((1, 1), np.nan, np.float32), one)
     assert bool((one == 1).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp32", "auto"])
+@pytest.mark.parametrize("element", ELEMENTS)
+def test_solve_lu_blocked(cp, rng, element, precision):
+    """U^{-1} L^{-1} x with the couplings in either arithmetic, against SciPy's solve with the
+    same factors (float64)."""
+    n, nrhs = 700, 1300
+    a = rng.standard_normal((n, n))
+    lu, _ = sl.lu_factor(a)
+    lu = np.ascontiguousarray(lu).astype(element.dtype)
+    x = rng.standard_normal((n, nrhs)).astype(element.dtype)
+    out = cp.asnumpy(_trsm.solve_lu_blocked(cp.asarray(lu), cp.asarray(x), precision))
+    lo = np.tril(lu.astype(np.float64), -1) + np.eye(n)
+    up = np.triu(lu.astype(np.float64))
+    res = np.linalg.norm(x - lo @ (up @ out.astype(np.float64)))
+    scale = np.linalg.norm(lo) * np.linalg.norm(up) * np.linalg.norm(out) * n * element.eps
+    assert res <= 4.0 * scale, res / scale

@@ -14,6 +14,7 @@ import numpy as np
 from ..core import mapped
 from ..core.backend import cupy
 from ..core.element import exact
+from .. import tuning
 from ..core.finite import NONFINITE
 from ..layout import permute
 from ..layout.laswp import laswp_reference, row_leading_dim
@@ -95,6 +96,8 @@ def getrs(xp, LU, X, piv, trans=0):
         laswp(X, piv, False)
         element = exact(LU.dtype)
         n, nrhs = X.shape
+        if nrhs >= tuning.current(element=element).solve_tc_min_rhs:
+            return _trsm.solve_lu_blocked(LU, X, "auto")        # tensor-core couplings
         ld = LU.strides[0] // LU.itemsize
         _trsm.trsm_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
         _trsm.trsm_upper_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)

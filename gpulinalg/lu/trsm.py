@@ -20,7 +20,7 @@ from ..core.arrays import array_kind
 from ..core.backend import cupy
 from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
-from ..gemm.dispatch import gemm_ptr_for
+from ..gemm.dispatch import gemm_ptr_for, product_into
 from ..layout.laswp import row_major_ld
 
 FAMILY = "trsm"
@@ -144,6 +144,29 @@ def trsm_upper_ptr(nb, ncols, up, ldu, bp, ldb, sms=None, table=None, element=F3
         if r0 > 0:                              # rows above the block: B[:r0] -= U[:r0, r0:r1] X
             gemm(r0, ncols, r1 - r0, -1.0, up + size * r0, ldu, True, bp + size * r0 * ldb, ldb,
                  True, 1.0, bp, ldb, sms=sms, table=table)
+
+
+def solve_lu_blocked(lu, x, precision):
+    """x := U^{-1} L^{-1} x in place for lu_factor's row-major factors `lu` (n x n CuPy view)
+    and the row-major right-hand sides x (n x nrhs, C-contiguous) of lu's dtype: blocks of
+    nbmax rows, each diagonal block by the kernel, each block's coupling a product of the
+    arithmetic `precision` names (gemm/dispatch.product_into: "auto" takes float32's 3xTF32
+    tensor-core GEMM for the large couplings of many right-hand sides; float64: the DGEMM)."""
+    element = exact(lu.dtype)
+    n, nrhs = x.shape
+    ld = row_major_ld(lu, "lu", element)
+    size = element.itemsize
+    for r0, r1 in blocks(n, element):
+        _launch(lu.data.ptr + size * r0 * (ld + 1), ld, x.data.ptr + size * r0 * nrhs, nrhs,
+                r1 - r0, nrhs, element)
+        if r1 < n:
+            product_into(-1.0, lu[r1:, r0:r1], x[r0:r1], 1.0, x[r1:], precision=precision)
+    for r0, r1 in reversed(blocks(n, element)):
+        _launch(lu.data.ptr + size * (r1 - 1) * (ld + 1), ld, x.data.ptr + size * (r1 - 1) * nrhs,
+                nrhs, r1 - r0, nrhs, element, upper=True)
+        if r0 > 0:
+            product_into(-1.0, lu[:r0, r0:r1], x[r0:r1], 1.0, x[:r0], precision=precision)
+    return x
 
 
 def _launch(lp, ldl, bp, ldb, nb, ncols, element, upper=False):
