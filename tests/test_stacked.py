@@ -185,7 +185,7 @@ def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
     a = rng.standard_normal((3, 1, 20, 20)).astype(dtype) + 5 * np.eye(20, dtype=dtype)
     lu, piv = gpulinalg.lu_factor(cp.asarray(a))
     for b in (rng.standard_normal((3, 4, 20, 2)), rng.standard_normal(20),
-              rng.standard_normal((4, 20)), rng.standard_normal((3, 4, 20))):
+              rng.standard_normal((20, 4)), rng.standard_normal((2, 3, 1, 20, 5))):
         b = b.astype(dtype)
         db = cp.asarray(b)
         x = gpulinalg.lu_solve((lu, piv), db)
@@ -198,8 +198,8 @@ def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
     bad[1, 0, 3] = 20
     with pytest.raises(ValueError, match="piv"):
         gpulinalg.lu_solve((lu, bad), cp.asarray(rng.standard_normal(20).astype(dtype)))
-    c = cp.asarray(rng.standard_normal((3, 1, 20)).astype(dtype))
-    c[2, 0, 7] = np.inf
+    c = cp.asarray(rng.standard_normal((3, 1, 20, 1)).astype(dtype))
+    c[2, 0, 7, 0] = np.inf
     with pytest.raises(ValueError, match="infs or NaNs"):
         gpulinalg.lu_solve((lu, piv), c)
 
