@@ -13,16 +13,22 @@
 // an inf or NaN.
 // permute_rows<T>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen): one block of PERM_THREADS
 // threads.  The permutation lives in shared memory (n ints: the launcher takes n up to the
-// device's opt-in limit / 4): every thread writes the identity; thread 0 applies the n
-// interchanges in order, reading the pivots from global memory 32 at a time one chunk ahead
-// (independent loads: one L2 round trip per 32 pivots); then every thread gathers rows
-// i = tid, tid + PERM_THREADS, ...
-// Bound: the chain of n dependent shared-memory swaps of one thread (two loads, two stores:
-// ~30 cycles each, ~0.13 ms at n = 8192 on an H200; estimate, not measured), then n * nrhs
-// elements read and written once.
+// device's opt-in limit / 4): every thread writes the identity; warp 0 applies the n
+// interchanges in order, 32 at a time: lane l takes interchange k = k0 + l (rows k and q) of
+// the chunk.  Interchanges that touch disjoint rows commute, so a chunk runs in rounds: a
+// pending lane swaps in the current round unless an earlier pending lane of the chunk touches
+// one of its rows: the same q (__match_any_sync on q), q_j = k (a bit set in a warp OR of
+// the chunk's forward targets) or k_j = q (q an earlier lane's row, for pivots below k).  The
+// first pending lane is always free, so a chunk takes 1 round when its 32 interchanges touch
+// distinct rows (most of a random matrix's) and at most 32.  Lanes with q = k swap nothing.  The pivots are read from global memory PERM_AHEAD chunks ahead of use
+// (independent loads in registers: one L2 round trip per PERM_AHEAD chunks).  Then every
+// thread gathers rows i = tid, tid + PERM_THREADS, ...
+// Bound: the chain of n/32 chunks of warp 0, each a match, an OR reduction, two shared loads
+// and stores and a ballot per round (~100-150 cycles for a one-round chunk: ~20 us at
+// n = 8192 on an H200; estimate), then n * nrhs elements read and written once.
 
 #define PERM_THREADS 512
-#define PERM_CHUNK 32           // pivots thread 0 loads at a time
+#define PERM_AHEAD 8            // chunks of 32 pivots warp 0 holds in flight
 
 template <typename T>
 __device__ __forceinline__ bool perm_finite(T v)
@@ -41,35 +47,53 @@ permute_rows(int n, int nrhs, const int* __restrict__ piv, const T* __restrict__
     for (int i = tid; i < n; i += PERM_THREADS)
         perm[i] = i;
     __syncthreads();
-    if (tid == 0) {
+    if (tid < 32) {
+        const int lane = tid;
+        const unsigned earlier = (1u << lane) - 1u;
         bool bad = false;
-        int cur[PERM_CHUNK], nxt[PERM_CHUNK];
+        int cur[PERM_AHEAD], nxt[PERM_AHEAD];
 #pragma unroll
-        for (int j = 0; j < PERM_CHUNK; ++j)
-            cur[j] = j < n ? piv[j] : 0;
-        for (int k0 = 0; k0 < n; k0 += PERM_CHUNK) {
+        for (int j = 0; j < PERM_AHEAD; ++j)
+            cur[j] = 32 * j + lane < n ? piv[32 * j + lane] : 0;
+        for (int g0 = 0; g0 < n; g0 += 32 * PERM_AHEAD) {
 #pragma unroll
-            for (int j = 0; j < PERM_CHUNK; ++j)        // the next chunk, in flight meanwhile
-                nxt[j] = k0 + PERM_CHUNK + j < n ? piv[k0 + PERM_CHUNK + j] : 0;
+            for (int j = 0; j < PERM_AHEAD; ++j) {      // the next group, in flight meanwhile
+                const int k = g0 + 32 * (PERM_AHEAD + j) + lane;
+                nxt[j] = k < n ? piv[k] : 0;
+            }
 #pragma unroll
-            for (int j = 0; j < PERM_CHUNK; ++j) {
-                const int k = k0 + j;
-                if (k < n) {
-                    int q = cur[j];
-                    if (q < 0 || q >= n) {
-                        bad = true;
-                        q = k;
+            for (int j = 0; j < PERM_AHEAD; ++j) {
+                const int k0 = g0 + 32 * j;
+                const int k = k0 + lane;
+                int q = cur[j];
+                if (k < n && (q < 0 || q >= n)) {
+                    bad = true;
+                    q = k;
+                }
+                unsigned pending = __ballot_sync(0xffffffffu, k < n && q != k);
+                while (pending) {
+                    const bool mine = (pending >> lane) & 1u;
+                    const int t = q - k0;               // the lane of row q, if in the chunk
+                    const bool near = mine && t >= 0 && t < 32;
+                    const unsigned same = __match_any_sync(0xffffffffu, mine ? q : -1 - lane);
+                    const unsigned hits = __reduce_or_sync(0xffffffffu,
+                                                           near && t > lane ? 1u << t : 0u);
+                    const bool ready = mine && !(same & earlier) && !((hits >> lane) & 1u)
+                                       && !(near && t < lane && ((pending >> t) & 1u));
+                    if (ready) {
+                        const int held = perm[k];
+                        perm[k] = perm[q];
+                        perm[q] = held;
                     }
-                    const int held = perm[k];
-                    perm[k] = perm[q];
-                    perm[q] = held;
+                    __syncwarp();
+                    pending &= ~__ballot_sync(0xffffffffu, ready);
                 }
             }
 #pragma unroll
-            for (int j = 0; j < PERM_CHUNK; ++j)
+            for (int j = 0; j < PERM_AHEAD; ++j)
                 cur[j] = nxt[j];
         }
-        if (bad)
+        if (__any_sync(0xffffffffu, bad) && lane == 0)
             flags[0] = gen;
     }
     __syncthreads();

@@ -118,6 +118,24 @@ inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
 inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
     return emu::redux(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; });
 }
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v) {
+    return emu::redux(mask, v, [](unsigned a, unsigned b) { return a | b; });
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) {
+    return __reduce_or_sync(mask, pred ? 1u << emu::lane() : 0u);
+}
+inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0u; }
+inline unsigned __match_any_sync(unsigned mask, int v) {
+    emu::need(mask, emu::lane());
+    emu::slots[emu::tid()] = (unsigned)v;
+    emu::rendezvous(emu::wkey(6, mask), __builtin_popcount(mask));
+    unsigned r = 0;
+    for (int l = 0; l < 32; ++l)
+        if ((mask >> l) & 1u && (unsigned)emu::slots[(emu::tid() & ~31) + l] == (unsigned)v)
+            r |= 1u << l;
+    emu::rendezvous(emu::wkey(7, mask), __builtin_popcount(mask));
+    return r;
+}
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline long long __double_as_longlong(double d) { long long u; memcpy(&u, &d, 8); return u; }
 inline int min(int a, int b) { return a < b ? a : b; }

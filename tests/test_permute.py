@@ -79,6 +79,22 @@ def test_emulated_matches_laswp(emulated, rng, dtype, n, nrhs):
         assert not bad and not nonfinite
 
 
+@pytest.mark.parametrize("pattern", ["last", "shift", "any", "chunk"])
+def test_emulated_conflicting_chunks(emulated, rng, pattern):
+    """Interchanges of one chunk of 32 that share rows run in order: every row swapped with
+    the last; each with the next (a chain through the whole chunk); pivots anywhere in
+    [0, n), below k included; pivots within the chunk."""
+    n = 200
+    k = np.arange(n)
+    piv = {"last": np.full(n, n - 1), "shift": np.minimum(k + 1, n - 1),
+           "any": rng.integers(0, n, n), "chunk": k // 32 * 32 + rng.integers(0, 32, n)}[pattern]
+    piv = np.minimum(piv, n - 1).astype(np.int32)
+    b = rng.standard_normal((n, 3))
+    x, flags = run_emulated(emulated, piv, b)
+    np.testing.assert_array_equal(x, laswp_reference(b.copy(), piv))
+    assert (flags == 5).all()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_emulated_flags(emulated, rng, dtype):
     n = 100
