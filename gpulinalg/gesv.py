@@ -98,14 +98,16 @@ def _square(a, name="a"):
     return a.shape[0]
 
 
-def _working_matrix(xp, a, kind, dtype, structure, lower, check_finite):
-    """A C-ordered copy of `a` of `dtype` in module xp, the full matrix of its structure: the
-    symmetric kinds are rebuilt from the triangle `lower` names (SciPy reads only that one,
-    and checks all of `a` for non-finite numbers, as here)."""
+def _working_matrix(xp, a, kind, dtype, structure, lower, check_finite, copy=True):
+    """A C-ordered copy of `a` of `dtype` in module xp (copy=False: `a` itself where it is
+    one, to be read only), the full matrix of its structure: the symmetric kinds are rebuilt
+    from the triangle `lower` names (SciPy reads only that one, and checks all of `a` for
+    non-finite numbers, as here)."""
     if xp is np:
-        m = np.array(_arrays.host_view(a, "a"), dtype=dtype, order="C")
+        m = np.array(_arrays.host_view(a, "a"), dtype=dtype, order="C", copy=copy or None)
     else:
-        m = xp.array(_arrays.to_device(a, kind, "a", dtype), dtype=dtype, order="C")
+        m = xp.array(_arrays.to_device(a, kind, "a", dtype), dtype=dtype, order="C",
+                     copy=copy)
     if check_finite and not _all_finite(xp, m):
         raise ValueError(_finite.NONFINITE)
     if structure == "general":
@@ -256,8 +258,13 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
     if n == 0 or b.size == 0:
         x = xp.empty(bshape, dtype)
         return _finish(x, kind, xp, bshape, info, return_info)
+    # float64 refined from float32 factors reads `a` where it lies and checks it on its
+    # float32 copy
+    refine = (dtype == F64.dtype and precision == "auto"
+              and n >= _tuning.current(element=F64).solve_refine_min_n)
     with _stacked.context(xp, kind, (a, b)):
-        M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
+        M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite and not refine,
+                            copy=not refine)
         B = _rhs(xp, b, kind, dtype)
         if check_finite and not _all_finite(xp, B):
             raise ValueError(_finite.NONFINITE)
@@ -266,9 +273,8 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
                 raise _singular()
             return _finish(B / M[0, 0], kind, xp, bshape, info, return_info)
         trans = 1 if transposed else 0
-        if (dtype == F64.dtype and precision == "auto"
-                and n >= _tuning.current(element=F64).solve_refine_min_n):
-            X, info = _refined(xp, M, B, trans, backend)
+        if refine:
+            X, info = _refined(xp, M, B, trans, backend, check_finite)
         else:
             X, info, LU = _direct(xp, M, B, trans, backend)
             if overwrite_a and _writable_as(a, kind, dtype, "F"):
@@ -362,29 +368,43 @@ def _backward_error(xp, rn, xn, B, anorm_inf):
     return float(err.max())
 
 
-def _refined(xp, A, B, trans, backend):
-    """float64 A x = B (A, B float64, C-ordered; A never modified until the fallback, which
-    factors it in place): a float32 LU and float64 refinement (LAPACK dsgesv's stopping rule:
-    ||r||_inf <= sqrt(n) eps ||A||_inf ||x||_inf per column), the direct float64 path where
-    the refinement stalls (the residual not halved), diverges, exceeds the table's steps or
-    the float32 copy does not fit."""
+def _out_of_memory(exc):
+    """exc reports an allocation that failed (CuPy's OutOfMemoryError is not a
+    MemoryError)."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError"
+
+
+def _refined(xp, A, B, trans, backend, check_finite):
+    """float64 A x = B (A, B float64, C-ordered; A is read only): a float32 LU and float64
+    refinement (LAPACK dsgesv's stopping rule: ||r||_inf <= sqrt(n) eps ||A||_inf ||x||_inf
+    per column), the direct float64 path on a copy of A where the refinement stalls (the
+    residual not halved), diverges, exceeds the table's steps or the float32 copy does not
+    fit.  check_finite: ValueError for an inf or NaN in A (checked on its float32 copy, and
+    on A itself only where that copy holds one: a value beyond float32's range)."""
     table = _tuning.current(element=F64)
     n = A.shape[0]
     eps = np.finfo(np.float64).eps
     try:
-        A32 = A.astype(np.float32, order="C")
-        _, LU, piv, info = _factors(A32, backend)
-    except MemoryError:
-        return _fallback(xp, A, B, trans, backend, 0)
-    except Exception as exc:   # CuPy's OutOfMemoryError is not a MemoryError
-        if type(exc).__name__ != "OutOfMemoryError":
+        with np.errstate(over="ignore"):    # overflow to inf: checked below
+            A32 = A.astype(np.float32, order="C")
+    except Exception as exc:
+        if not _out_of_memory(exc):
             raise
-        return _fallback(xp, A, B, trans, backend, 0)
+        return _fallback(xp, A, B, trans, backend, 0, check_finite)
+    if not _all_finite(xp, A32):
+        del A32
+        return _fallback(xp, A, B, trans, backend, 0, check_finite)
+    anorm = float(xp.abs(A32).sum(axis=0 if trans else 1).max())   # ||op(A)||_inf, rounded
+    try:
+        _, LU, piv, info = _factors(A32, backend)
+    except Exception as exc:
+        if not _out_of_memory(exc):
+            raise
+        return _fallback(xp, A, B, trans, backend, 0, False)
     if info > 0 or not bool(xp.isfinite(LU).all()):   # float32 factors of no use
         del LU
-        return _fallback(xp, A, B, trans, backend, 0)
+        return _fallback(xp, A, B, trans, backend, 0, False)
     piv = xp.asarray(piv)
-    anorm = float(xp.abs(A).sum(axis=0 if trans else 1).max())   # ||op(A)||_inf
     X = _getrs.getrs(xp, LU, B.astype(np.float32), piv, trans).astype(np.float64)
     last = np.inf
     for it in range(1, table.solve_refine_max_iter + 1):
@@ -403,11 +423,15 @@ def _refined(xp, A, B, trans, backend):
         D = _getrs.getrs(xp, LU, xp.ascontiguousarray(R.astype(np.float32)), piv, trans)
         X += D.astype(np.float64)
     del LU
-    return _fallback(xp, A, B, trans, backend, it)
+    return _fallback(xp, A, B, trans, backend, it, False)
 
 
-def _fallback(xp, A, B, trans, backend, iterations):
-    X, info, _ = _direct(xp, A, B, trans, backend)
+def _fallback(xp, A, B, trans, backend, iterations, check_finite):
+    """The direct path on a copy of A (ValueError first for an inf or NaN in A where
+    check_finite)."""
+    if check_finite and not _all_finite(xp, A):
+        raise ValueError(_finite.NONFINITE)
+    X, info, _ = _direct(xp, A.copy(), B, trans, backend)
     return X, SolveInfo("fallback", info.factor_dtype, iterations, rcond=info.rcond)
 
 

@@ -2,7 +2,9 @@
 // launch, as one gather: for i = 0 .. n-1 in order swap rows i and piv[i] (LAPACK xlaswp
 // with k1 = 1, k2 = n, incx = 1; 0-based pivots, any order), i.e.
 //     X(i, c) = B(perm[i], c),   perm = the interchanges applied to the identity,
-// for n x nrhs right-hand sides (lu_solve's few-column path).  One source for T = float and
+// or with `inverse` the interchanges in reverse order (xlaswp with incx = -1), one scatter:
+//     X(perm[i], c) = B(i, c),
+// for n x nrhs right-hand sides (the few-column solves with A and with A^T).  One source for T = float and
 // double; values are moved as they are (no arithmetic).
 // Storage: B is read with any strides (rs between rows, cs between columns, in elements: the
 // caller's right-hand sides where they lie, so the gather is also lu_solve's copy of b); X is
@@ -11,7 +13,7 @@
 // store of the call's `gen`, so nothing needs resetting): flags[0] where a pivot lies outside
 // [0, n) (that interchange is skipped, so no access leaves the arrays), flags[1] where B holds
 // an inf or NaN.
-// permute_rows<T>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen): one block of PERM_THREADS
+// permute_rows<T>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, inverse): one block of PERM_THREADS
 // threads.  The permutation lives in shared memory (n ints: the launcher takes n up to the
 // device's opt-in limit / 4): every thread writes the identity; warp 0 applies the n
 // interchanges in order, 32 at a time: lane l takes interchange k = k0 + l (rows k and q) of
@@ -22,7 +24,8 @@
 // first pending lane is always free, so a chunk takes 1 round when its 32 interchanges touch
 // distinct rows (most of a random matrix's) and at most 32.  Lanes with q = k swap nothing.  The pivots are read from global memory PERM_AHEAD chunks ahead of use
 // (independent loads in registers: one L2 round trip per PERM_AHEAD chunks).  Then every
-// thread gathers rows i = tid, tid + PERM_THREADS, ...
+// thread moves rows i = tid, tid + PERM_THREADS, ... (B's row perm[i] to X's row i; inverse:
+// B's row i to X's row perm[i]).
 // Bound: the chain of n/32 chunks of warp 0, each a match, an OR reduction, two shared loads
 // and stores and a ballot per round (~100-150 cycles for a one-round chunk: ~20 us at
 // n = 8192 on an H200; estimate), then n * nrhs elements read and written once.
@@ -39,7 +42,7 @@ __device__ __forceinline__ bool perm_finite(T v)
 template <typename T>
 __global__ void __launch_bounds__(PERM_THREADS)
 permute_rows(int n, int nrhs, const int* __restrict__ piv, const T* __restrict__ B, long long rs,
-             long long cs, T* __restrict__ X, long long ldx, int* flags, int gen)
+             long long cs, T* __restrict__ X, long long ldx, int* flags, int gen, int inverse)
 {
     extern __shared__ float4 perm_smem[];
     int* perm = reinterpret_cast<int*>(perm_smem);
@@ -99,8 +102,9 @@ permute_rows(int n, int nrhs, const int* __restrict__ piv, const T* __restrict__
     __syncthreads();
     bool nonfinite = false;
     for (int i = tid; i < n; i += PERM_THREADS) {
-        const T* src = B + static_cast<long long>(perm[i]) * rs;
-        T* dst = X + static_cast<long long>(i) * ldx;
+        const long long from = inverse ? i : perm[i], to = inverse ? perm[i] : i;
+        const T* src = B + from * rs;
+        T* dst = X + to * ldx;
         for (int c = 0; c < nrhs; ++c) {
             const T v = src[c * cs];
             nonfinite |= !perm_finite(v);

@@ -17,17 +17,17 @@ import kernel_emulation
 _DRIVER = r"""
 template <typename T>
 void run(int n, int nrhs, const int* piv, const void* B, long long rs, long long cs, void* X,
-         long long ldx, int* flags, int gen, unsigned seed) {
+         long long ldx, int* flags, int gen, int inverse, unsigned seed) {
     emu::run_blocks(1, PERM_THREADS, seed, 4L * n, [=]() {
         permute_rows<T>(n, nrhs, piv, static_cast<const T*>(B), rs, cs, static_cast<T*>(X),
-                        ldx, flags, gen);
+                        ldx, flags, gen, inverse);
     });
 }
 extern "C" void perm_run(int itemsize, int n, int nrhs, const int* piv, const void* B,
                          long long rs, long long cs, void* X, long long ldx, int* flags,
-                         int gen, unsigned seed) {
-    if (itemsize == 4) run<float>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, seed);
-    else run<double>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, seed);
+                         int gen, int inverse, unsigned seed) {
+    if (itemsize == 4) run<float>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, inverse, seed);
+    else run<double>(n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, inverse, seed);
 }
 """
 
@@ -37,7 +37,7 @@ def emulated(tmp_path_factory):
     lib = kernel_emulation.build(tmp_path_factory, "permute", _DRIVER)
     lib.perm_run.argtypes = ([ctypes.c_int] * 3 + [ctypes.c_void_p] * 2 + [ctypes.c_longlong] * 2
                              + [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p,
-                                ctypes.c_int, ctypes.c_uint])
+                                ctypes.c_int, ctypes.c_int, ctypes.c_uint])
     return lib
 
 
@@ -47,7 +47,7 @@ def lapack_pivots(rng, n):
     return piv.astype(np.int32)
 
 
-def run_emulated(lib, piv, b, transpose=False):
+def run_emulated(lib, piv, b, transpose=False, inverse=False):
     """The kernel on b (n x nrhs, read through its strides; transpose: an F-ordered view):
     (X, flags) with X row-major; asserts nothing past X was written."""
     n, nrhs = b.shape
@@ -59,7 +59,7 @@ def run_emulated(lib, piv, b, transpose=False):
     flags = np.array([5, 5], np.int32)
     piv = np.ascontiguousarray(piv, np.int32)
     lib.perm_run(size, n, nrhs, piv.ctypes.data, src.ctypes.data, rs, cs, x.ctypes.data, nrhs,
-                 flags.ctypes.data, 9, 1)
+                 flags.ctypes.data, 9, int(inverse), 1)
     assert (x[n * nrhs:] == -3.5).all()
     return x[:n * nrhs].reshape(n, nrhs), flags
 
@@ -77,6 +77,9 @@ def test_emulated_matches_laswp(emulated, rng, dtype, n, nrhs):
         ref, bad, nonfinite = permute.reference(piv, b)
         np.testing.assert_array_equal(x, ref)
         assert not bad and not nonfinite
+        x, flags = run_emulated(emulated, piv, b, transpose, inverse=True)
+        np.testing.assert_array_equal(x, laswp_reference(b.copy(), piv, True))
+        np.testing.assert_array_equal(x, permute.reference(piv, b, inverse=True)[0])
 
 
 @pytest.mark.parametrize("pattern", ["last", "shift", "any", "chunk"])

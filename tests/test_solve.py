@@ -158,6 +158,32 @@ def test_refinement_converges_or_falls_back(rng):
     assert info.path == "direct" and info.factor_dtype == np.float64
 
 
+def test_refinement_reads_a_where_it_lies(rng):
+    """The refined path leaves `a` as it was (also where it falls back), raises for an inf or
+    NaN in `a` under check_finite, and falls back for a finite value beyond float32's range
+    (its float32 copy overflows)."""
+    n = 50
+    a = rng.standard_normal((n, n)) + 4 * np.eye(n)
+    b = rng.standard_normal(n)
+    with _refine_from(2):
+        for case, path in ((a, "refined"), (with_cond(rng, n, 1e10, np.float64), "fallback")):
+            before = case.copy()
+            x, info = gs.solve(case, b, return_info=True, emulate=True)
+            assert info.path == path
+            np.testing.assert_array_equal(case, before)
+            assert backward_error(case, x, b) < 4
+        big = a * 1e300
+        x, info = gs.solve(big, b, return_info=True, emulate=True)
+        assert info.path == "fallback" and backward_error(big, x, b) < 4
+        bad = a.copy()
+        bad[7, 3] = np.nan
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            gs.solve(bad, b, emulate=True)
+        bad[7, 3] = np.inf
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            gs.solve(bad, b, emulate=True)
+
+
 def test_rcond_estimate_is_lapacks(rng):
     for cond in (1.0, 1e3, 1e8):
         a = with_cond(rng, 40, cond, np.float64)

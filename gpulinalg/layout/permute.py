@@ -14,7 +14,7 @@ import numpy as np
 
 from ..core import device
 from ..core.backend import cupy
-from ..core.element import F32, REAL_KERNEL
+from ..core.element import F32, REAL_KERNEL, exact
 from ..core.kernels import Launcher, get_kernel
 from .laswp import laswp_reference
 
@@ -22,7 +22,7 @@ FAMILY = "permute"
 THREADS = 512               # PERM_THREADS: the block's threads
 SMEM_STEP = 4096            # shared memory of a launch, rounded up to this (launchers cached)
 ELEMENTS = REAL_KERNEL
-_SPECS = "iiPPqqPqPi"       # n, nrhs, piv, B, rs, cs, X, ldx, flags, gen
+_SPECS = "iiPPqqPqPii"      # n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, inverse
 
 
 def _name(ctype):
@@ -49,26 +49,48 @@ def _launcher(device_id, ctype, smem):
     return Launcher(_function(device_id, ctype), _SPECS, smem)
 
 
-def permute_rows_ptr(n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen, element=F32):
+def permute_rows_ptr(n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen, element=F32,
+                     inverse=False):
     """X (n x nrhs at xp, row-major, leading dimension ldx) := P B, (P B)(i, :) =
     B(perm[i], :) for the interchanges i <-> piv[i], i = 0 .. n-1 in order (int32 at pivp);
-    B (n x nrhs at bp, rows rs and columns cs elements apart, any signs) of `element`s (F32
-    or F64).  `gen` stored to the host-mapped flagsp[0] where a pivot lies outside [0, n)
-    (that interchange skipped) and to flagsp[1] where B holds an inf or NaN.  One block on
-    the current device and stream; no validation (0 < n <= max_rows(), nrhs >= 1)."""
+    inverse: P^T B, the interchanges in reverse order, X(perm[i], :) = B(i, :).  B (n x nrhs
+    at bp, rows rs and columns cs elements apart, any signs) of `element`s (F32 or F64).
+    `gen` stored to the host-mapped flagsp[0] where a pivot lies outside [0, n) (that
+    interchange skipped) and to flagsp[1] where B holds an inf or NaN.  One block on the
+    current device and stream; no validation (0 < n <= max_rows(), nrhs >= 1)."""
     dev = cupy().cuda.runtime.getDevice()
     smem = -(-4 * n // SMEM_STEP) * SMEM_STEP
     launch = _launcher(dev, element.ctype, smem)
-    launch((1, 1, 1), (THREADS, 1, 1), n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen)
+    launch((1, 1, 1), (THREADS, 1, 1), n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen,
+           int(inverse))
 
 
-def reference(piv, b):
-    """(X, bad, nonfinite) of permute_rows for host arrays: X = P b as a new row-major
-    (n, nrhs) array (b 1-D: one column), whether a pivot lies outside [0, n) (skipped, as the
-    kernel does), whether b holds an inf or NaN."""
+def permute_rows(B, piv, flags, gen, inverse=False):
+    """P B (inverse: P^T B) as a new row-major CuPy array of B's dtype (see permute_rows_ptr):
+    B (n, nrhs) float32 or float64 with whole-element strides, piv int32 (n,) on the current
+    device, the checks reported to the host-mapped `flags` under `gen`."""
+    cp = cupy()
+    n, nrhs = B.shape
+    size = B.itemsize
+    X = cp.empty((n, nrhs), B.dtype)
+    permute_rows_ptr(n, nrhs, piv.data.ptr, B.data.ptr, B.strides[0] // size,
+                     B.strides[1] // size, X.data.ptr, nrhs, flags.ptr, gen,
+                     exact(B.dtype), inverse)
+    return X
+
+
+def reference(piv, b, inverse=False):
+    """(X, bad, nonfinite) of permute_rows for host arrays: X = P b (inverse: P^T b) as a new
+    row-major (n, nrhs) array (b 1-D: one column), whether a pivot lies outside [0, n)
+    (skipped, as the kernel does), whether b holds an inf or NaN."""
     b2 = np.asarray(b).reshape(len(piv), -1)
     n = b2.shape[0]
     piv = np.asarray(piv, np.int64)
     bad = bool(((piv < 0) | (piv >= n)).any())
     perm = laswp_reference(np.arange(n), np.where((piv < 0) | (piv >= n), np.arange(n), piv))
-    return np.ascontiguousarray(b2[perm]), bad, not np.isfinite(b2).all()
+    if inverse:
+        x = np.empty_like(b2)
+        x[perm] = b2
+    else:
+        x = b2[perm]
+    return np.ascontiguousarray(x), bad, not np.isfinite(b2).all()

@@ -57,24 +57,29 @@ def getrs_few(LU, B, piv, check_finite, range_message):
     pivots' range and B's values) and the two few-column triangular solves, then one
     synchronisation to read the checks.  ValueError(range_message) where a pivot lies
     outside [0, n); ValueError for an inf or NaN in B where check_finite."""
-    cp = cupy()
-    element = exact(LU.dtype)
-    n, nrhs = B.shape
-    size = element.itemsize
-    X = cp.empty((n, nrhs), LU.dtype)
     flags = mapped.flags()
     gen = flags.next_gen()
-    permute.permute_rows_ptr(n, nrhs, piv.data.ptr, B.data.ptr, B.strides[0] // size,
-                             B.strides[1] // size, X.data.ptr, nrhs, flags.ptr, gen, element)
-    trsv.solve_triangular_few(LU, X, lower=True)
-    trsv.solve_triangular_few(LU, X, lower=False)
-    cp.cuda.get_current_stream().synchronize()
+    X = _solve_few(LU, B, piv, flags, gen, 0)
+    cupy().cuda.get_current_stream().synchronize()
     bad, nonfinite = flags.read(gen)
     if bad:
         raise ValueError(range_message)
     if check_finite and nonfinite:
         raise ValueError(NONFINITE)
     return X
+
+
+def _solve_few(LU, B, piv, flags, gen, trans):
+    """op(A)^{-1} B on the GPU with few columns (see few_columns): a new row-major X by the
+    interchanges as one gather (trans 0: before the solves; else one scatter after them) and
+    one few-column solve per triangle, the gather's checks reported to `flags` under `gen`."""
+    if trans == 0:
+        X = permute.permute_rows(B, piv, flags, gen)
+        trsv.solve_triangular_few(LU, X, lower=True)
+        return trsv.solve_triangular_few(LU, X, lower=False)
+    X = trsv.solve_triangular_few(LU, B, lower=False, trans=True)
+    trsv.solve_triangular_few(LU, X, lower=True, trans=True)
+    return permute.permute_rows(X, piv, flags, gen, inverse=True)
 
 
 def getrs(xp, LU, X, piv, trans=0):
@@ -103,7 +108,12 @@ def getrs(xp, LU, X, piv, trans=0):
         _trsm.trsm_upper_ptr(n, nrhs, LU.data.ptr, ld, X.data.ptr, nrhs, element=element)
         return X
     if xp is not np and X.shape[1] <= trsv.MAX_RHS and _row_major(LU):
-        # few right-hand sides: one bandwidth-bound launch per triangle (lu/trsv.py)
+        # few right-hand sides: one bandwidth-bound launch per triangle (lu/trsv.py), the
+        # interchanges as one gather (or scatter) where one block holds the permutation
+        if X.shape[0] <= permute.max_rows():
+            flags = mapped.flags()
+            return _solve_few(LU, X, piv.astype(np.int32, copy=False), flags,
+                              flags.next_gen(), trans)
         if trans == 0:
             laswp(X, piv, False)
             trsv.solve_triangular_few(LU, X, lower=True)
