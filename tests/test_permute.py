@@ -146,3 +146,8 @@ def test_gpu_matches_laswp(cp, rng, element, n, nrhs):
     cp.cuda.get_current_stream().synchronize()
     np.testing.assert_array_equal(cp.asnumpy(x), laswp_reference(b.copy(), piv))
     assert flags.read(gen) == (False, False)
+    gen = flags.next_gen()
+    x = permute.permute_rows(db, dpiv, flags, gen, inverse=True)
+    cp.cuda.get_current_stream().synchronize()
+    np.testing.assert_array_equal(cp.asnumpy(x), laswp_reference(b.copy(), piv, True))
+    assert flags.read(gen) == (False, False)
