@@ -22,26 +22,16 @@
 // one of its rows: the same q (__match_any_sync on q), q_j = k (a bit set in a warp OR of
 // the chunk's forward targets) or k_j = q (q an earlier lane's row, for pivots below k).  The
 // first pending lane is always free, so a chunk takes 1 round when its 32 interchanges touch
-// distinct rows (most of a random matrix's).  Where a round would free fewer than a quarter
-// of the pending lanes (the last chunks of a random matrix, whose pivots fall in few rows),
-// the rest of the chunk runs one lane at a time, in order.  Lanes with q = k swap nothing.  The pivots are read from global memory PERM_AHEAD chunks ahead of use
+// distinct rows (most of a random matrix's) and at most 32.  Lanes with q = k swap nothing.  The pivots are read from global memory PERM_AHEAD chunks ahead of use
 // (independent loads in registers: one L2 round trip per PERM_AHEAD chunks).  Then every
 // thread moves rows i = tid, tid + PERM_THREADS, ... (B's row perm[i] to X's row i; inverse:
 // B's row i to X's row perm[i]).
 // Bound: the chain of n/32 chunks of warp 0, each a match, an OR reduction, two shared loads
-// and stores and two ballots per round, or 32 dependent swaps in a crowded chunk (0.1 ms at
-// n = 8192 on an H200 in rounds alone, most of it in the crowded last chunks), then n * nrhs
-// elements read and written once.
+// and stores and a ballot per round (~100-150 cycles for a one-round chunk: ~20 us at
+// n = 8192 on an H200; estimate), then n * nrhs elements read and written once.
 
 #define PERM_THREADS 512
 #define PERM_AHEAD 8            // chunks of 32 pivots warp 0 holds in flight
-
-__device__ __forceinline__ void perm_swap(int* perm, int k, int q)
-{
-    const int held = perm[k];
-    perm[k] = perm[q];
-    perm[q] = held;
-}
 
 template <typename T>
 __device__ __forceinline__ bool perm_finite(T v)
@@ -93,20 +83,13 @@ permute_rows(int n, int nrhs, const int* __restrict__ piv, const T* __restrict__
                                                            near && t > lane ? 1u << t : 0u);
                     const bool ready = mine && !(same & earlier) && !((hits >> lane) & 1u)
                                        && !(near && t < lane && ((pending >> t) & 1u));
-                    const unsigned go = __ballot_sync(0xffffffffu, ready);
-                    if (4 * __popc(go) < __popc(pending)) {
-                        // a crowded chunk (most lanes wait): the rest one by one, in order
-                        for (; pending; pending &= pending - 1u) {
-                            if (lane == __ffs(pending) - 1)
-                                perm_swap(perm, k, q);
-                            __syncwarp();
-                        }
-                        break;
+                    if (ready) {
+                        const int held = perm[k];
+                        perm[k] = perm[q];
+                        perm[q] = held;
                     }
-                    if (ready)
-                        perm_swap(perm, k, q);
                     __syncwarp();
-                    pending &= ~go;
+                    pending &= ~__ballot_sync(0xffffffffu, ready);
                 }
             }
 #pragma unroll

@@ -118,8 +118,6 @@ inline unsigned __reduce_max_sync(unsigned mask, unsigned v) {
 inline unsigned __reduce_min_sync(unsigned mask, unsigned v) {
     return emu::redux(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; });
 }
-inline int __popc(unsigned v) { return __builtin_popcount(v); }
-inline int __ffs(int v) { return __builtin_ffs(v); }
 inline unsigned __reduce_or_sync(unsigned mask, unsigned v) {
     return emu::redux(mask, v, [](unsigned a, unsigned b) { return a | b; });
 }
