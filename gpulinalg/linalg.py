@@ -524,9 +524,9 @@ def _lu_solve_stack(lu_and_piv, b, trans, check_finite, solve_one):
     kind = _arrays.common_kind(lu_, b)
     xp = np if kind in _HOST_KINDS else cupy()
     arrays = [_stacked.native(x, xp) for x in (lu_, piv, b)]
-    if xp is not np and trans == 0:
+    if xp is not np:
         with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
-            X = _stacked.solve_batched(*arrays, check_finite)
+            X = _stacked.solve_batched(*arrays, check_finite, trans)
         if X is not None:
             return _out(X, kind, xp)
     X = _stacked.over_batch(lambda l, p, bb: solve_one((l, p), bb, trans, False, check_finite),

@@ -1,22 +1,25 @@
 // getrs_batched.cu -- solves with a stack of LU factors, one warp per system and right-hand
-// side, in one launch (LAPACK xgetrs with trans = 'N' for each matrix of a stack):
-//     X_b(:, c) := U_b^{-1} L_b^{-1} P_b B_b(:, c),   b < batch, c < nrhs,
-// for the factors of lu_factor of a stack: lu (batch, n, n), L unit lower (strict lower
-// triangle), U upper with the diagonal, piv (batch, n) 0-BASED interchanges (row k with row
-// piv[k], k ascending, as scipy.linalg.lu_factor's).  One source for T = float and double,
-// every operation in T.
+// side, in one launch (LAPACK xgetrs for each matrix of a stack, trans = 'N' or 'T'):
+//     trans 0:  X_b(:, c) := U_b^{-1} L_b^{-1} P_b B_b(:, c),
+//     trans 1:  X_b(:, c) := P_b^T L_b^{-T} U_b^{-T} B_b(:, c)     (A_b^T x = b),
+// b < batch, c < nrhs, for the factors of lu_factor of a stack: lu (batch, n, n), L unit
+// lower (strict lower triangle), U upper with the diagonal, piv (batch, n) 0-BASED
+// interchanges (row k with row piv[k], k ascending, as scipy.linalg.lu_factor's).  One source
+// for T = float and double (real: A^T is also A^H), every operation in T.
 // Storage: unlike LAPACK, lu is ROW-MAJOR and packed: L(i, k) = lu[(b*n + i)*n + k]; B is
 // (batch, n, nrhs) row-major and packed, overwritten by X.  The caller checks the pivots'
 // range (0 <= piv < n) and n <= NMAX.
 // getrs_batched<T, NMAX>: warp w = blockIdx.x * GETRS_WARPS + warp-in-block takes system
 // b = w / nrhs, column c = w % nrhs.  Lane l holds x_i for rows i = l + 32a (a < NMAX/32) in
-// registers.  Interchanges: for k = 0 .. n-1 the two values are read by shuffles from their
-// lanes (the slot chosen among NMAX/32 by selects, no local memory) and written back by their
-// owners.  Forward substitution, k ascending: x_k is final, broadcast by a shuffle from its
-// lane, and every lane subtracts L(i, k) x_k from its rows i > k (L read along the lane's own
-// row: each row's cache lines serve consecutive k).  Back substitution, k descending: the
-// owner divides x_k by U(k, k) (IEEE division, as LAPACK's trsv), broadcasts it, and the lanes
-// subtract U(i, k) x_k from their rows i < k.  Each update is one fused multiply-add.
+// registers.  Interchanges (trans 0: k = 0 .. n-1 before the solves; trans 1: k = n-1 .. 0
+// after them): the two values are read by shuffles from their lanes (the slot chosen among
+// NMAX/32 by selects, no local memory) and written back by their owners.  A solve with a
+// unit triangle: x_k is final, broadcast by a shuffle from its lane, and every lane subtracts
+// T(i, k) x_k from its rows i past k; with U (or U^T) the owner first divides x_k by U(k, k)
+// (IEEE division, as LAPACK's trsv).  trans 0: L forward (L(i, k): the lane's own row, each
+// row's cache lines serve consecutive k), U backward.  trans 1: U^T forward and L^T backward,
+// both reading row k of the factors (T^T(i, k) = T(k, i): consecutive lanes on consecutive
+// addresses).  Each update is one fused multiply-add.
 // Knobs: NMAX (32, 64, 128: template; gpulinalg/lu/getrs_batched.py takes the smallest
 // >= n), GETRS_WARPS = 4 warps per block.
 // Bound: latency.  3n dependent steps per warp (interchange, forward, back: a shuffle and a
@@ -46,10 +49,22 @@ __device__ __forceinline__ void getrs_set(T (&x)[NA], int a, T v)
             x[s] = v;
 }
 
+// rows k <-> q of the solution held NA values per lane (k != q: uniform over the warp)
+template <int NA, typename T>
+__device__ __forceinline__ void getrs_swap(T (&x)[NA], int k, int q, int lane)
+{
+    const T vk = __shfl_sync(0xffffffffu, getrs_slot(x, k >> 5), k & 31);
+    const T vq = __shfl_sync(0xffffffffu, getrs_slot(x, q >> 5), q & 31);
+    if (lane == (k & 31))
+        getrs_set(x, k >> 5, vq);
+    if (lane == (q & 31))
+        getrs_set(x, q >> 5, vk);
+}
+
 template <typename T, int NMAX>
 __global__ void __launch_bounds__(32 * GETRS_WARPS)
 getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __restrict__ piv,
-              T* __restrict__ B)
+              T* __restrict__ B, int trans)
 {
     constexpr int NA = NMAX / 32;                       // rows per lane
     static_assert(NMAX % 32 == 0 && NMAX <= 128, "NMAX: 32, 64 or 128");
@@ -70,49 +85,88 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
         const int i = lane + 32 * a;
         x[a] = i < n ? X[static_cast<long long>(i) * nrhs] : T(0);
     }
-    // P b: the interchanges in order
-    for (int k = 0; k < n; ++k) {
-        const int q = p[k];
-        if (q == k)
-            continue;                                   // uniform
-        const T vk = __shfl_sync(0xffffffffu, getrs_slot(x, k >> 5), k & 31);
-        const T vq = __shfl_sync(0xffffffffu, getrs_slot(x, q >> 5), q & 31);
-        if (lane == (k & 31))
-            getrs_set(x, k >> 5, vq);
-        if (lane == (q & 31))
-            getrs_set(x, q >> 5, vk);
-    }
-    // L y = P b
+    if (trans) {
+        // U^T y = b, forward
 #pragma unroll
-    for (int a0 = 0; a0 < NA; ++a0) {
-        for (int j = 0; j < 32; ++j) {
-            const int k = 32 * a0 + j;
-            if (k >= n)
-                break;                                  // uniform
-            const T xk = __shfl_sync(0xffffffffu, x[a0], j);
+        for (int a0 = 0; a0 < NA; ++a0) {
+            for (int j = 0; j < 32; ++j) {
+                const int k = 32 * a0 + j;
+                if (k >= n)
+                    break;                              // uniform
+                const T* row = A + static_cast<long long>(k) * n;
+                if (lane == j)
+                    x[a0] = x[a0] / row[k];
+                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
 #pragma unroll
-            for (int a = a0; a < NA; ++a) {
-                const int i = lane + 32 * a;
-                if (i > k && i < n)
-                    x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
+                for (int a = a0; a < NA; ++a) {
+                    const int i = lane + 32 * a;
+                    if (i > k && i < n)
+                        x[a] = fma(-row[i], xk, x[a]);
+                }
             }
         }
-    }
-    // U x = y
+        // L^T z = y, backward
 #pragma unroll
-    for (int a0 = NA - 1; a0 >= 0; --a0) {
-        for (int j = 31; j >= 0; --j) {
-            const int k = 32 * a0 + j;
-            if (k >= n)
-                continue;                               // uniform
-            if (lane == j)
-                x[a0] = x[a0] / A[static_cast<long long>(k) * n + k];
-            const T xk = __shfl_sync(0xffffffffu, x[a0], j);
+        for (int a0 = NA - 1; a0 >= 0; --a0) {
+            for (int j = 31; j >= 0; --j) {
+                const int k = 32 * a0 + j;
+                if (k >= n)
+                    continue;                           // uniform
+                const T* row = A + static_cast<long long>(k) * n;
+                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
 #pragma unroll
-            for (int a = 0; a <= a0; ++a) {
-                const int i = lane + 32 * a;
-                if (i < k)
-                    x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
+                for (int a = 0; a <= a0; ++a) {
+                    const int i = lane + 32 * a;
+                    if (i < k)
+                        x[a] = fma(-row[i], xk, x[a]);
+                }
+            }
+        }
+        // x = P^T z: the interchanges in reverse order
+        for (int k = n - 1; k >= 0; --k) {
+            const int q = p[k];
+            if (q != k)                                 // uniform
+                getrs_swap(x, k, q, lane);
+        }
+    } else {
+        // P b: the interchanges in order
+        for (int k = 0; k < n; ++k) {
+            const int q = p[k];
+            if (q != k)                                 // uniform
+                getrs_swap(x, k, q, lane);
+        }
+        // L y = P b
+#pragma unroll
+        for (int a0 = 0; a0 < NA; ++a0) {
+            for (int j = 0; j < 32; ++j) {
+                const int k = 32 * a0 + j;
+                if (k >= n)
+                    break;                              // uniform
+                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
+#pragma unroll
+                for (int a = a0; a < NA; ++a) {
+                    const int i = lane + 32 * a;
+                    if (i > k && i < n)
+                        x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
+                }
+            }
+        }
+        // U x = y
+#pragma unroll
+        for (int a0 = NA - 1; a0 >= 0; --a0) {
+            for (int j = 31; j >= 0; --j) {
+                const int k = 32 * a0 + j;
+                if (k >= n)
+                    continue;                           // uniform
+                if (lane == j)
+                    x[a0] = x[a0] / A[static_cast<long long>(k) * n + k];
+                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
+#pragma unroll
+                for (int a = 0; a <= a0; ++a) {
+                    const int i = lane + 32 * a;
+                    if (i < k)
+                        x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
+                }
             }
         }
     }

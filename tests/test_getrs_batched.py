@@ -16,18 +16,19 @@ from array_helpers import assert_same_bits
 
 _DRIVER = r"""
 template <typename T, int NMAX>
-void run(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, unsigned seed) {
+void run(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, int trans,
+         unsigned seed) {
     const long long warps = (long long)batch * nrhs;
     emu::run_blocks((int)((warps + GETRS_WARPS - 1) / GETRS_WARPS), 32 * GETRS_WARPS, seed, 0,
                     [=]() {
         getrs_batched<T, NMAX>(batch, n, nrhs, static_cast<const T*>(lu), piv,
-                               static_cast<T*>(B));
+                               static_cast<T*>(B), trans);
     });
 }
 extern "C" int grs_run(int itemsize, int nmax, int batch, int n, int nrhs, const void* lu,
-                       const int* piv, void* B, unsigned seed) {
+                       const int* piv, void* B, int trans, unsigned seed) {
 #define CASE(T, N) if (sizeof(T) == (size_t)itemsize && nmax == N) \
-    { run<T, N>(batch, n, nrhs, lu, piv, B, seed); return 0; }
+    { run<T, N>(batch, n, nrhs, lu, piv, B, trans, seed); return 0; }
     CASES
     return 1;
 }
@@ -39,7 +40,8 @@ def emulated(tmp_path_factory):
     cases = " ".join(f"CASE({name[name.index('<') + 1:-1]})" for name in gb.KERNEL_NAMES)
     lib = kernel_emulation.build(tmp_path_factory, "getrs_batched",
                                  _DRIVER.replace("CASES", cases))
-    lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_uint])
+    lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_int,
+                                                                          ctypes.c_uint])
     return lib
 
 
@@ -51,14 +53,14 @@ def factors(rng, batch, n, dtype):
     return a, lu, piv
 
 
-def run_emulated(lib, lu, piv, b, nmax=None):
+def run_emulated(lib, lu, piv, b, nmax=None, trans=0):
     batch, n, nrhs = b.shape
     nmax = nmax or next(s for s in gb.NMAX_SHAPES if s >= n)
     x = np.ascontiguousarray(b).copy()
     lu = np.ascontiguousarray(lu)
     piv = np.ascontiguousarray(piv, np.int32)
     assert lib.grs_run(lu.dtype.itemsize, nmax, batch, n, nrhs, lu.ctypes.data,
-                       piv.ctypes.data, x.ctypes.data, 1) == 0
+                       piv.ctypes.data, x.ctypes.data, trans, 1) == 0
     return x
 
 
@@ -69,8 +71,9 @@ def test_emulated_matches_model(emulated, rng, dtype, n, nrhs):
     batch = 3 if n > 64 else 5
     a, lu, piv = factors(rng, batch, n, dtype)
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
-    x = run_emulated(emulated, lu, piv, b)
-    assert_same_bits(x, gb.reference(lu, piv, b))
+    for trans in (0, 1):
+        x = run_emulated(emulated, lu, piv, b, trans=trans)
+        assert_same_bits(x, gb.reference(lu, piv, b, trans))
 
 
 def test_emulated_larger_template(emulated, rng):
@@ -85,11 +88,13 @@ def test_emulated_larger_template(emulated, rng):
 def test_model_solves_like_scipy(rng, dtype):
     a, lu, piv = factors(rng, 6, 40, dtype)
     b = rng.standard_normal((6, 40, 3)).astype(dtype)
-    x = gb.reference(lu, piv, b)
-    for i in range(6):
-        ref = sl.lu_solve((lu[i].astype(np.float64), piv[i]), b[i].astype(np.float64))
-        tol = 1e-3 if dtype == np.float32 else 1e-10
-        np.testing.assert_allclose(x[i], ref, rtol=0, atol=tol * max(1, np.abs(ref).max()))
+    for trans in (0, 1):
+        x = gb.reference(lu, piv, b, trans)
+        for i in range(6):
+            ref = sl.lu_solve((lu[i].astype(np.float64), piv[i]), b[i].astype(np.float64),
+                              trans=trans)
+            tol = 1e-3 if dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(x[i], ref, rtol=0, atol=tol * max(1, np.abs(ref).max()))
 
 
 def test_names():
@@ -106,7 +111,9 @@ def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
     from gpulinalg.core.element import exact
     a, lu, piv = factors(rng, batch, n, dtype)
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
-    dlu, dpiv, db = cp.asarray(lu), cp.asarray(piv), cp.asarray(b)
-    gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
-                         exact(np.dtype(dtype)))
-    assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b))
+    dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
+    for trans in (0, 1):
+        db = cp.asarray(b)
+        gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
+                             exact(np.dtype(dtype)), trans)
+        assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b, trans))

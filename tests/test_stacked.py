@@ -194,6 +194,10 @@ def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
         tol = 1e-3 if dtype == np.float32 else 1e-10
         np.testing.assert_allclose(cp.asnumpy(x), ref, rtol=0, atol=tol)
         np.testing.assert_array_equal(cp.asnumpy(db), b)        # b not overwritten
+        for trans in (1, 2):                                     # A^T x = b (real: A^H)
+            x = gpulinalg.lu_solve((lu, piv), db, trans=trans)
+            ref = sl.lu_solve(sl.lu_factor(a), b, trans=trans)
+            np.testing.assert_allclose(cp.asnumpy(x), ref, rtol=0, atol=tol)
     bad = piv.copy()
     bad[1, 0, 3] = 20
     with pytest.raises(ValueError, match="piv"):

@@ -17,7 +17,7 @@ FAMILY = "getrs_batched"
 WARPS = 4                   # GETRS_WARPS: warps (systems x right-hand sides) per block
 NMAX_SHAPES = (32, 64, 128)  # template NMAX: a call takes the smallest >= n
 ELEMENTS = REAL_KERNEL
-_SPECS = "iiiPPP"           # batch, n, nrhs, lu, piv, B
+_SPECS = "iiiPPPi"          # batch, n, nrhs, lu, piv, B, trans
 
 
 def _name(ctype, nmax):
@@ -37,30 +37,46 @@ def _launcher(device_id, ctype, nmax):
     return _launchers[key]
 
 
-def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element):
-    """B_b := A_b^{-1} B_b for every b < batch, A_b = P_b L_b U_b given by the C-contiguous
-    factors (batch, n, n) at lup and 0-based pivots (batch, n) int32 at pivp; B (batch, n,
-    nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.  One launch on the current
-    device and stream; no validation (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
+def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
+    """B_b := op(A_b)^{-1} B_b for every b < batch (trans 0: A_b, else A_b^T), A_b = P_b L_b
+    U_b given by the C-contiguous factors (batch, n, n) at lup and 0-based pivots (batch, n)
+    int32 at pivp; B (batch, n, nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.
+    One launch on the current device and stream; no validation (0 < n <= MAX_ORDER, pivots
+    in [0, n), batch, nrhs > 0)."""
     nmax = next(s for s in NMAX_SHAPES if s >= n)
     launch = _launcher(cupy().cuda.runtime.getDevice(), element.ctype, nmax)
     warps = batch * nrhs
-    launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, nrhs, lup, pivp, bp)
+    launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, nrhs, lup, pivp, bp,
+           int(bool(trans)))
 
 
-def reference(lu, piv, b):
+def reference(lu, piv, b, trans=0):
     """The kernel's result in NumPy for lu (batch, n, n), piv (batch, n), b (batch, n, nrhs),
-    float32 or float64: the interchanges, then the forward and back substitutions in the
-    kernel's order with its fused multiply-adds (batched.fms) and divisions, so real inputs
-    of normal numbers give its bits."""
+    float32 or float64: the interchanges and the two substitutions in the kernel's order with
+    its fused multiply-adds (batched.fms) and divisions, so real inputs of normal numbers give
+    its bits."""
     lu, b = np.asarray(lu), np.array(b, copy=True)
     batch, n, _ = lu.shape
     rows = np.arange(batch)
-    for k in range(n):
-        q = np.asarray(piv)[:, k]
+    piv = np.asarray(piv)
+
+    def swap(k):
+        q = piv[:, k]
         held = b[rows, k].copy()
         b[rows, k] = b[rows, q]
         b[rows, q] = held
+
+    if trans:
+        for k in range(n):                                      # U^T y = b
+            b[:, k] = b[:, k] / lu[:, k, k, None]
+            b[:, k + 1:] = _batched.fms(b[:, k + 1:], lu[:, k, k + 1:, None], b[:, k, None])
+        for k in range(n - 1, -1, -1):                          # L^T z = y
+            b[:, :k] = _batched.fms(b[:, :k], lu[:, k, :k, None], b[:, k, None])
+        for k in range(n - 1, -1, -1):
+            swap(k)
+        return b
+    for k in range(n):
+        swap(k)
     for k in range(n):
         b[:, k + 1:] = _batched.fms(b[:, k + 1:], lu[:, k + 1:, k, None], b[:, k, None])
     for k in range(n - 1, -1, -1):

@@ -236,9 +236,10 @@ def over_batch(f, arrays, core_ndims, xp):
     return out.reshape(batch + tuple(out.shape[1:]))
 
 
-def solve_batched(lu, piv, b, check_finite):
-    """lu_solve (trans 0) of broadcast CuPy stacks in one launch (lu/getrs_batched.py): lu
-    (..., N, N), piv (..., N), b (..., N, K) or (..., N) as over_batch broadcasts them (b with
+def solve_batched(lu, piv, b, check_finite, trans=0):
+    """lu_solve of broadcast CuPy stacks in one launch (lu/getrs_batched.py; trans 0:
+    A x = b, 1 or 2: A^T x = b, the same for real A): lu (..., N, N), piv (..., N), b (...,
+    N, K) or (..., N) as over_batch broadcasts them (b with
     one dimension: one vector for all), real, 0 < N <= its MAX_ORDER, every batch and
     right-hand side non-empty; None where the stacks are not of that kind (the caller solves
     them one by one).  SciPy's checks: ValueError for pivots outside [0, N), for b's infs or
@@ -271,7 +272,7 @@ def solve_batched(lu, piv, b, check_finite):
         raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
     LU = cp.ascontiguousarray(cp.broadcast_to(lu.astype(dtype, copy=False), batch + (n, n)))
     _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, P.data.ptr, B.data.ptr,
-                                     _element(np.dtype(dtype)))
+                                     _element(np.dtype(dtype)), trans)
     return B.reshape(batch + rhs)
 
 
