@@ -6,6 +6,7 @@ backend that runs it) and finishes with the factors where they lie (lu/getrs.py)
 `solve` may factor a float32 copy and refine the float64 answer instead (`_refined`).
 """
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -110,17 +111,22 @@ def _working_matrix(xp, a, kind, dtype, structure, lower, check_finite, copy=Tru
                      copy=copy)
     if check_finite and not _all_finite(xp, m):
         raise ValueError(_finite.NONFINITE)
+    return _full(xp, m, structure, lower)
+
+
+def _full(xp, m, structure, lower):
+    """The full matrices (..., n, n) of `structure` from m: m itself for "general"; the
+    symmetric kinds rebuilt from the triangle `lower` names, a new C-ordered array."""
     if structure == "general":
         return m
     # Hermitian for 'hermitian' and 'positive definite' (LAPACK's xpotrf reads its triangle
     # as Hermitian), symmetric for 'symmetric'
     hermitian = structure != "symmetric"
     tri = xp.tril(m) if lower else xp.triu(m)
-    other = tri.T.conj() if hermitian else tri.T
-    full = tri + other
-    n = m.shape[0]
-    diag = xp.arange(n)
-    full[diag, diag] = m[diag, diag].real if hermitian else m[diag, diag]
+    other = xp.swapaxes(tri, -1, -2)
+    full = tri + (other.conj() if hermitian else other)
+    diag = xp.arange(m.shape[-1])
+    full[..., diag, diag] = m[..., diag, diag].real if hermitian else m[..., diag, diag]
     return xp.ascontiguousarray(full)
 
 
@@ -291,8 +297,9 @@ def _stack_module(kind, backend):
 
 
 def _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precision, backend):
-    """solve over broadcast stacks, as SciPy 1.17's: a (..., N, N), b (..., N, K) or (N,),
-    each system solved by the 2-D path."""
+    """solve over broadcast stacks, as SciPy 1.17's: a (..., N, N), b (..., N, K) or (N,).
+    The whole stack at once (`_solve_batch`), except float64 systems that `precision="auto"`
+    refines (orders from the table's solve_refine_min_n), each solved by the 2-D path."""
     xp = _stack_module(kind, backend)
     A, B = _stacked.native(a, xp), _stacked.native(b, xp)
     one = B.ndim == 1
@@ -304,15 +311,70 @@ def _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precisio
         raise ValueError(f"incompatible shapes: a.shape={tuple(A.shape)} and "
                          f"b.shape={tuple(b.shape)}")
     batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    dtype = np.promote_types(_element(A.dtype).dtype, _element(B.dtype).dtype)
+    if dtype.kind == "c" and transposed:
+        raise NotImplementedError("scipy.linalg.solve can currently not solve a^T x = b or "
+                                  "a^H x = b for complex matrices.")
+    n = A.shape[-1]
     if 0 in batch or A.size == 0 or B.size == 0:
-        dtype = np.promote_types(_element(A.dtype).dtype, _element(B.dtype).dtype)
         X = xp.empty(batch + tuple(B.shape[-2:]), dtype)
-    else:
+    elif (dtype == F64.dtype and precision == "auto"
+          and n >= _tuning.current(element=F64).solve_refine_min_n):
         X = _stacked.over_batch(
             lambda ai, bi: _solve(ai, bi, lower, False, False, check_finite, assume_a,
                                   transposed, precision, False, backend),
             [A, B], [2, 2], xp)
+    else:
+        with _stacked.context(xp, kind, (a, b)):
+            X = _solve_batch(xp, A, B, batch, dtype, _structure(assume_a), lower,
+                             1 if transposed else 0, check_finite, backend)
     return _linalg._out(X[..., 0] if one else X, kind, xp)
+
+
+def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, backend):
+    """op(A_b)^{-1} B_b over the broadcast `batch` (A (..., n, n), B (..., n, k) arrays of
+    module xp; trans 0: A x = b, 1: A^T x = b), as SciPy's batched solve: each distinct
+    matrix of A factored once by the stacked LU, one LinAlgError naming the singular slices,
+    one LinAlgWarning naming the ill-conditioned ones (the condition estimates of the whole
+    stack at once), then one solve of the stack; the result (batch + (n, k)) of `dtype`."""
+    n, nrhs = A.shape[-1], B.shape[-1]
+    own = tuple(A.shape[:-2])
+    count = math.prod(own)
+    M = xp.array(A, dtype=dtype, order="C")
+    Bs = xp.array(xp.broadcast_to(B, batch + (n, nrhs)), dtype=dtype, order="C")
+    if check_finite and not (_stacked._all_finite(xp, M) and _stacked._all_finite(xp, Bs)):
+        raise ValueError(_finite.NONFINITE)
+    M = _full(xp, M, structure, lower).reshape(count, n, n)
+    anorm = _getrs._host(xp.abs(M).sum(axis=1).max(axis=1))     # ||A_b||_1
+    _, _, LU, piv, info = _stacked.factor(M, False, _plan.Options(), backend,
+                                          _linalg._factor_one, overwrite_a=True)
+    LU, piv = LU.reshape(count, n, n), xp.asarray(piv).reshape(count, n)
+
+    def slices(flags):     # the flat indices in `batch` of the matrices of A flagged
+        return [int(i) for i in np.flatnonzero(np.broadcast_to(flags.reshape(own), batch))]
+
+    if info is not None and np.any(info):
+        from scipy.linalg import LinAlgError
+        raise LinAlgError(f"A singular matrix detected: slice(s) {slices(info != 0)} are "
+                          "singular.")
+
+    def estimate_solve(x, t):
+        return _stacked.getrs_stack(xp, LU, piv, x[:, :, None], 2 * t)[:, :, 0]
+
+    rc = _getrs.reciprocal_condition(estimate_solve, count, n, xp, LU.dtype, anorm)
+    ill = rc < np.finfo(LU.dtype).eps
+    if ill.any():
+        rcb = np.broadcast_to(rc.reshape(own), batch).ravel()
+        listed = ",".join(f"slice {i} has rcond = {rcb[i]}" for i in slices(ill))
+        warnings.warn(f"An ill-conditioned matrix detected: {listed}.",
+                      _linalg._linalg_warning(), stacklevel=5)
+    total = math.prod(batch)
+    if own != batch:
+        LU = xp.ascontiguousarray(xp.broadcast_to(LU.reshape(own + (n, n)), batch + (n, n)))
+        piv = xp.ascontiguousarray(xp.broadcast_to(piv.reshape(own + (n,)), batch + (n,)))
+    X = _stacked.getrs_stack(xp, LU.reshape(total, n, n), piv.reshape(total, n),
+                             Bs.reshape(total, n, nrhs), trans)
+    return X.reshape(batch + (n, nrhs))
 
 
 def _rhs(xp, b, kind, dtype):
@@ -500,10 +562,12 @@ def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
         A = _stacked.native(a, xp)
         if A.shape[-1] != A.shape[-2]:
             raise ValueError(f"Expected square matrix, got a.shape={tuple(A.shape)}")
+        dtype = _element(A.dtype).dtype
         if A.size == 0:
-            return _linalg._out(xp.empty(A.shape, _element(A.dtype).dtype), kind, xp)
-        X = _stacked.over_batch(
-            lambda ai: _inv(ai, False, check_finite, assume_a, lower, backend), [A], [2], xp)
+            return _linalg._out(xp.empty(A.shape, dtype), kind, xp)
+        with _stacked.context(xp, kind, (a,)):
+            X = _solve_batch(xp, A, xp.eye(A.shape[-1], dtype=dtype), A.shape[:-2], dtype,
+                             structure, lower, 0, check_finite, backend)
         return _linalg._out(X, kind, xp)
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype
@@ -586,7 +650,7 @@ def _det(a, overwrite_a, check_finite, backend):
         d = np.asarray(diag.get() if xp is not np else diag).astype(out)
         swaps = int(np.count_nonzero(np.asarray(piv.get() if hasattr(piv, "get") else piv)
                                      != np.arange(n)))
-        return _det_out(_product(d) * (-1.0 if swaps % 2 else 1.0), kind)
+        return _det_out(_products(d[None])[0] * (-1.0 if swaps % 2 else 1.0), kind)
 
 
 def _det_stack(a, kind, check_finite, backend):
@@ -609,30 +673,30 @@ def _det_stack(a, kind, check_finite, backend):
         d = np.asarray(diag.get() if hasattr(diag, "get") else diag).astype(out)
         p = np.asarray(piv.get() if hasattr(piv, "get") else piv).reshape(len(d), n)
         swaps = np.count_nonzero(p != np.arange(n), axis=1)
-        values = np.array([_product(row) for row in d], out).reshape(batch)
+        values = _products(d).reshape(batch)
         values *= np.where(swaps % 2 == 1, -1.0, 1.0).reshape(batch)
     if kind in ("cupy", "torch"):
         return _arrays.from_device(cupy().asarray(values), kind)
     return values
 
 
-def _product(d):
-    """prod(d) in d's dtype (float64 or complex128) with the exponents summed apart: a
-    result that is representable does not overflow or underflow on the way."""
+def _products(d):
+    """The products of the rows of d (count, n), float64 or complex128, in d's dtype with the
+    exponents summed apart: a result that is representable does not overflow or underflow on
+    the way."""
     mag = np.abs(d)
-    if not mag.all():
-        return d.dtype.type(0)
     m, e = np.frexp(mag)
-    mant, expo = 1.0, 0
-    for chunk in range(0, len(m), 512):   # 512 factors in [0.5, 1) stay above 2**-512
-        mant, ex = np.frexp(mant * np.prod(m[chunk:chunk + 512]))
-        expo += int(ex)
-    expo += int(e.sum())
-    value = np.ldexp(mant, expo) if abs(expo) < 2000 else (0.0 if expo < 0 else np.inf)
-    if d.dtype.kind == "c":
-        phase = np.prod(d / mag)
-        return np.complex128(value * phase)
-    return np.float64(value) * np.prod(np.sign(d))
+    mant, expo = np.ones(len(d)), np.zeros(len(d), np.int64)
+    for chunk in range(0, d.shape[1], 512):   # 512 factors in [0.5, 1) stay above 2**-512
+        mant, ex = np.frexp(mant * np.prod(m[:, chunk:chunk + 512], axis=1))
+        expo += ex
+    expo += e.sum(axis=1)
+    with np.errstate(over="ignore", under="ignore"):
+        value = np.ldexp(mant, np.clip(expo, -2000, 2000))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = value * (np.prod(d / mag, axis=1) if d.dtype.kind == "c"
+                         else np.prod(np.sign(d), axis=1))
+    return np.where(mag.all(axis=1), value, 0).astype(d.dtype)
 
 
 def _det_out(value, kind):

@@ -141,6 +141,89 @@ def test_stacked_solve_errors(rng):
         gs.solve(a + 5 * np.eye(4), np.ones(4), return_info=True, emulate=True)
 
 
+def _scipy_error(fn):
+    """The exception SciPy's fn() raises (None if none)."""
+    try:
+        fn()
+    except Exception as exc:     # noqa: BLE001 -- the test compares it
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
+def test_stacked_solve_is_scipys(rng, dtype):
+    """The whole stack at once (its LU, its condition estimates, its solve) gives SciPy's
+    answers for broadcast stacks, transposed systems and the symmetric kinds."""
+    a = _stack(rng, (2, 1, 6, 6), dtype) + 30 * np.eye(6, dtype=dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * _stack(rng, (2, 1, 6, 6))
+    b = _stack(rng, (2, 3, 6, 2), dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    cases = [dict(), dict(assume_a="sym", lower=True), dict(assume_a="her"),
+             dict(assume_a="pos", lower=False)]
+    if np.dtype(dtype).kind != "c":
+        cases.append(dict(transposed=True))
+    for kw in cases:
+        x = gs.solve(a, b, emulate=True, **kw)
+        ref = sl.solve(a, b, **kw)
+        assert x.shape == ref.shape and x.dtype == ref.dtype, kw
+        np.testing.assert_allclose(x, ref, rtol=tol, atol=tol, err_msg=str(kw))
+    x = gs.inv(a, emulate=True)
+    assert x.shape == a.shape and x.dtype == sl.inv(a).dtype
+    np.testing.assert_allclose(x, sl.inv(a), rtol=tol, atol=tol)
+
+
+def test_stacked_solve_names_singular_and_ill_conditioned_slices(rng):
+    """One LinAlgError naming every singular slice, one LinAlgWarning naming every
+    ill-conditioned one with its estimate, as SciPy's batched solve and inv do (the same types
+    and texts; the slices are flat indices of the broadcast batch, where SciPy 1.17 numbers
+    the ones it lists from 0 and prints 1 / rcond)."""
+    a = _stack(rng, (2, 1, 5, 5)) + 20 * np.eye(5)
+    b = _stack(rng, (2, 3, 5, 1))
+    bad = a.copy()
+    bad[1, 0, :, 2] = 0.0
+    for ours, theirs in ((lambda: gs.solve(bad, b, emulate=True), lambda: sl.solve(bad, b)),
+                         (lambda: gs.inv(bad, emulate=True), lambda: sl.inv(bad))):
+        mine, ref = _scipy_error(ours), _scipy_error(theirs)
+        assert type(mine) is type(ref) and str(ref).startswith(str(mine).split("[")[0])
+    assert "slice(s) [3, 4, 5] are singular" in str(_scipy_error(
+        lambda: gs.solve(bad, b, emulate=True)))
+    assert "slice(s) [1] are singular" in str(_scipy_error(lambda: gs.inv(bad, emulate=True)))
+    ill = a.copy()
+    ill[0, 0] = np.diag([1.0, 2.0, 3.0, 4.0, 1e-20])
+    for fn, listed in ((lambda: gs.solve(ill, b, emulate=True), [0, 1, 2]),
+                       (lambda: gs.inv(ill, emulate=True), [0])):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+        assert len(caught) == 1 and caught[0].category is sl.LinAlgWarning
+        text = str(caught[0].message)
+        assert text == "An ill-conditioned matrix detected: " + ",".join(
+            f"slice {i} has rcond = 2.5e-21" for i in listed) + ".", text
+
+
+def test_stack_condition_estimates_are_each_matrixs(rng):
+    """The stack's estimates (one pass over all) equal each matrix's own."""
+    from gpulinalg.lu import getrs
+    from gpulinalg.lu import stacked
+    n = 12
+    a = np.stack([_stack(rng, (n, n)) @ np.diag(np.logspace(0, -k, n)) for k in range(6)])
+    lu = np.empty_like(a)
+    piv = np.empty((6, n), np.int32)
+    for i in range(6):
+        lu[i], piv[i] = sl.lu_factor(a[i])
+    lu = np.ascontiguousarray(lu)
+    anorm = np.abs(a).sum(axis=1).max(axis=1)
+    rc = getrs.reciprocal_condition(
+        lambda x, t: stacked.getrs_stack(np, lu, piv, x[:, :, None], 2 * t)[:, :, 0], 6, n, np,
+        np.float64, anorm)
+    for i in range(6):
+        one = getrs.rcond(np, lu[i], piv[i], anorm[i])
+        assert rc[i] == pytest.approx(one, rel=1e-12)
+        ref, _ = sl.lapack.dgecon(np.asfortranarray(lu[i]), anorm[i], norm="1")
+        assert rc[i] == pytest.approx(ref, rel=1e-8)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [1, 2, 8, 31, 32, 33, 64, 65, 128, 200])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64])

@@ -136,11 +136,18 @@ def norm1(xp, a):
     return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
 
 
-def inverse_norm1(solve, n, xp, dtype, max_iter=5):
-    """An estimate of ||A^{-1}||_1 from solves with A and A^H (LAPACK's xlacn2: Hager's method
-    as refined by Higham, 1988): solve(x, trans) returns A^{-1} x (trans 0) or A^{-H} x
-    (trans 1) for a vector x of xp.  At most 2 * max_iter + 1 solves; every step reads a
-    norm or an index on the host."""
+def _host(v):
+    """A NumPy copy of the small array v (NumPy or CuPy)."""
+    return v.get() if hasattr(v, "get") else np.asarray(v)
+
+
+def inverse_norm1(solve, count, n, xp, dtype, max_iter=5):
+    """Estimates of ||A_b^{-1}||_1 for a stack of `count` matrices A_b of order n from solves
+    with them (LAPACK's xlacn2 for each: Hager's method as refined by Higham, 1988):
+    solve(x, trans) returns the rows A_b^{-1} x_b (trans 0) or A_b^{-H} x_b (trans 1) for x
+    (count, n) of xp.  A NumPy float64 array (count,).  Every matrix takes xlacn2's steps and
+    stops where it does; the stack is solved whole until the last one stops (at most
+    2 * max_iter + 1 solves); every step reads norms and indices on the host."""
     complex_ = np.dtype(dtype).kind == "c"
 
     def sign(y):
@@ -149,25 +156,40 @@ def inverse_norm1(solve, n, xp, dtype, max_iter=5):
             return xp.where(a > 0, y / xp.where(a > 0, a, 1), 1).astype(dtype)
         return xp.where(y >= 0, 1, -1).astype(dtype)
 
-    x = xp.full(n, 1.0 / n, dtype=dtype)
-    est, xi = 0.0, None
+    rows = xp.arange(count)
+    x = xp.full((count, n), 1.0 / n, dtype=dtype)
+    est, xi = np.zeros(count), None
+    active = np.ones(count, bool)
     for it in range(max_iter):
         y = solve(x, 0)
-        new = float(xp.abs(y).sum())
+        new = _host(xp.abs(y).sum(axis=1)).astype(np.float64)
         s = sign(y)
-        if it > 0 and (new <= est or (not complex_ and bool((s == xi).all()))):
+        stop = np.zeros(count, bool)
+        if it > 0:   # xlacn2 stops on a repeated sign vector or a sum no larger than before
+            same = np.zeros(count, bool) if complex_ else _host((s == xi).all(axis=1))
+            stop = (new <= est) | same
+        est = np.where(active, new, est)    # as xlacn2, which keeps the new sum either way
+        active &= ~stop
+        if not active.any():
             break
-        est, xi = new, s
+        keep = xp.asarray(active)[:, None]
+        xi = s if xi is None else xp.where(keep, s, xi)
         z = solve(xi, 1)
-        j = int(xp.argmax(xp.abs(z)))
-        if it > 0 and float(xp.abs(z[j])) <= float(xp.real(xp.vdot(z, x))):
-            break
-        x = xp.zeros(n, dtype=dtype)
-        x[j] = 1
+        j = xp.argmax(xp.abs(z), axis=1)
+        if it > 0:
+            largest = _host(xp.abs(z[rows, j]))
+            along = _host(xp.real((xp.conj(z) * x).sum(axis=1)))
+            active &= ~(largest <= along)
+            if not active.any():
+                break
+        e = xp.zeros((count, n), dtype=dtype)
+        e[rows, j] = 1
+        x = xp.where(xp.asarray(active)[:, None], e, x)
     # Higham's alternative vector guards against the underestimates of special structure.
     i = xp.arange(n, dtype=np.float64)
     alt = ((-1.0) ** i * (1 + i / max(n - 1, 1))).astype(dtype)
-    return max(est, 2 * float(xp.abs(solve(alt, 0)).sum()) / (3 * n))
+    alt = xp.ascontiguousarray(xp.broadcast_to(alt, (count, n)))
+    return np.maximum(est, 2 * _host(xp.abs(solve(alt, 0)).sum(axis=1)) / (3 * n))
 
 
 def rcond(xp, LU, piv, anorm):
@@ -177,13 +199,20 @@ def rcond(xp, LU, piv, anorm):
     n = LU.shape[0]
     if n == 0:
         return float("inf")
-    if anorm == 0:
-        return 0.0
 
     def solve(x, trans):
         return getrs(xp, LU, xp.array(x.reshape(n, 1), order="C"), piv,
-                     2 * trans).reshape(n)
+                     2 * trans).reshape(1, n)
 
+    return float(reciprocal_condition(solve, 1, n, xp, LU.dtype, np.array([anorm]))[0])
+
+
+def reciprocal_condition(solve, count, n, xp, dtype, anorm):
+    """xgecon for a stack of `count` matrices of order n > 0 (see inverse_norm1 for `solve`)
+    with 1-norms anorm (NumPy, (count,)): a NumPy array of 1 / (||A_b||_1 ||A_b^{-1}||_1)
+    estimates, 0 where a norm is 0 or the solves overflow."""
+    anorm = np.asarray(anorm, np.float64)
     with np.errstate(all="ignore"):
-        inv = inverse_norm1(solve, n, xp, LU.dtype)
-    return 1.0 / (anorm * inv) if np.isfinite(inv) and inv > 0 else 0.0
+        inv = inverse_norm1(solve, count, n, xp, dtype)
+        ok = np.isfinite(inv) & (inv > 0) & (anorm > 0)
+        return np.where(ok, 1.0 / np.where(ok, anorm * inv, 1.0), 0.0)

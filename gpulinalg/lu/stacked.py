@@ -4,9 +4,10 @@
 (`kernel_route`: lu/batched.py's register kernel for small orders, lu/batched_blocked.py's
 one block per matrix above), the NumPy model of the same algorithm on the emulation, and
 complex matrices (or real ones past the kernels) one by one through the single-matrix
-route.  `over_batch` runs a per-matrix function over broadcast
-batch dimensions, as SciPy's `_apply_over_batch` does, for the solves, whose stacked forms
-still take one call per matrix.
+route.  `getrs_stack` solves with a whole stack of factors (real orders up to 128: one
+launch of lu/getrs_batched.py, or its NumPy model on the emulation; others one matrix at a
+time).  `over_batch` runs a per-matrix function over broadcast batch dimensions, as SciPy's
+`_apply_over_batch` does, where no stacked form exists.
 """
 
 import contextlib
@@ -24,6 +25,7 @@ from ..core.element import element as _element
 from .. import tuning as _tuning
 from . import batched as _batched
 from . import batched_blocked as _batched_blocked
+from . import getrs as _getrs
 from . import getrs_batched as _getrs_batched
 from . import plan as _plan
 
@@ -274,6 +276,26 @@ def solve_batched(lu, piv, b, check_finite, trans=0):
     _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, P.data.ptr, B.data.ptr,
                                      _element(np.dtype(dtype)), trans)
     return B.reshape(batch + rhs)
+
+
+def getrs_stack(xp, LU, piv, B, trans=0):
+    """op(A_b)^{-1} B_b for every b of a stack of factors, as a new (count, n, nrhs) array of
+    module xp: LU (count, n, n) C-contiguous (lu_factor's row-major factors), piv (count, n)
+    int32 0-based pivots in range, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1:
+    A^T x = b, 2: A^H x = b.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch
+    (its NumPy model on the emulation); others one matrix at a time (lu/getrs.py)."""
+    count, n, nrhs = B.shape
+    if np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
+        if xp is np:
+            return _getrs_batched.reference(LU, piv, B, trans)
+        X = xp.array(B, order="C")
+        _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, piv.data.ptr,
+                                         X.data.ptr, _element(np.dtype(LU.dtype)), trans)
+        return X
+    X = xp.empty(B.shape, LU.dtype)
+    for i in range(count):
+        X[i] = _getrs.getrs(xp, LU[i], xp.array(B[i], order="C"), piv[i], trans)
+    return X
 
 
 def native(x, xp):
