@@ -292,6 +292,41 @@ def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [3, 32, 100, 200])
+def test_gpu_stacked_solve_inv_at_once(cp, rng, dtype, n):
+    """solve and inv of device stacks (the batched LU, the stack's condition estimates, the
+    batched solve): each system's backward error within a small multiple of n eps, and
+    SciPy's error and warning naming the slices."""
+    import gpulinalg
+    from scipy.linalg import LinAlgError
+    count = 300
+    a = rng.standard_normal((count, n, n)).astype(dtype)
+    b = rng.standard_normal((count, n, 2)).astype(dtype)
+    da, db = cp.asarray(a), cp.asarray(b)
+    eps = np.finfo(dtype).eps
+    for transposed in (False, True):
+        x = cp.asnumpy(gpulinalg.solve(da, db, transposed=transposed)).astype(np.float64)
+        op = np.swapaxes(a, -1, -2) if transposed else a
+        r = np.abs(b - op.astype(np.float64) @ x).max(axis=(1, 2))
+        scale = (np.abs(op).sum(axis=2).max(axis=1) * np.abs(x).max(axis=(1, 2))
+                 + np.abs(b).max(axis=(1, 2)))
+        assert (r / scale).max() <= 8 * n * eps
+    inv = cp.asnumpy(gpulinalg.inv(da)).astype(np.float64)
+    resid = np.abs(inv @ a.astype(np.float64) - np.eye(n)).max(axis=(1, 2))
+    cond = np.linalg.cond(a.astype(np.float64), 1)
+    assert (resid <= 8 * n * eps * cond).all()
+    bad = a.copy()
+    bad[[7, 201], :, 1] = 0
+    with pytest.raises(LinAlgError, match=r"slice\(s\) \[7, 201\] are singular"):
+        gpulinalg.solve(cp.asarray(bad), db)
+    ill = a.copy()
+    ill[5] = np.diag(np.r_[np.ones(n - 1), 1e-30]).astype(dtype)
+    with pytest.warns(sl.LinAlgWarning, match=r"^An ill-conditioned matrix detected: slice 5 "):
+        gpulinalg.inv(cp.asarray(ill))
+
+
+@pytest.mark.gpu
 def test_gpu_stack_overwrite_a(cp, rng):
     import gpulinalg
     a = cp.asarray(_stack(rng, (6, 16, 16), np.float32))
