@@ -122,10 +122,12 @@ def _full(xp, m, structure, lower):
     # Hermitian for 'hermitian' and 'positive definite' (LAPACK's xpotrf reads its triangle
     # as Hermitian), symmetric for 'symmetric'
     hermitian = structure != "symmetric"
-    tri = xp.tril(m) if lower else xp.triu(m)
+    n = m.shape[-1]
+    keep = np.tri(n, dtype=bool) if lower else ~np.tri(n, k=-1, dtype=bool)
+    tri = xp.where(xp.asarray(keep), m, xp.zeros((), m.dtype))    # any stack of matrices
     other = xp.swapaxes(tri, -1, -2)
     full = tri + (other.conj() if hermitian else other)
-    diag = xp.arange(m.shape[-1])
+    diag = xp.arange(n)
     full[..., diag, diag] = m[..., diag, diag].real if hermitian else m[..., diag, diag]
     return xp.ascontiguousarray(full)
 
