@@ -292,8 +292,8 @@ def test_gpu_lu_solve_stack_in_one_launch(cp, rng, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [3, 32, 100, 200])
+@pytest.mark.parametrize("dtype,n", [(d, n) for d in (np.float32, np.float64)
+                                     for n in (3, 32, 100, 200)] + [(np.complex64, 20)])
 def test_gpu_stacked_solve_inv_at_once(cp, rng, dtype, n):
     """solve and inv of device stacks (the batched LU, the stack's condition estimates, the
     batched solve): each system's backward error within a small multiple of n eps, and
