@@ -326,10 +326,12 @@ def _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precisio
             lambda ai, bi: _solve(ai, bi, lower, False, False, check_finite, assume_a,
                                   transposed, precision, False, backend),
             [A, B], [2, 2], xp)
-    else:
+    else:   # on the device whatever side the input is on (the emulation: on the host)
+        xp = _stacked.module(backend)
         with _stacked.context(xp, kind, (a, b)):
-            X = _solve_batch(xp, A, B, batch, dtype, _structure(assume_a), lower,
-                             1 if transposed else 0, check_finite, backend)
+            X = _solve_batch(xp, _stacked.native(A, xp), _stacked.native(B, xp), batch, dtype,
+                             _structure(assume_a), lower, 1 if transposed else 0,
+                             check_finite, backend)
     return _linalg._out(X[..., 0] if one else X, kind, xp)
 
 
@@ -567,9 +569,10 @@ def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
         dtype = _element(A.dtype).dtype
         if A.size == 0:
             return _linalg._out(xp.empty(A.shape, dtype), kind, xp)
+        xp = _stacked.module(backend)        # on the device whatever side `a` is on
         with _stacked.context(xp, kind, (a,)):
-            X = _solve_batch(xp, A, xp.eye(A.shape[-1], dtype=dtype), A.shape[:-2], dtype,
-                             structure, lower, 0, check_finite, backend)
+            X = _solve_batch(xp, _stacked.native(A, xp), xp.eye(A.shape[-1], dtype=dtype),
+                             A.shape[:-2], dtype, structure, lower, 0, check_finite, backend)
         return _linalg._out(X, kind, xp)
     n = _square(a)
     dtype = _element(_arrays.dtype_of(a)).dtype

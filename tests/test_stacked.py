@@ -312,6 +312,12 @@ def test_gpu_stacked_solve_inv_at_once(cp, rng, dtype, n):
         scale = (np.abs(op).sum(axis=2).max(axis=1) * np.abs(x).max(axis=(1, 2))
                  + np.abs(b).max(axis=(1, 2)))
         assert (r / scale).max() <= 8 * n * eps
+    for kw in ({}, {"assume_a": "sym"}):      # NumPy stacks go through the GPU as well
+        x = gpulinalg.solve(a, b, **kw)
+        assert type(x) is np.ndarray and x.dtype == sl.solve(a[:2], b[:2], **kw).dtype
+        np.testing.assert_allclose(x, sl.solve(a, b, **kw), rtol=1e-2 if dtype == np.float32
+                                   and n > 32 else 1e-3, atol=1e-3)
+    assert type(gpulinalg.inv(a[:, ::-1])) is np.ndarray    # negative strides
     inv = cp.asnumpy(gpulinalg.inv(da)).astype(np.complex128)
     resid = np.abs(inv @ a.astype(np.complex128) - np.eye(n)).max(axis=(1, 2))
     cond = np.linalg.cond(a.astype(np.complex128), 1)

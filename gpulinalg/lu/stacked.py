@@ -304,10 +304,13 @@ def native(x, xp):
     kind = _arrays.array_kind(x) if hasattr(x, "shape") else "numpy"
     if kind.startswith("torch"):
         x = x.detach()
-        return x.cpu().numpy() if xp is np else cupy().from_dlpack(x)
+        if xp is np or kind == "torch_cpu":
+            x = x.cpu().numpy()
+            return x if xp is np else cupy().asarray(np.ascontiguousarray(x))
+        return cupy().from_dlpack(x)
     if xp is np:
         return np.asarray(x) if kind == "numpy" else cupy().asnumpy(x)
-    return cupy().asarray(x)
+    return cupy().asarray(np.ascontiguousarray(x) if kind == "numpy" else x)
 
 
 def _all_finite(xp, x):
