@@ -13,6 +13,7 @@ with pytest's status.
 """
 
 import argparse
+import functools
 import os
 import sys
 
@@ -26,6 +27,8 @@ def main():
                        help="run CuPy's test_decomp_lu.py at PATH instead of SciPy's")
     group.add_argument("--basic", action="store_true",
                        help="run SciPy's TestSolve, TestInv and TestDet (test_basic.py)")
+    parser.add_argument("--emulate", action="store_true",
+                        help="our functions on the NumPy emulation of the GPU (no GPU needed)")
     args, rest = parser.parse_known_args()
 
     import gpulinalg
@@ -40,7 +43,13 @@ def main():
                   for c in ("TestSolve", "TestInv", "TestDet")] if args.basic
                  else [os.path.join(folder, "test_decomp_lu.py")])
     for name in names:
-        setattr(target, name, getattr(gpulinalg, name))
+        ours = getattr(gpulinalg, name)
+        if args.emulate:
+            from gpulinalg.testing import lu as testing_lu
+            from gpulinalg.testing import solve as testing_solve
+            module = testing_solve if args.basic else testing_lu
+            ours = functools.partial(getattr(module, name), emulate=True)
+        setattr(target, name, ours)
     sys.exit(int(pytest.main(paths + ["-q", "-rf", "-p", "no:cacheprovider"] + rest)))
 
 
