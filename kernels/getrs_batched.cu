@@ -92,7 +92,7 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
             for (int j = 0; j < 32; ++j) {
                 const int k = 32 * a0 + j;
                 if (k >= n)
-                    break;                              // uniform
+                    continue;                           // uniform
                 const T* row = A + static_cast<long long>(k) * n;
                 if (lane == j)
                     x[a0] = x[a0] / row[k];
