@@ -12,22 +12,10 @@ synchronisation (median of --repeat).
 """
 
 import argparse
-import time
 
 import numpy as np
 
-
-def sync_ms(fn, repeat=5):
-    import cupy as cp
-    fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        cp.cuda.Device().synchronize()
-        times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
+from small_call_profile import wall_ms as sync_ms     # wall time with a sync, median
 
 
 def events_ms(fn, repeat=20):
