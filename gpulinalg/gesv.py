@@ -349,7 +349,7 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
     if check_finite and not (_stacked._all_finite(xp, M) and _stacked._all_finite(xp, Bs)):
         raise ValueError(_finite.NONFINITE)
     M = _full(xp, M, structure, lower).reshape(count, n, n)
-    anorm = _getrs._host(xp.abs(M).sum(axis=1).max(axis=1))     # ||A_b||_1
+    anorm = _getrs.norm1(xp, M)
     _, _, LU, piv, info = _stacked.factor(M, False, _plan.Options(), backend,
                                           _linalg._factor_one, overwrite_a=True)
     LU, piv = LU.reshape(count, n, n), xp.asarray(piv).reshape(count, n)
@@ -377,7 +377,7 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
         LU = xp.ascontiguousarray(xp.broadcast_to(LU.reshape(own + (n, n)), batch + (n, n)))
         piv = xp.ascontiguousarray(xp.broadcast_to(piv.reshape(own + (n,)), batch + (n,)))
     X = _stacked.getrs_stack(xp, LU.reshape(total, n, n), piv.reshape(total, n),
-                             Bs.reshape(total, n, nrhs), trans)
+                             Bs.reshape(total, n, nrhs), trans, overwrite_b=True)
     return X.reshape(batch + (n, nrhs))
 
 
@@ -460,7 +460,7 @@ def _refined(xp, A, B, trans, backend, check_finite):
     if not _all_finite(xp, A32):
         del A32
         return _fallback(xp, A, B, trans, backend, 0, check_finite)
-    anorm = float(xp.abs(A32).sum(axis=0 if trans else 1).max())   # ||op(A)||_inf, rounded
+    anorm = _getrs.norm1(xp, A32 if trans else A32.T)   # ||op(A)||_inf, of the rounded A
     try:
         _, LU, piv, info = _factors(A32, backend)
     except Exception as exc:

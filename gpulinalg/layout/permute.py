@@ -21,6 +21,7 @@ from .laswp import laswp_reference
 FAMILY = "permute"
 THREADS = 512               # PERM_THREADS: the block's threads
 SMEM_STEP = 4096            # shared memory of a launch, rounded up to this (launchers cached)
+_WORD = np.dtype(np.int32).itemsize     # one entry of the permutation in shared memory
 ELEMENTS = REAL_KERNEL
 _SPECS = "iiPPqqPqPii"      # n, nrhs, piv, B, rs, cs, X, ldx, flags, gen, inverse
 
@@ -35,13 +36,13 @@ KERNEL_NAMES = tuple(_name(e.ctype) for e in ELEMENTS)
 def max_rows(device_id=None):
     """The largest n of one launch: its n ints of permutation in the shared memory a block
     of the current (or given) device may opt in to."""
-    return device.max_shared_per_block(device_id) // 4
+    return device.max_shared_per_block(device_id) // _WORD
 
 
 @functools.lru_cache(maxsize=None)
 def _function(device_id, ctype):
     """The kernel on the device, opted in once to the shared memory of max_rows."""
-    return get_kernel(FAMILY, _name(ctype), dynamic_smem=4 * max_rows(device_id))
+    return get_kernel(FAMILY, _name(ctype), dynamic_smem=_WORD * max_rows(device_id))
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,7 +60,7 @@ def permute_rows_ptr(n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen, element=F3
     interchange skipped) and to flagsp[1] where B holds an inf or NaN.  One block on the
     current device and stream; no validation (0 < n <= max_rows(), nrhs >= 1)."""
     dev = cupy().cuda.runtime.getDevice()
-    smem = -(-4 * n // SMEM_STEP) * SMEM_STEP
+    smem = -(-_WORD * n // SMEM_STEP) * SMEM_STEP
     launch = _launcher(dev, element.ctype, smem)
     launch((1, 1, 1), (THREADS, 1, 1), n, nrhs, pivp, bp, rs, cs, xp, ldx, flagsp, gen,
            int(inverse))

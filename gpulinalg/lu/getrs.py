@@ -132,7 +132,10 @@ def getrs(xp, LU, X, piv, trans=0):
 
 
 def norm1(xp, a):
-    """||a||_1, the largest column sum of |a|, as a Python float (one host synchronisation)."""
+    """||a||_1, the largest column sum of |a|, as a Python float (one host synchronisation);
+    for a non-empty stack (..., m, n), each matrix's, as a NumPy float64 array."""
+    if a.ndim > 2:
+        return _host(xp.abs(a).sum(axis=-2).max(axis=-1)).astype(np.float64)
     return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
 
 

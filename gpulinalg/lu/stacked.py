@@ -266,29 +266,30 @@ def solve_batched(lu, piv, b, check_finite, trans=0):
     count, nrhs = math.prod(batch), math.prod(rhs[1:])
     if not (count and nrhs):
         return None
-    B = cp.array(cp.broadcast_to(b, batch + rhs), dtype=dtype, order="C")   # overwritten
+    B = cp.array(cp.broadcast_to(b, batch + rhs), dtype=dtype, order="C")   # ours: solved in place
     if check_finite and not _finite.device_all_finite(B.reshape(count * n, nrhs)):
         raise ValueError(_finite.NONFINITE)
     P = cp.ascontiguousarray(cp.broadcast_to(piv, batch + (n,)), dtype=np.int32)
     if bool(((P < 0) | (P >= n)).any()):
         raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
     LU = cp.ascontiguousarray(cp.broadcast_to(lu.astype(dtype, copy=False), batch + (n, n)))
-    _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, P.data.ptr, B.data.ptr,
-                                     _element(np.dtype(dtype)), trans)
-    return B.reshape(batch + rhs)
+    X = getrs_stack(cp, LU.reshape(count, n, n), P.reshape(count, n),
+                    B.reshape(count, n, nrhs), trans, overwrite_b=True)
+    return X.reshape(batch + rhs)
 
 
-def getrs_stack(xp, LU, piv, B, trans=0):
-    """op(A_b)^{-1} B_b for every b of a stack of factors, as a new (count, n, nrhs) array of
-    module xp: LU (count, n, n) C-contiguous (lu_factor's row-major factors), piv (count, n)
-    int32 0-based pivots in range, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1:
-    A^T x = b, 2: A^H x = b.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch
-    (its NumPy model on the emulation); others one matrix at a time (lu/getrs.py)."""
+def getrs_stack(xp, LU, piv, B, trans=0, overwrite_b=False):
+    """op(A_b)^{-1} B_b for every b of a stack of factors, a (count, n, nrhs) array of module
+    xp: LU (count, n, n) C-contiguous (lu_factor's row-major factors), piv (count, n) int32
+    0-based pivots in range, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1: A^T x = b,
+    2: A^H x = b.  overwrite_b: the solution may take B's memory (a C-contiguous B), else a
+    new array.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch (its NumPy
+    model on the emulation); others one matrix at a time (lu/getrs.py)."""
     count, n, nrhs = B.shape
     if np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
         if xp is np:
             return _getrs_batched.reference(LU, piv, B, trans)
-        X = xp.array(B, order="C")
+        X = xp.ascontiguousarray(B) if overwrite_b else xp.array(B, order="C")
         _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, piv.data.ptr,
                                          X.data.ptr, _element(np.dtype(LU.dtype)), trans)
         return X
