@@ -11,6 +11,8 @@ import argparse
 
 import numpy as np
 
+from small_call_profile import events_ms
+
 
 def time_route(cp, found, a, flags, reps):
     """(ms per launch by CUDA events, (factors, pivots and info)) of the route `found`
@@ -22,15 +24,8 @@ def time_route(cp, found, a, flags, reps):
 
     def launch():
         batched.launch(found, b, n, n, a.data.ptr, dst.data.ptr, pi.data.ptr,
-                       pi.data.ptr + 4 * b * n, flags.ptr, flags.next_gen())
-    launch()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        launch()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / reps, (dst, pi)
+                       pi.data.ptr + pi.itemsize * b * n, flags.ptr, flags.next_gen())
+    return events_ms(launch, reps), (dst, pi)
 
 
 def main():

@@ -43,21 +43,30 @@ def kernel_ms(a, reps=20):
     return None if found is None else time_route(cp, found, a, mapped.flags(), reps)[0]
 
 
+def events_ms(fn, reps=20):
+    """fn's time per call (ms) by CUDA events around `reps` back-to-back calls, after one."""
+    import cupy as cp
+    fn()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / reps
+
+
 def triangles_ms(lu, b, reps=10):
     """The few-column triangular solves of lu_solve (L, then U) alone, by CUDA events."""
     import cupy as cp
 
     from gpulinalg.lu import trsv
     x = cp.array(b.reshape(-1, 1), order="C")
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    trsv.solve_triangular_few(lu, x, lower=True)
-    start.record()
-    for _ in range(reps):
+
+    def both():
         trsv.solve_triangular_few(lu, x, lower=True)
         trsv.solve_triangular_few(lu, x, lower=False)
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / reps
+    return events_ms(both, reps)
 
 
 def stages(factors, b, calls=30):

@@ -15,19 +15,8 @@ import argparse
 
 import numpy as np
 
+from small_call_profile import events_ms
 from small_call_profile import wall_ms as sync_ms     # wall time with a sync, median
-
-
-def events_ms(fn, repeat=20):
-    import cupy as cp
-    fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(repeat):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / repeat
 
 
 def lu_solve_steps(n, dtype):
