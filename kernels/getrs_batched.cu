@@ -8,7 +8,7 @@
 // for T = float and double (real: A^T is also A^H), every operation in T.
 // Storage: unlike LAPACK, lu is ROW-MAJOR and packed: L(i, k) = lu[(b*n + i)*n + k]; B is
 // (batch, n, nrhs) row-major and packed, overwritten by X.  The caller checks the pivots'
-// range (0 <= piv < n) and n <= NMAX.
+// range (0 <= piv < n) and n <= NMAX, and keeps batch * nrhs below 2^31 per launch.
 // getrs_batched<T, NMAX>: warp w = blockIdx.x * GETRS_WARPS + warp-in-block takes system
 // b = w / nrhs, column c = w % nrhs.  Lane l holds x_i for rows i = l + 32a (a < NMAX/32) in
 // registers.  Interchanges (trans 0: k = 0 .. n-1 before the solves; trans 1: k = n-1 .. 0
@@ -61,6 +61,37 @@ __device__ __forceinline__ void getrs_swap(T (&x)[NA], int k, int q, int lane)
         getrs_set(x, q >> 5, vk);
 }
 
+// One substitution with the triangle of A (n x n, row-major) held as the solution's NA values
+// per lane: FORWARD (k ascending, rows i > k updated) or backward (k descending, rows i < k);
+// DIVIDE: the owner of x_k first divides it by A(k, k) (the U passes); TRANSPOSED: the
+// triangle's (i, k) element is A(k, i) (row k: coalesced), else A(i, k).
+template <bool FORWARD, bool DIVIDE, bool TRANSPOSED, int NA, typename T>
+__device__ __forceinline__ void getrs_pass(T (&x)[NA], const T* A, int n, int lane)
+{
+#pragma unroll
+    for (int s0 = 0; s0 < NA; ++s0) {
+        const int a0 = FORWARD ? s0 : NA - 1 - s0;
+        for (int s = 0; s < 32; ++s) {
+            const int j = FORWARD ? s : 31 - s;
+            const int k = 32 * a0 + j;
+            if (k >= n)
+                continue;                                   // uniform
+            if (DIVIDE && lane == j)
+                x[a0] = x[a0] / A[static_cast<long long>(k) * n + k];
+            const T xk = __shfl_sync(0xffffffffu, x[a0], j);
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const int i = lane + 32 * a;
+                if ((FORWARD ? a >= a0 && i > k && i < n : a <= a0 && i < k)) {
+                    const T t = TRANSPOSED ? A[static_cast<long long>(k) * n + i]
+                                           : A[static_cast<long long>(i) * n + k];
+                    x[a] = fma(-t, xk, x[a]);
+                }
+            }
+        }
+    }
+}
+
 template <typename T, int NMAX>
 __global__ void __launch_bounds__(32 * GETRS_WARPS)
 getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __restrict__ piv,
@@ -69,12 +100,12 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
     constexpr int NA = NMAX / 32;                       // rows per lane
     static_assert(NMAX % 32 == 0 && NMAX <= 128, "NMAX: 32, 64 or 128");
     const int lane = static_cast<int>(threadIdx.x) & 31;
-    const long long w = static_cast<long long>(blockIdx.x) * GETRS_WARPS
-                        + (static_cast<int>(threadIdx.x) >> 5);
-    if (w >= static_cast<long long>(batch) * nrhs)
+    const int w = static_cast<int>(blockIdx.x) * GETRS_WARPS
+                  + (static_cast<int>(threadIdx.x) >> 5);
+    if (w >= batch * nrhs)
         return;                                         // whole warps: uniform
-    const long long b = w / nrhs;
-    const int c = static_cast<int>(w % nrhs);
+    const long long b = w / nrhs;                       // 32-bit: batch * nrhs < 2^31
+    const int c = w % nrhs;
     const T* A = lu + b * n * n;
     const int* p = piv + b * n;
     T* X = B + b * n * nrhs + c;
@@ -86,89 +117,21 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
         x[a] = i < n ? X[static_cast<long long>(i) * nrhs] : T(0);
     }
     if (trans) {
-        // U^T y = b, forward
-#pragma unroll
-        for (int a0 = 0; a0 < NA; ++a0) {
-            for (int j = 0; j < 32; ++j) {
-                const int k = 32 * a0 + j;
-                if (k >= n)
-                    continue;                           // uniform
-                const T* row = A + static_cast<long long>(k) * n;
-                if (lane == j)
-                    x[a0] = x[a0] / row[k];
-                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
-#pragma unroll
-                for (int a = a0; a < NA; ++a) {
-                    const int i = lane + 32 * a;
-                    if (i > k && i < n)
-                        x[a] = fma(-row[i], xk, x[a]);
-                }
-            }
-        }
-        // L^T z = y, backward
-#pragma unroll
-        for (int a0 = NA - 1; a0 >= 0; --a0) {
-            for (int j = 31; j >= 0; --j) {
-                const int k = 32 * a0 + j;
-                if (k >= n)
-                    continue;                           // uniform
-                const T* row = A + static_cast<long long>(k) * n;
-                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
-#pragma unroll
-                for (int a = 0; a <= a0; ++a) {
-                    const int i = lane + 32 * a;
-                    if (i < k)
-                        x[a] = fma(-row[i], xk, x[a]);
-                }
-            }
-        }
-        // x = P^T z: the interchanges in reverse order
-        for (int k = n - 1; k >= 0; --k) {
+        getrs_pass<true, true, true>(x, A, n, lane);        // U^T y = b
+        getrs_pass<false, false, true>(x, A, n, lane);      // L^T z = y
+        for (int k = n - 1; k >= 0; --k) {                  // x = P^T z: in reverse order
             const int q = p[k];
-            if (q != k)                                 // uniform
+            if (q != k)                                     // uniform
                 getrs_swap(x, k, q, lane);
         }
     } else {
-        // P b: the interchanges in order
-        for (int k = 0; k < n; ++k) {
+        for (int k = 0; k < n; ++k) {                       // P b: the interchanges in order
             const int q = p[k];
-            if (q != k)                                 // uniform
+            if (q != k)                                     // uniform
                 getrs_swap(x, k, q, lane);
         }
-        // L y = P b
-#pragma unroll
-        for (int a0 = 0; a0 < NA; ++a0) {
-            for (int j = 0; j < 32; ++j) {
-                const int k = 32 * a0 + j;
-                if (k >= n)
-                    break;                              // uniform
-                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
-#pragma unroll
-                for (int a = a0; a < NA; ++a) {
-                    const int i = lane + 32 * a;
-                    if (i > k && i < n)
-                        x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
-                }
-            }
-        }
-        // U x = y
-#pragma unroll
-        for (int a0 = NA - 1; a0 >= 0; --a0) {
-            for (int j = 31; j >= 0; --j) {
-                const int k = 32 * a0 + j;
-                if (k >= n)
-                    continue;                           // uniform
-                if (lane == j)
-                    x[a0] = x[a0] / A[static_cast<long long>(k) * n + k];
-                const T xk = __shfl_sync(0xffffffffu, x[a0], j);
-#pragma unroll
-                for (int a = 0; a <= a0; ++a) {
-                    const int i = lane + 32 * a;
-                    if (i < k)
-                        x[a] = fma(-A[static_cast<long long>(i) * n + k], xk, x[a]);
-                }
-            }
-        }
+        getrs_pass<true, false, false>(x, A, n, lane);      // L y = P b
+        getrs_pass<false, true, false>(x, A, n, lane);      // U x = y
     }
 #pragma unroll
     for (int a = 0; a < NA; ++a) {

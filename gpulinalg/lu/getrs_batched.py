@@ -41,13 +41,18 @@ def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
     """B_b := op(A_b)^{-1} B_b for every b < batch (trans 0: A_b, else A_b^T), A_b = P_b L_b
     U_b given by the C-contiguous factors (batch, n, n) at lup and 0-based pivots (batch, n)
     int32 at pivp; B (batch, n, nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.
-    One launch on the current device and stream; no validation (0 < n <= MAX_ORDER, pivots
-    in [0, n), batch, nrhs > 0)."""
+    One launch on the current device and stream (one per 2^31 warps); no validation
+    (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
     nmax = next(s for s in NMAX_SHAPES if s >= n)
     launch = _launcher(cupy().cuda.runtime.getDevice(), element.ctype, nmax)
-    warps = batch * nrhs
-    launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, nrhs, lup, pivp, bp,
-           int(bool(trans)))
+    size = element.itemsize
+    step = max(1, (2**31 - 1) // nrhs)          # systems per launch: warps below 2^31
+    for start in range(0, batch, step):
+        count = min(step, batch - start)
+        warps = count * nrhs
+        launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), count, n, nrhs,
+               lup + start * n * n * size, pivp + start * n * 4, bp + start * n * nrhs * size,
+               int(bool(trans)))
 
 
 def reference(lu, piv, b, trans=0):
