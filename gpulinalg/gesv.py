@@ -362,10 +362,7 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
         raise LinAlgError(f"A singular matrix detected: slice(s) {slices(info != 0)} are "
                           "singular.")
 
-    def estimate_solve(x, t):
-        return _stacked.getrs_stack(xp, LU, piv, x[:, :, None], 2 * t)[:, :, 0]
-
-    rc = _getrs.reciprocal_condition(estimate_solve, count, n, xp, LU.dtype, anorm)
+    rc = _getrs.reciprocal_condition(_stacked.inverse_norm1_stack(xp, LU, piv), anorm)
     ill = rc < np.finfo(LU.dtype).eps
     if ill.any():
         rcb = np.broadcast_to(rc.reshape(own), batch).ravel()

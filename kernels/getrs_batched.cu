@@ -63,10 +63,12 @@ __device__ __forceinline__ void getrs_swap(T (&x)[NA], int k, int q, int lane)
 
 // One substitution with the triangle of A (n x n, row-major) held as the solution's NA values
 // per lane: FORWARD (k ascending, rows i > k updated) or backward (k descending, rows i < k);
-// DIVIDE: the owner of x_k first divides it by A(k, k) (the U passes); TRANSPOSED: the
+// DIVIDE: the owner of x_k first divides it by A(k, k) (the U passes; RECIP: multiplies
+// it by rd, the reciprocals of its rows' diagonal, no division on the way); TRANSPOSED: the
 // triangle's (i, k) element is A(k, i) (row k: coalesced), else A(i, k).
-template <bool FORWARD, bool DIVIDE, bool TRANSPOSED, int NA, typename T>
-__device__ __forceinline__ void getrs_pass(T (&x)[NA], const T* A, int n, int lane)
+template <bool FORWARD, bool DIVIDE, bool TRANSPOSED, bool RECIP, int NA, typename T>
+__device__ __forceinline__ void getrs_pass(T (&x)[NA], const T* A, int n, int lane,
+                                           const T (&rd)[NA])
 {
 #pragma unroll
     for (int s0 = 0; s0 < NA; ++s0) {
@@ -77,7 +79,7 @@ __device__ __forceinline__ void getrs_pass(T (&x)[NA], const T* A, int n, int la
             if (k >= n)
                 continue;                                   // uniform
             if (DIVIDE && lane == j)
-                x[a0] = x[a0] / A[static_cast<long long>(k) * n + k];
+                x[a0] = RECIP ? x[a0] * rd[a0] : x[a0] / A[static_cast<long long>(k) * n + k];
             const T xk = __shfl_sync(0xffffffffu, x[a0], j);
 #pragma unroll
             for (int a = 0; a < NA; ++a) {
@@ -89,6 +91,31 @@ __device__ __forceinline__ void getrs_pass(T (&x)[NA], const T* A, int n, int la
                 }
             }
         }
+    }
+}
+
+// x := op(A)^{-1} x for A = P L U (trans 0: A, else A^T), x held NA values per lane; U's
+// divisions IEEE, or (RECIP) products with rd (see getrs_pass)
+template <bool RECIP, int NA, typename T>
+__device__ __forceinline__ void getrs_solve(T (&x)[NA], const T* A, const int* p, int n,
+                                            int lane, bool trans, const T (&rd)[NA])
+{
+    if (trans) {
+        getrs_pass<true, true, true, RECIP>(x, A, n, lane, rd);     // U^T y = b
+        getrs_pass<false, false, true, RECIP>(x, A, n, lane, rd);   // L^T z = y
+        for (int k = n - 1; k >= 0; --k) {                  // x = P^T z: in reverse order
+            const int q = p[k];
+            if (q != k)                                     // uniform
+                getrs_swap(x, k, q, lane);
+        }
+    } else {
+        for (int k = 0; k < n; ++k) {                       // P b: the interchanges in order
+            const int q = p[k];
+            if (q != k)                                     // uniform
+                getrs_swap(x, k, q, lane);
+        }
+        getrs_pass<true, false, false, RECIP>(x, A, n, lane, rd);   // L y = P b
+        getrs_pass<false, true, false, RECIP>(x, A, n, lane, rd);   // U x = y
     }
 }
 
@@ -116,27 +143,132 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
         const int i = lane + 32 * a;
         x[a] = i < n ? X[static_cast<long long>(i) * nrhs] : T(0);
     }
-    if (trans) {
-        getrs_pass<true, true, true>(x, A, n, lane);        // U^T y = b
-        getrs_pass<false, false, true>(x, A, n, lane);      // L^T z = y
-        for (int k = n - 1; k >= 0; --k) {                  // x = P^T z: in reverse order
-            const int q = p[k];
-            if (q != k)                                     // uniform
-                getrs_swap(x, k, q, lane);
-        }
-    } else {
-        for (int k = 0; k < n; ++k) {                       // P b: the interchanges in order
-            const int q = p[k];
-            if (q != k)                                     // uniform
-                getrs_swap(x, k, q, lane);
-        }
-        getrs_pass<true, false, false>(x, A, n, lane);      // L y = P b
-        getrs_pass<false, true, false>(x, A, n, lane);      // U x = y
-    }
+    getrs_solve<false>(x, A, p, n, lane, trans, x);
 #pragma unroll
     for (int a = 0; a < NA; ++a) {
         const int i = lane + 32 * a;
         if (i < n)
             X[static_cast<long long>(i) * nrhs] = x[a];
     }
+}
+
+// The sum over the warp of one value per lane (xor butterfly: every lane gets the sum).
+template <typename T>
+__device__ __forceinline__ T gecon_sum(T v)
+{
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+}
+
+// gecon_batched<T, NMAX>(batch, n, lu, piv, est, inv_n, inv_step): est[b] := xlacn2's estimate of
+// ||A_b^{-1}||_1 (Hager's method as refined by Higham) from the factors of a stack (as
+// getrs_batched's), one warp per matrix with its vectors in registers: x = (1/n, ...); up to 5
+// steps of y = A^{-1} x (stop where sign(y) repeats or sum |y| does not grow; the estimate is
+// the last sum), z = A^{-T} sign(y), j = the first index of max |z| (stop where |z_j| is no
+// larger than z at the last j), x = e_j; then the larger of that and 2 sum |A^{-1} v| / 3n for
+// Higham's alternating vector v_i = (-1)^i (1 + i / (n - 1)).  Real T only; the sums are warp
+// reductions in T, U's divisions products with its diagonal's reciprocals; inv_n = 1 / n and
+// inv_step = 1 / max(n - 1, 1) come from the host (no other division in the kernel).  One launch for the whole stack: the condition estimate of a batched solve.
+template <typename T, int NMAX>
+__global__ void __launch_bounds__(32 * GETRS_WARPS)
+gecon_batched(int batch, int n, const T* __restrict__ lu, const int* __restrict__ piv,
+              double* __restrict__ est_out, double inv_n, double inv_step)
+{
+    constexpr int NA = NMAX / 32;
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    const int w = static_cast<int>(blockIdx.x) * GETRS_WARPS
+                  + (static_cast<int>(threadIdx.x) >> 5);
+    if (w >= batch)
+        return;                                         // whole warps: uniform
+    const T* A = lu + static_cast<long long>(w) * n * n;
+    const int* p = piv + static_cast<long long>(w) * n;
+
+    // One solve per pass of the loop (one inlined copy of the solves): `trans` says which.
+    // U's diagonal as reciprocals, divided once here: the estimate needs no IEEE quotients,
+    // and the loop then has no division (whose slow-path call would keep values in local
+    // memory).
+    T v[NA], xi[NA], rd[NA];
+#pragma unroll
+    for (int a = 0; a < NA; ++a) {
+        const int i = lane + 32 * a;
+        v[a] = i < n ? T(inv_n) : T(0);
+        xi[a] = T(0);
+        rd[a] = i < n ? T(1) / A[static_cast<long long>(i) * n + i] : T(0);
+    }
+    T est = T(0);
+    int it = 0, jold = 0;
+    bool trans = false, last = false;
+    double alt = 0.0;
+    for (;;) {
+        getrs_solve<true>(v, A, p, n, lane, trans, rd);
+        if (last) {                                     // v = A^{-1} (alternating vector)
+            T part = T(0);
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+                part += fabs(v[a]);
+            alt = 2.0 * static_cast<double>(gecon_sum(part)) * (inv_n / 3.0);
+            break;
+        }
+        bool done;
+        if (!trans) {                                   // v = y = A^{-1} x
+            T part = T(0);
+            bool same = true;
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const T sg = lane + 32 * a < n ? (v[a] >= T(0) ? T(1) : T(-1)) : T(0);
+                part += fabs(v[a]);
+                same &= sg == xi[a];
+                v[a] = sg;
+            }
+            const T sum = gecon_sum(part);
+            same = __all_sync(0xffffffffu, same);
+            done = it > 0 && (sum <= est || same);
+            est = sum;
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+                xi[a] = v[a];                           // next: z = A^{-T} sign(y)
+        } else {                                        // v = z: the first index of max |z|
+            T best = T(-1);
+            int arg = 0;
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const int i = lane + 32 * a;
+                if (i < n && fabs(v[a]) > best) {
+                    best = fabs(v[a]);
+                    arg = i;
+                }
+            }
+#pragma unroll
+            for (int m = 16; m >= 1; m >>= 1) {
+                const T ob = __shfl_xor_sync(0xffffffffu, best, m);
+                const int oa = __shfl_xor_sync(0xffffffffu, arg, m);
+                if (ob > best || (ob == best && oa < arg)) {
+                    best = ob;
+                    arg = oa;
+                }
+            }
+            const T zold = __shfl_sync(0xffffffffu, getrs_slot(v, jold >> 5), jold & 31);
+            done = (it > 0 && best <= zold) || it == 4;
+            jold = arg;
+            ++it;
+#pragma unroll
+            for (int a = 0; a < NA; ++a)
+                v[a] = lane + 32 * a == arg ? T(1) : T(0);   // next: y = A^{-1} e_j
+        }
+        trans = !trans;
+        if (done) {                                     // uniform: Higham's vector next
+#pragma unroll
+            for (int a = 0; a < NA; ++a) {
+                const int i = lane + 32 * a;
+                const double alt_i = (i & 1 ? -1.0 : 1.0) * (1.0 + i * inv_step);
+                v[a] = i < n ? T(alt_i) : T(0);
+            }
+            trans = false;
+            last = true;
+        }
+    }
+    if (lane == 0)
+        est_out[w] = fmax(static_cast<double>(est), alt);
 }

@@ -125,6 +125,7 @@ inline unsigned __ballot_sync(unsigned mask, int pred) {
     return __reduce_or_sync(mask, pred ? 1u << emu::lane() : 0u);
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0u; }
+inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
 inline unsigned __match_any_sync(unsigned mask, int v) {
     emu::need(mask, emu::lane());
     emu::slots[emu::tid()] = (unsigned)v;
@@ -198,10 +199,10 @@ inline void run_blocks(int blocks, int threads, unsigned seed, long smem,
 
 
 def launch_format(family, kernel):
-    """The Launcher format ('i' int, 'q' long long, 'P' pointer) of the parameters of the
-    kernel named `kernel` in kernels/<family>.cu, from its definition."""
+    """The Launcher format ('i' int, 'q' long long, 'd' double, 'P' pointer) of the parameters
+    of the kernel named `kernel` in kernels/<family>.cu, from its definition."""
     params = re.search(kernel + r"\(([^)]*)\)\s*\{", _kernels.source(family)).group(1)
-    return "".join("P" if "*" in p else {"int": "i", "long": "q"}[p.split()[0]]
+    return "".join("P" if "*" in p else {"int": "i", "long": "q", "double": "d"}[p.split()[0]]
                    for p in params.split(","))
 
 

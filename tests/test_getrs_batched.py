@@ -25,6 +25,20 @@ void run(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, in
                                static_cast<T*>(B), trans);
     });
 }
+template <typename T, int NMAX>
+void run_gecon(int batch, int n, const void* lu, const int* piv, double* est, unsigned seed) {
+    emu::run_blocks((batch + GETRS_WARPS - 1) / GETRS_WARPS, 32 * GETRS_WARPS, seed, 0, [=]() {
+        gecon_batched<T, NMAX>(batch, n, static_cast<const T*>(lu), piv, est, 1.0 / n,
+                               1.0 / (n > 1 ? n - 1 : 1));
+    });
+}
+extern "C" int gecon_run(int itemsize, int nmax, int batch, int n, const void* lu,
+                         const int* piv, double* est, unsigned seed) {
+#define GCASE(T, N) if (sizeof(T) == (size_t)itemsize && nmax == N) \
+    { run_gecon<T, N>(batch, n, lu, piv, est, seed); return 0; }
+    GCASES
+    return 1;
+}
 extern "C" int grs_run(int itemsize, int nmax, int batch, int n, int nrhs, const void* lu,
                        const int* piv, void* B, int trans, unsigned seed) {
 #define CASE(T, N) if (sizeof(T) == (size_t)itemsize && nmax == N) \
@@ -37,9 +51,13 @@ extern "C" int grs_run(int itemsize, int nmax, int batch, int n, int nrhs, const
 
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
-    cases = " ".join(f"CASE({name[name.index('<') + 1:-1]})" for name in gb.KERNEL_NAMES)
+    def cases(kernel, macro):
+        return " ".join(f"{macro}({name[name.index('<') + 1:-1]})" for name in gb.KERNEL_NAMES
+                        if name.startswith(kernel + "<"))
     lib = kernel_emulation.build(tmp_path_factory, "getrs_batched",
-                                 _DRIVER.replace("CASES", cases))
+                                 _DRIVER.replace("GCASES", cases("gecon_batched", "GCASE"))
+                                 .replace("CASES", cases("getrs_batched", "CASE")))
+    lib.gecon_run.argtypes = ([ctypes.c_int] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_uint])
     lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_int,
                                                                           ctypes.c_uint])
     return lib
@@ -97,10 +115,36 @@ def test_model_solves_like_scipy(rng, dtype):
             np.testing.assert_allclose(x[i], ref, rtol=0, atol=tol * max(1, np.abs(ref).max()))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 7, 32, 33, 64, 100, 128])
+def test_emulated_condition_estimate(emulated, rng, dtype, n):
+    """The kernel's xlacn2 (one warp per matrix) against the stack version in NumPy (the
+    same steps, its sums in another order) and LAPACK's dgecon."""
+    from gpulinalg.lu import getrs, stacked
+    batch = 6
+    a = np.stack([rng.standard_normal((n, n)) @ np.diag(np.logspace(0, -k, n))
+                  for k in range(batch)]).astype(dtype)
+    lu, piv, info = getrf_reference(a)
+    assert not info.any()
+    lu, piv = np.ascontiguousarray(lu), np.ascontiguousarray(piv, np.int32)
+    est = np.zeros(batch)
+    nmax = next(s for s in gb.NMAX_SHAPES if s >= n)
+    assert emulated.gecon_run(lu.dtype.itemsize, nmax, batch, n, lu.ctypes.data,
+                              piv.ctypes.data, est.ctypes.data, 1) == 0
+    model = getrs.inverse_norm1(
+        lambda x, t: stacked.getrs_stack(np, lu, piv, x[:, :, None], 2 * t)[:, :, 0], batch, n,
+        np, dtype)
+    np.testing.assert_allclose(est, model, rtol=1e-4 if dtype == np.float32 else 1e-12)
+    for i in range(batch):
+        rc, _ = sl.lapack.dgecon(np.asfortranarray(lu[i], np.float64), 1.0, norm="1")
+        assert 1 / (3 * rc) <= est[i] <= 3 / rc      # ||A^-1||_1 as dgecon estimates it
+
+
 def test_names():
-    assert gb.KERNEL_NAMES == tuple(f"getrs_batched<{t},{n}>" for t in ("float", "double")
-                                    for n in (32, 64, 128))
-    assert kernel_emulation.launch_format("getrs_batched", "getrs_batched") == gb._SPECS
+    assert gb.KERNEL_NAMES == tuple(f"{k}<{t},{n}>" for k in ("getrs_batched", "gecon_batched")
+                                    for t in ("float", "double") for n in (32, 64, 128))
+    for kernel, spec in gb._SPECS.items():
+        assert kernel_emulation.launch_format("getrs_batched", kernel) == spec
 
 
 @pytest.mark.gpu
@@ -117,3 +161,22 @@ def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
         gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
                              exact(np.dtype(dtype)), trans)
         assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b, trans))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 33, 128])
+def test_gpu_condition_estimate(cp, rng, dtype, n):
+    """The kernel's estimates on the GPU against the stack estimator in NumPy."""
+    from gpulinalg.core.element import exact
+    from gpulinalg.lu import getrs, stacked
+    a, lu, piv = factors(rng, 200, n, dtype)
+    est = cp.zeros(200)
+    dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
+    gb.inverse_norm1_ptr(200, n, dlu.data.ptr, dpiv.data.ptr, est.data.ptr,
+                         exact(np.dtype(dtype)))
+    model = getrs.inverse_norm1(
+        lambda x, t: stacked.getrs_stack(np, lu, piv, x[:, :, None], 2 * t)[:, :, 0], 200, n,
+        np, dtype)
+    np.testing.assert_allclose(cp.asnumpy(est), model, rtol=1e-3 if dtype == np.float32
+                               else 1e-10)

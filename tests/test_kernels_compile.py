@@ -32,7 +32,11 @@ ARCH = {"sgemm_wgmma": "sm_90a"}
 # leaf at that shape, the late one is the reference the tests compare it with.
 KNOWN_SPILLS = {"getrf_leaf_row<float,128,1,0>": (8, 4, 4),
                 # one value kept across the IEEE division's slow-path call, once per warp
-                "getrs_batched<float,64>": (8, 4, 4)}
+                "getrs_batched<float,64>": (8, 4, 4),
+                # values kept across the diagonal's reciprocals (divisions) at the start
+                "gecon_batched<double,128>": (16, 16, 28),
+                "gecon_batched<double,64>": (8, 4, 4),
+                "gecon_batched<double,32>": (32, 28, 28)}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")

@@ -207,15 +207,16 @@ def rcond(xp, LU, piv, anorm):
         return getrs(xp, LU, xp.array(x.reshape(n, 1), order="C"), piv,
                      2 * trans).reshape(1, n)
 
-    return float(reciprocal_condition(solve, 1, n, xp, LU.dtype, np.array([anorm]))[0])
-
-
-def reciprocal_condition(solve, count, n, xp, dtype, anorm):
-    """xgecon for a stack of `count` matrices of order n > 0 (see inverse_norm1 for `solve`)
-    with 1-norms anorm (NumPy, (count,)): a NumPy array of 1 / (||A_b||_1 ||A_b^{-1}||_1)
-    estimates, 0 where a norm is 0 or the solves overflow."""
-    anorm = np.asarray(anorm, np.float64)
     with np.errstate(all="ignore"):
-        inv = inverse_norm1(solve, count, n, xp, dtype)
+        inv = inverse_norm1(solve, 1, n, xp, LU.dtype)
+    return float(reciprocal_condition(inv, np.array([anorm]))[0])
+
+
+def reciprocal_condition(inv, anorm):
+    """xgecon's result for a stack from the estimates inv of ||A_b^{-1}||_1 and the 1-norms
+    anorm (NumPy, (count,)): 1 / (||A_b||_1 ||A_b^{-1}||_1), 0 where a norm is 0 or the solves
+    overflowed."""
+    inv, anorm = np.asarray(inv, np.float64), np.asarray(anorm, np.float64)
+    with np.errstate(all="ignore"):
         ok = np.isfinite(inv) & (inv > 0) & (anorm > 0)
         return np.where(ok, 1.0 / np.where(ok, anorm * inv, 1.0), 0.0)

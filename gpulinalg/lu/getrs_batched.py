@@ -17,23 +17,26 @@ FAMILY = "getrs_batched"
 WARPS = 4                   # GETRS_WARPS: warps (systems x right-hand sides) per block
 NMAX_SHAPES = (32, 64, 128)  # template NMAX: a call takes the smallest >= n
 ELEMENTS = REAL_KERNEL
-_SPECS = "iiiPPPi"          # batch, n, nrhs, lu, piv, B, trans
+_SPECS = {"getrs_batched": "iiiPPPi",    # batch, n, nrhs, lu, piv, B, trans
+          "gecon_batched": "iiPPPdd"}     # batch, n, lu, piv, est, 1 / n, 1 / max(n - 1, 1)
 
 
-def _name(ctype, nmax):
-    return f"getrs_batched<{ctype},{nmax}>"
+def _name(kernel, ctype, nmax):
+    return f"{kernel}<{ctype},{nmax}>"
 
 
-KERNEL_NAMES = tuple(_name(e.ctype, nmax) for e in ELEMENTS for nmax in NMAX_SHAPES)
+KERNEL_NAMES = tuple(_name(k, e.ctype, nmax) for k in _SPECS for e in ELEMENTS
+                     for nmax in NMAX_SHAPES)
 MAX_ORDER = NMAX_SHAPES[-1]
 
 _launchers = {}
 
 
-def _launcher(device_id, ctype, nmax):
-    key = (device_id, ctype, nmax)
+def _launcher(device_id, kernel, ctype, nmax):
+    key = (device_id, kernel, ctype, nmax)
     if key not in _launchers:
-        _launchers[key] = Launcher(get_kernel(FAMILY, _name(ctype, nmax)), _SPECS)
+        _launchers[key] = Launcher(get_kernel(FAMILY, _name(kernel, ctype, nmax)),
+                                   _SPECS[kernel])
     return _launchers[key]
 
 
@@ -44,7 +47,7 @@ def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
     One launch on the current device and stream (one per 2^31 warps); no validation
     (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
     nmax = next(s for s in NMAX_SHAPES if s >= n)
-    launch = _launcher(cupy().cuda.runtime.getDevice(), element.ctype, nmax)
+    launch = _launcher(cupy().cuda.runtime.getDevice(), "getrs_batched", element.ctype, nmax)
     size = element.itemsize
     step = max(1, (2**31 - 1) // nrhs)          # systems per launch: warps below 2^31
     for start in range(0, batch, step):
@@ -53,6 +56,17 @@ def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
         launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), count, n, nrhs,
                lup + start * n * n * size, pivp + start * n * 4, bp + start * n * nrhs * size,
                int(bool(trans)))
+
+
+def inverse_norm1_ptr(batch, n, lup, pivp, estp, element):
+    """est[b] := xlacn2's estimate of ||A_b^{-1}||_1 (float64 at estp) for every b < batch,
+    from the factors and pivots as getrs_batched_ptr takes them: one launch, one warp per
+    matrix (kernels/getrs_batched.cu's gecon_batched; lu/getrs.py's inverse_norm1 is the same
+    algorithm over whole stacks).  No validation (0 < n <= MAX_ORDER, 0 < batch < 2^31)."""
+    nmax = next(s for s in NMAX_SHAPES if s >= n)
+    launch = _launcher(cupy().cuda.runtime.getDevice(), "gecon_batched", element.ctype, nmax)
+    launch((-(-batch // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, lup, pivp, estp, 1.0 / n,
+           1.0 / max(n - 1, 1))
 
 
 def reference(lu, piv, b, trans=0):

@@ -299,6 +299,25 @@ def getrs_stack(xp, LU, piv, B, trans=0, overwrite_b=False):
     return X
 
 
+def inverse_norm1_stack(xp, LU, piv):
+    """xlacn2's estimates of ||A_b^{-1}||_1 for a stack of factors (as getrs_stack takes
+    them), a NumPy float64 array (count,): real stacks of order up to 128 on the GPU in one
+    launch (getrs_batched.inverse_norm1_ptr); others by lu/getrs.py's inverse_norm1 over
+    batched solves."""
+    count, n, _ = LU.shape
+    if xp is not np and np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
+        est = xp.empty(count, np.float64)
+        _getrs_batched.inverse_norm1_ptr(count, n, LU.data.ptr, piv.data.ptr, est.data.ptr,
+                                         _element(np.dtype(LU.dtype)))
+        return est.get()
+
+    def solve(x, trans):
+        return getrs_stack(xp, LU, piv, x[:, :, None], 2 * trans)[:, :, 0]
+
+    with np.errstate(all="ignore"):
+        return _getrs.inverse_norm1(solve, count, n, xp, LU.dtype)
+
+
 def native(x, xp):
     """x (NumPy, CuPy, torch or an array_like) as an array of module xp, without a copy
     where it already is one."""
