@@ -152,6 +152,35 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
     }
 }
 
+// 1 / x without a division's slow-path call (whose calling convention keeps live values in
+// local memory): the hardware's approximate reciprocal refined by Newton steps r += r (1 - x r)
+// (float: one, from 1 ulp; double: two, from ~2^-22), within an ulp of the IEEE quotient.
+// Zero gives a signed infinity and infinity zero (no Newton step there); a float64 diagonal
+// below 2^-1022 in magnitude reads as zero (ftz), whose IEEE reciprocal overflows or nearly so.
+__device__ __forceinline__ float gecon_recip(float x)
+{
+#ifdef __CUDA_ARCH__
+    float r;
+    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+#else
+    const float r = 1.0f / x;     // the CPU emulation (tests/kernel_emulation.py)
+#endif
+    return isinf(r) || r == 0.0f ? r : fmaf(r, fmaf(-x, r, 1.0f), r);
+}
+__device__ __forceinline__ double gecon_recip(double x)
+{
+#ifdef __CUDA_ARCH__
+    double r;
+    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
+#else
+    double r = 1.0 / x;
+#endif
+    if (isinf(r) || r == 0.0)
+        return r;
+    r = fma(r, fma(-x, r, 1.0), r);
+    return fma(r, fma(-x, r, 1.0), r);
+}
+
 // The sum over the warp of one value per lane (xor butterfly: every lane gets the sum).
 template <typename T>
 __device__ __forceinline__ T gecon_sum(T v)
@@ -170,7 +199,8 @@ __device__ __forceinline__ T gecon_sum(T v)
 // larger than z at the last j), x = e_j; then the larger of that and 2 sum |A^{-1} v| / 3n for
 // Higham's alternating vector v_i = (-1)^i (1 + i / (n - 1)).  Real T only; the sums are warp
 // reductions in T, U's divisions products with its diagonal's reciprocals; inv_n = 1 / n and
-// inv_step = 1 / max(n - 1, 1) come from the host (no other division in the kernel).  One launch for the whole stack: the condition estimate of a batched solve.
+// inv_step = 1 / max(n - 1, 1) come from the host (no division in the kernel).  One launch
+// for the whole stack: the condition estimate of a batched solve.
 template <typename T, int NMAX>
 __global__ void __launch_bounds__(32 * GETRS_WARPS)
 gecon_batched(int batch, int n, const T* __restrict__ lu, const int* __restrict__ piv,
@@ -186,16 +216,15 @@ gecon_batched(int batch, int n, const T* __restrict__ lu, const int* __restrict_
     const int* p = piv + static_cast<long long>(w) * n;
 
     // One solve per pass of the loop (one inlined copy of the solves): `trans` says which.
-    // U's diagonal as reciprocals, divided once here: the estimate needs no IEEE quotients,
-    // and the loop then has no division (whose slow-path call would keep values in local
-    // memory).
+    // U's diagonal as reciprocals, formed once here without a division (gecon_recip): the
+    // estimate needs no IEEE quotients, and no slow-path call keeps values in local memory.
     T v[NA], xi[NA], rd[NA];
 #pragma unroll
     for (int a = 0; a < NA; ++a) {
         const int i = lane + 32 * a;
         v[a] = i < n ? T(inv_n) : T(0);
         xi[a] = T(0);
-        rd[a] = i < n ? T(1) / A[static_cast<long long>(i) * n + i] : T(0);
+        rd[a] = i < n ? gecon_recip(A[static_cast<long long>(i) * n + i]) : T(0);
     }
     T est = T(0);
     int it = 0, jold = 0;
@@ -208,7 +237,7 @@ gecon_batched(int batch, int n, const T* __restrict__ lu, const int* __restrict_
 #pragma unroll
             for (int a = 0; a < NA; ++a)
                 part += fabs(v[a]);
-            alt = 2.0 * static_cast<double>(gecon_sum(part)) * (inv_n / 3.0);
+            alt = static_cast<double>(gecon_sum(part)) * inv_n * (2.0 / 3.0);
             break;
         }
         bool done;

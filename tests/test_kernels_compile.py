@@ -27,16 +27,17 @@ FAMILIES = {"sgemm": "gpulinalg.gemm.simt", "transpose": "gpulinalg.layout.trans
             "permute": "gpulinalg.layout.permute"}
 # nvcc architecture per family: wgmma and setmaxnreg exist only for sm_90a.
 ARCH = {"sgemm_wgmma": "sm_90a"}
-# Known local memory, by name expression: the late-publishing 128-wide float row leaf spills 4
-# bytes under the build's -ftz=true (not without it); the default table launches the early
-# leaf at that shape, the late one is the reference the tests compare it with.
+# Known local memory, by name expression, at most (frame, spill stores, spill loads) bytes:
+# ptxas's choice moves with its version and flags (-ftz), so these are bounds, not figures.
+# The late-publishing 128-wide float row leaf spills 4 bytes under the build's -ftz=true; the
+# default table launches the early leaf at that shape, the late one is the reference the tests
+# compare it with.
+_ESTIMATOR = (32, 32, 32)   # a few hoisted row addresses, loaded once per pass, not per step
 KNOWN_SPILLS = {"getrf_leaf_row<float,128,1,0>": (8, 4, 4),
                 # one value kept across the IEEE division's slow-path call, once per warp
                 "getrs_batched<float,64>": (8, 4, 4),
-                # values kept across the diagonal's reciprocals (divisions) at the start
-                "gecon_batched<double,128>": (16, 16, 28),
-                "gecon_batched<double,64>": (8, 4, 4),
-                "gecon_batched<double,32>": (32, 28, 28)}
+                **{f"gecon_batched<{t},{n}>": _ESTIMATOR
+                   for t in ("float", "double") for n in (32, 64, 128)}}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
@@ -120,14 +121,20 @@ def test_compiles_for_sm90_without_spills(family, tmp_path):
     if report is None:
         report = _compile_report(family, names, tmp_path)
         known = {sym for sym, name in _demangled(report).items()
-                 if report[sym] == KNOWN_SPILLS.get(name)}
+                 if _within(report[sym], KNOWN_SPILLS.get(name))}
     else:   # the build's report: its symbols name the known exceptions
         info = _kernels.manifest(family)
         known = {info["symbols"][n] for n, v in KNOWN_SPILLS.items()
-                 if n in info["symbols"] and report.get(info["symbols"][n]) == v}
+                 if n in info["symbols"] and _within(report.get(info["symbols"][n]), v)}
     assert len(report) >= len(names), f"ptxas reported {len(report)} of {len(names)} kernels"
     bad = {k: v for k, v in report.items() if any(v) and k not in known}
     assert not bad, f"stack frame / spill stores / spill loads in: {bad}"
+
+
+def _within(found, bound):
+    """Whether ptxas's (frame, stores, loads) is within a KNOWN_SPILLS bound (None: none)."""
+    return found is not None and bound is not None and all(
+        f <= b for f, b in zip(found, bound))
 
 
 def _demangled(report):
