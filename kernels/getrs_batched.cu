@@ -165,7 +165,7 @@ __device__ __forceinline__ float gecon_recip(float x)
 #else
     const float r = 1.0f / x;     // the CPU emulation (tests/kernel_emulation.py)
 #endif
-    return isinf(r) || r == 0.0f ? r : fmaf(r, fmaf(-x, r, 1.0f), r);
+    return r - r != 0.0f || r == 0.0f ? r : fmaf(r, fmaf(-x, r, 1.0f), r);   // inf, NaN, 0
 }
 __device__ __forceinline__ double gecon_recip(double x)
 {
@@ -175,7 +175,7 @@ __device__ __forceinline__ double gecon_recip(double x)
 #else
     double r = 1.0 / x;
 #endif
-    if (isinf(r) || r == 0.0)
+    if (r - r != 0.0 || r == 0.0)                           // inf, NaN, 0
         return r;
     r = fma(r, fma(-x, r, 1.0), r);
     return fma(r, fma(-x, r, 1.0), r);
