@@ -301,3 +301,171 @@ gecon_batched(int batch, int n, const T* __restrict__ lu, const int* __restrict_
     if (lane == 0)
         est_out[w] = fmax(static_cast<double>(est), alt);
 }
+
+// getrs_tiled<T, R>(batch, n, nrhs, lu, piv, B, trans): getrs_batched's solve for orders up to
+// GRT_MAXN, where the solution no longer fits a warp's registers.  One warp (the block) per
+// system b and group of R right-hand sides c0 .. c0 + R - 1; the group's solution lives in
+// shared memory (xs, rows padded to a multiple of 32 with zeros), with the pivots.  Each
+// substitution runs over 32-row chunks in solve order: a chunk's rows start as xs, take the
+// products with the 32 x 32 tiles of op(T) left of the diagonal (forward; right of it
+// backward: a GEMV, the warp's lanes the chunk's rows, the tile's columns in sequence), then
+// the diagonal tile is solved in registers (the owner of row j divides by op(T)(j, j) for U,
+// IEEE; a shuffle broadcasts x_j; the rows after it, or before it, subtract).  Each tile is
+// read from global memory with coalesced rows (lane = column) into registers one tile ahead,
+// then stored to a padded shared tile (pitch 33) from which op(T) is read by row or by column:
+// trans 0 reads L and U as stored, trans 1 the tiles of U^T and L^T, which are U's and L's
+// tiles read by column.  The interchanges: lane r < R swaps column r's rows in xs, k in order
+// (trans 0, before the solves) or reversed (trans 1, after them).
+// Bound: latency per warp: the n^2 / 512 tiles of the two solves each cost a global load
+// (hidden behind the previous tile's products) and 32 dependent steps of R fused multiply-adds;
+// a stack of B systems reads B n^2 sizeof(T) bytes per group of R right-hand sides (L2 serves
+// the groups of one system).  In-matrix offsets are 32-bit (n <= GRT_MAXN).
+#define GRT_MAXN 1024
+#define GRT_PITCH 33
+
+template <typename T>
+__device__ __forceinline__ void grt_load(T (&v)[32], const T* A, int n, int row0, int col0,
+                                         int lane)
+{
+    const int col = col0 + lane;
+#pragma unroll
+    for (int a = 0; a < 32; ++a)
+        v[a] = row0 + a < n && col < n ? A[(row0 + a) * n + col] : T(0);
+}
+
+// One substitution with op(T) over the padded solution xs (np rows of R values): FORWARD
+// (chunks ascending, tiles left of the diagonal) or backward; DIVIDE: by op(T)'s diagonal (U);
+// TRANS: op(T)(i, k) = T(k, i), so tile (chunk c, column chunk t) is T's tile (t, c).
+template <bool FORWARD, bool DIVIDE, bool TRANS, int R, typename T>
+__device__ __forceinline__ void grt_pass(T* xs, T* tile, const T* A, int n, int lane)
+{
+    const int nc = (n + 31) >> 5;
+    int c = FORWARD ? 0 : nc - 1, t = c;                // (chunk, column chunk) in order
+    T v[32];
+    grt_load(v, A, n, 32 * (TRANS ? t : c), 32 * (TRANS ? c : t), lane);
+    T acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+        acc[r] = xs[(32 * c + lane) * R + r];
+    for (;;) {
+#pragma unroll
+        for (int a = 0; a < 32; ++a)
+            tile[a * GRT_PITCH + lane] = v[a];
+        __syncwarp();
+        int cn = c, tn;                                 // the next tile, loaded meanwhile
+        if (t == c) {
+            cn = FORWARD ? c + 1 : c - 1;
+            tn = FORWARD ? 0 : nc - 1;
+        } else {
+            tn = FORWARD ? t + 1 : t - 1;
+        }
+        const bool more = cn >= 0 && cn < nc;
+        if (more)
+            grt_load(v, A, n, 32 * (TRANS ? tn : cn), 32 * (TRANS ? cn : tn), lane);
+        if (t != c) {                                   // acc -= op(T)(chunk, t) x(t)
+            const T* x = xs + 32 * t * R;
+#pragma unroll 8
+            for (int j = 0; j < 32; ++j) {
+                const T e = TRANS ? tile[j * GRT_PITCH + lane] : tile[lane * GRT_PITCH + j];
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+                    acc[r] = fma(-e, x[j * R + r], acc[r]);
+            }
+        } else {                                        // the diagonal tile
+            const int r0 = 32 * c;
+            for (int s = 0; s < 32; ++s) {
+                const int j = FORWARD ? s : 31 - s;
+                if (r0 + j >= n)
+                    continue;                           // uniform
+                if (DIVIDE && lane == j) {
+                    const T d = tile[j * GRT_PITCH + j];
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+                        acc[r] = acc[r] / d;
+                }
+                const T e = TRANS ? tile[j * GRT_PITCH + lane] : tile[lane * GRT_PITCH + j];
+                const bool after = FORWARD ? lane > j : lane < j;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const T xj = __shfl_sync(0xffffffffu, acc[r], j);
+                    if (after)
+                        acc[r] = fma(-e, xj, acc[r]);
+                }
+            }
+            if (r0 + lane < n) {
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+                    xs[(r0 + lane) * R + r] = acc[r];
+            }
+        }
+        __syncwarp();
+        if (!more)
+            break;
+        if (cn != c) {
+            c = cn;
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+                acc[r] = xs[(32 * c + lane) * R + r];
+        }
+        t = tn;
+    }
+}
+
+// Column r < R of xs: rows k <-> piv[k], k ascending (forward) or descending.
+template <int R, typename T>
+__device__ __forceinline__ void grt_interchange(T* xs, const int* ps, int n, int lane,
+                                                bool forward)
+{
+    if (lane < R) {
+        for (int s = 0; s < n; ++s) {
+            const int k = forward ? s : n - 1 - s;
+            const int q = ps[k];
+            if (q != k) {
+                const T held = xs[k * R + lane];
+                xs[k * R + lane] = xs[q * R + lane];
+                xs[q * R + lane] = held;
+            }
+        }
+    }
+    __syncwarp();
+}
+
+template <typename T, int R>
+__global__ void __launch_bounds__(32)
+getrs_tiled(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __restrict__ piv,
+            T* __restrict__ B, int trans)
+{
+    extern __shared__ float4 grt_smem[];
+    const int lane = static_cast<int>(threadIdx.x);
+    const int groups = (nrhs + R - 1) / R;
+    const long long b = static_cast<long long>(blockIdx.x) / groups;
+    const int c0 = static_cast<int>(blockIdx.x % groups) * R;
+    const int np = (n + 31) & ~31;
+    T* xs = reinterpret_cast<T*>(grt_smem);                     // np x R
+    T* tile = xs + np * R;                                      // 32 x GRT_PITCH
+    int* ps = reinterpret_cast<int*>(tile + 32 * GRT_PITCH);     // n
+    const T* A = lu + b * n * n;
+    const int* p = piv + b * n;
+    T* X = B + b * n * nrhs + c0;
+    for (int i = lane; i < n; i += 32)
+        ps[i] = p[i];
+    for (int e = lane; e < np * R; e += 32) {
+        const int i = e / R, r = e % R;
+        xs[e] = i < n && c0 + r < nrhs ? X[static_cast<long long>(i) * nrhs + r] : T(0);
+    }
+    __syncwarp();
+    if (trans) {
+        grt_pass<true, true, true, R>(xs, tile, A, n, lane);        // U^T y = b
+        grt_pass<false, false, true, R>(xs, tile, A, n, lane);      // L^T z = y
+        grt_interchange<R>(xs, ps, n, lane, false);                 // x = P^T z
+    } else {
+        grt_interchange<R>(xs, ps, n, lane, true);                  // P b
+        grt_pass<true, false, false, R>(xs, tile, A, n, lane);      // L y = P b
+        grt_pass<false, true, false, R>(xs, tile, A, n, lane);      // U x = y
+    }
+    for (int e = lane; e < n * R; e += 32) {
+        const int i = e / R, r = e % R;
+        if (c0 + r < nrhs)
+            X[static_cast<long long>(i) * nrhs + r] = xs[e];
+    }
+}

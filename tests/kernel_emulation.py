@@ -150,6 +150,7 @@ alignas(16) float4 emu_smem[(256 * 1024) / 16];
 #define gbatch_smem emu_smem
 #define gbb_smem emu_smem
 #define perm_smem emu_smem
+#define grt_smem emu_smem
 namespace emu {
 inline std::function<void()> body;
 // `blocks` blocks of `threads` fibers each running body() for its blockIdx.x, fibers resumed

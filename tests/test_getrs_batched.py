@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
+from gpulinalg.core.element import exact
 from gpulinalg.lu import getrs_batched as gb
 from gpulinalg.lu.batched import reference as getrf_reference
 
@@ -31,6 +32,21 @@ void run_gecon(int batch, int n, const void* lu, const int* piv, double* est, un
         gecon_batched<T, NMAX>(batch, n, static_cast<const T*>(lu), piv, est, 1.0 / n,
                                1.0 / (n > 1 ? n - 1 : 1));
     });
+}
+template <typename T, int R>
+void run_tiled(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, int trans,
+               long smem, unsigned seed) {
+    emu::run_blocks(batch * ((nrhs + R - 1) / R), 32, seed, smem, [=]() {
+        getrs_tiled<T, R>(batch, n, nrhs, static_cast<const T*>(lu), piv, static_cast<T*>(B),
+                          trans);
+    });
+}
+extern "C" int tiled_run(int itemsize, int r, int batch, int n, int nrhs, const void* lu,
+                         const int* piv, void* B, int trans, long smem, unsigned seed) {
+#define TCASE(T, N) if (sizeof(T) == (size_t)itemsize && r == N) \
+    { run_tiled<T, N>(batch, n, nrhs, lu, piv, B, trans, smem, seed); return 0; }
+    TCASES
+    return 1;
 }
 extern "C" int gecon_run(int itemsize, int nmax, int batch, int n, const void* lu,
                          const int* piv, double* est, unsigned seed) {
@@ -56,8 +72,11 @@ def emulated(tmp_path_factory):
                         if name.startswith(kernel + "<"))
     lib = kernel_emulation.build(tmp_path_factory, "getrs_batched",
                                  _DRIVER.replace("GCASES", cases("gecon_batched", "GCASE"))
+                                 .replace("TCASES", cases("getrs_tiled", "TCASE"))
                                  .replace("CASES", cases("getrs_batched", "CASE")))
     lib.gecon_run.argtypes = ([ctypes.c_int] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_uint])
+    lib.tiled_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3
+                              + [ctypes.c_int, ctypes.c_long, ctypes.c_uint])
     lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_int,
                                                                           ctypes.c_uint])
     return lib
@@ -102,6 +121,43 @@ def test_emulated_larger_template(emulated, rng):
         assert_same_bits(run_emulated(emulated, lu, piv, b, nmax), gb.reference(lu, piv, b))
 
 
+def run_tiled(lib, lu, piv, b, r, trans=0):
+    batch, n, nrhs = b.shape
+    x = np.ascontiguousarray(b).copy()
+    lu = np.ascontiguousarray(lu)
+    piv = np.ascontiguousarray(piv, np.int32)
+    smem = gb.tiled_shared_bytes(n, r, exact(lu.dtype))
+    assert lib.tiled_run(lu.dtype.itemsize, r, batch, n, nrhs, lu.ctypes.data,
+                         piv.ctypes.data, x.ctypes.data, trans, smem, 1) == 0
+    return x
+
+
+def assert_solves(x, a, b, trans):
+    """Each system's normwise backward error ||b - op(A) x|| / (||A|| ||x|| + ||b||) (inf-norms,
+    float64) within 4 n eps of the factors' dtype (getrs_tiled sums its products by tiles, the
+    model by columns: the bits differ)."""
+    n = a.shape[-1]
+    bound = 4 * n * np.finfo(a.dtype).eps
+    for i in range(len(x)):
+        op = a[i].astype(np.float64).T if trans else a[i].astype(np.float64)
+        xi, bi = x[i].astype(np.float64), b[i].astype(np.float64)
+        r = np.abs(bi - op @ xi).max()
+        scale = np.abs(op).sum(axis=1).max() * np.abs(xi).max() + np.abs(bi).max()
+        assert r <= bound * scale, (i, r / scale)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,nrhs,r", [(1, 1, 1), (33, 2, 1), (64, 1, 1), (129, 1, 1),
+                                      (150, 9, 8), (97, 8, 8)])
+def test_emulated_tiled(emulated, rng, dtype, n, nrhs, r):
+    """getrs_tiled (orders past the registers' 128; any order runs) solves as the model."""
+    batch = 2
+    a, lu, piv = factors(rng, batch, n, dtype)
+    b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
+    for trans in (0, 1):
+        assert_solves(run_tiled(emulated, lu, piv, b, r, trans), a, b, trans)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_model_solves_like_scipy(rng, dtype):
     a, lu, piv = factors(rng, 6, 40, dtype)
@@ -141,8 +197,13 @@ def test_emulated_condition_estimate(emulated, rng, dtype, n):
 
 
 def test_names():
-    assert gb.KERNEL_NAMES == tuple(f"{k}<{t},{n}>" for k in ("getrs_batched", "gecon_batched")
-                                    for t in ("float", "double") for n in (32, 64, 128))
+    assert gb.KERNEL_NAMES == (tuple(f"{k}<{t},{n}>" for k in ("getrs_batched", "gecon_batched")
+                                     for t in ("float", "double") for n in (32, 64, 128))
+                               + tuple(f"getrs_tiled<{t},{r}>" for t in ("float", "double")
+                                       for r in (1, 8)))
+    src = kernel_emulation.kernel_source("getrs_batched")
+    assert f"#define GRT_MAXN {gb.MAX_ORDER}\n" in src
+    assert f"#define GRT_PITCH {gb.PITCH}\n" in src
     for kernel, spec in gb._SPECS.items():
         assert kernel_emulation.launch_format("getrs_batched", kernel) == spec
 
@@ -161,6 +222,23 @@ def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
         gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
                              exact(np.dtype(dtype)), trans)
         assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b, trans))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,n,nrhs", [(3, 129, 1), (40, 300, 3), (7, 515, 8),
+                                          (4, 1024, 20)])
+def test_gpu_tiled(cp, rng, dtype, batch, n, nrhs):
+    """Orders past the registers' 128 (getrs_tiled) on the GPU against the model."""
+    from gpulinalg.core.element import exact
+    a, lu, piv = factors(rng, batch, n, dtype)
+    b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
+    dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
+    for trans in (0, 1):
+        db = cp.asarray(b)
+        gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
+                             exact(np.dtype(dtype)), trans)
+        assert_solves(cp.asnumpy(db), a, b, trans)
 
 
 @pytest.mark.gpu

@@ -36,6 +36,9 @@ _ESTIMATOR = (32, 32, 32)   # a few hoisted row addresses, loaded once per pass,
 KNOWN_SPILLS = {"getrf_leaf_row<float,128,1,0>": (8, 4, 4),
                 # one value kept across the IEEE division's slow-path call, once per warp
                 "getrs_batched<float,64>": (8, 4, 4),
+                # loop counters and offsets of the interchanges and chunks, beside the tile
+                # prefetched in registers (64 of them) and 8 right-hand sides' accumulators
+                "getrs_tiled<double,8>": (32, 32, 64),
                 **{f"gecon_batched<{t},{n}>": _ESTIMATOR
                    for t in ("float", "double") for n in (32, 64, 128)}}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"

@@ -1,9 +1,11 @@
-"""Solves with a stack of LU factors in one launch: the launcher of kernels/getrs_batched.cu
-(float32 and float64, orders up to NMAX_SHAPES[-1]) and its NumPy model.
+"""Solves with a stack of LU factors in one launch: the launchers of kernels/getrs_batched.cu
+(float32 and float64, orders up to MAX_ORDER) and its NumPy model.
 
-lu_solve of a stack of small real systems on the GPU calls `getrs_batched`: one warp per
-system and right-hand side applies the interchanges and both triangular solves with the
-solution held in registers (the kernel's header says which lane does what).
+lu_solve of a stack of real systems on the GPU calls `getrs_batched_ptr`: orders up to
+REGISTER_ORDER run getrs_batched, one warp per system and right-hand side with the solution
+held in registers; larger orders run getrs_tiled, one warp per system and group of
+TILED_RHS right-hand sides with the solution in shared memory and the factors read by 32 x 32
+tiles (the kernel's header says which lane does what).
 """
 
 import numpy as np
@@ -17,52 +19,77 @@ FAMILY = "getrs_batched"
 WARPS = 4                   # GETRS_WARPS: warps (systems x right-hand sides) per block
 NMAX_SHAPES = (32, 64, 128)  # template NMAX: a call takes the smallest >= n
 ELEMENTS = REAL_KERNEL
+TILED_RHS = (1, 8)          # template R of getrs_tiled: right-hand sides per warp
 _SPECS = {"getrs_batched": "iiiPPPi",    # batch, n, nrhs, lu, piv, B, trans
-          "gecon_batched": "iiPPPdd"}     # batch, n, lu, piv, est, 1 / n, 1 / max(n - 1, 1)
+          "gecon_batched": "iiPPPdd",     # batch, n, lu, piv, est, 1 / n, 1 / max(n - 1, 1)
+          "getrs_tiled": "iiiPPPi"}       # batch, n, nrhs, lu, piv, B, trans
 
 
 def _name(kernel, ctype, nmax):
     return f"{kernel}<{ctype},{nmax}>"
 
 
-KERNEL_NAMES = tuple(_name(k, e.ctype, nmax) for k in _SPECS for e in ELEMENTS
-                     for nmax in NMAX_SHAPES)
-MAX_ORDER = NMAX_SHAPES[-1]
+KERNEL_NAMES = (tuple(_name(k, e.ctype, nmax) for k in ("getrs_batched", "gecon_batched")
+                      for e in ELEMENTS for nmax in NMAX_SHAPES)
+                + tuple(_name("getrs_tiled", e.ctype, r) for e in ELEMENTS for r in TILED_RHS))
+REGISTER_ORDER = NMAX_SHAPES[-1]    # the largest order getrs_batched and gecon_batched take
+MAX_ORDER = 1024                    # GRT_MAXN: the largest order getrs_tiled takes
+PITCH = 33                          # GRT_PITCH: the shared tile's row pitch
 
 _launchers = {}
 
 
-def _launcher(device_id, kernel, ctype, nmax):
-    key = (device_id, kernel, ctype, nmax)
+def _launcher(device_id, kernel, ctype, shape, smem=0):
+    key = (device_id, kernel, ctype, shape, smem)
     if key not in _launchers:
-        _launchers[key] = Launcher(get_kernel(FAMILY, _name(kernel, ctype, nmax)),
-                                   _SPECS[kernel])
+        _launchers[key] = Launcher(get_kernel(FAMILY, _name(kernel, ctype, shape),
+                                              dynamic_smem=smem), _SPECS[kernel], smem)
     return _launchers[key]
+
+
+def tiled_shared_bytes(n, r, element):
+    """getrs_tiled's dynamic shared memory for order n and R = r: the solution's rows padded
+    to a multiple of 32, the tile, the pivots."""
+    return (-(-n // 32) * 32 * r + 32 * PITCH) * element.itemsize + 4 * n
+
+
+def _tiled_rhs(nrhs):
+    """R of getrs_tiled for nrhs right-hand sides: the largest of TILED_RHS up to nrhs."""
+    return max(r for r in TILED_RHS if r <= nrhs)
 
 
 def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
     """B_b := op(A_b)^{-1} B_b for every b < batch (trans 0: A_b, else A_b^T), A_b = P_b L_b
     U_b given by the C-contiguous factors (batch, n, n) at lup and 0-based pivots (batch, n)
     int32 at pivp; B (batch, n, nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.
-    One launch on the current device and stream (one per 2^31 warps); no validation
-    (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
-    nmax = next(s for s in NMAX_SHAPES if s >= n)
-    launch = _launcher(cupy().cuda.runtime.getDevice(), "getrs_batched", element.ctype, nmax)
+    One launch on the current device and stream (one per 2^31 warps): getrs_batched up to
+    REGISTER_ORDER, getrs_tiled beyond; no validation (0 < n <= MAX_ORDER, pivots in [0, n),
+    batch, nrhs > 0)."""
+    device_id = cupy().cuda.runtime.getDevice()
+    if n <= REGISTER_ORDER:
+        nmax = next(s for s in NMAX_SHAPES if s >= n)
+        launch = _launcher(device_id, "getrs_batched", element.ctype, nmax)
+        per_system, warps_per_block = nrhs, WARPS
+    else:
+        r = _tiled_rhs(nrhs)
+        launch = _launcher(device_id, "getrs_tiled", element.ctype, r,
+                           tiled_shared_bytes(n, r, element))
+        per_system, warps_per_block = -(-nrhs // r), 1
     size = element.itemsize
-    step = max(1, (2**31 - 1) // nrhs)          # systems per launch: warps below 2^31
+    step = max(1, (2**31 - 1) // per_system)    # systems per launch: warps below 2^31
     for start in range(0, batch, step):
         count = min(step, batch - start)
-        warps = count * nrhs
-        launch((-(-warps // WARPS), 1, 1), (32 * WARPS, 1, 1), count, n, nrhs,
-               lup + start * n * n * size, pivp + start * n * 4, bp + start * n * nrhs * size,
-               int(bool(trans)))
+        warps = count * per_system
+        launch((-(-warps // warps_per_block), 1, 1), (32 * warps_per_block, 1, 1), count, n,
+               nrhs, lup + start * n * n * size, pivp + start * n * 4,
+               bp + start * n * nrhs * size, int(bool(trans)))
 
 
 def inverse_norm1_ptr(batch, n, lup, pivp, estp, element):
     """est[b] := xlacn2's estimate of ||A_b^{-1}||_1 (float64 at estp) for every b < batch,
     from the factors and pivots as getrs_batched_ptr takes them: one launch, one warp per
     matrix (kernels/getrs_batched.cu's gecon_batched; lu/getrs.py's inverse_norm1 is the same
-    algorithm over whole stacks).  No validation (0 < n <= MAX_ORDER, 0 < batch < 2^31)."""
+    algorithm over whole stacks).  No validation (0 < n <= REGISTER_ORDER, 0 < batch < 2^31)."""
     nmax = next(s for s in NMAX_SHAPES if s >= n)
     launch = _launcher(cupy().cuda.runtime.getDevice(), "gecon_batched", element.ctype, nmax)
     launch((-(-batch // WARPS), 1, 1), (32 * WARPS, 1, 1), batch, n, lup, pivp, estp, 1.0 / n,

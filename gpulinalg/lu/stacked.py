@@ -283,8 +283,8 @@ def getrs_stack(xp, LU, piv, B, trans=0, overwrite_b=False):
     xp: LU (count, n, n) C-contiguous (lu_factor's row-major factors), piv (count, n) int32
     0-based pivots in range, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1: A^T x = b,
     2: A^H x = b.  overwrite_b: the solution may take B's memory (a C-contiguous B), else a
-    new array.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch (its NumPy
-    model on the emulation); others one matrix at a time (lu/getrs.py)."""
+    new array.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch (the NumPy
+    model on the emulation); others (complex, larger) one matrix at a time (lu/getrs.py)."""
     count, n, nrhs = B.shape
     if np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
         if xp is np:
@@ -305,7 +305,7 @@ def inverse_norm1_stack(xp, LU, piv):
     launch (getrs_batched.inverse_norm1_ptr); others by lu/getrs.py's inverse_norm1 over
     batched solves."""
     count, n, _ = LU.shape
-    if xp is not np and np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
+    if xp is not np and np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.REGISTER_ORDER:
         est = xp.empty(count, np.float64)
         _getrs_batched.inverse_norm1_ptr(count, n, LU.data.ptr, piv.data.ptr, est.data.ptr,
                                          _element(np.dtype(LU.dtype)))
