@@ -4,6 +4,8 @@ Each function checks its arguments without a GPU, returns early where nothing is
 computed, factors the matrix once with our LU (`linalg._factor`: the plan, its route and the
 backend that runs it) and finishes with the factors where they lie (lu/getrs.py).  A float64
 `solve` may factor a float32 copy and refine the float64 answer instead (`_refined`).
+assume_a='pos' first checks that the matrix is positive definite by a Cholesky factorization
+(`_not_positive_definite`), as SciPy refuses one that is not.
 """
 
 import math
@@ -77,9 +79,46 @@ def _structure(assume_a, error=ValueError):
         raise error(f"{assume_a} is not a recognized matrix structure") from None
 
 
-def _singular():
+def _singular(slices=(0,)):
+    """SciPy's error for singular matrices (and, with assume_a='pos', for matrices that are
+    not positive definite), naming the flat indices of the slices."""
     from scipy.linalg import LinAlgError
-    return LinAlgError("A singular matrix detected: slice(s) [0] are singular.")
+    return LinAlgError(f"A singular matrix detected: slice(s) {list(slices)} are singular.")
+
+
+def _not_positive_definite(xp, M):
+    """Which matrices of M ((n, n) or (count, n, n), each Hermitian, in module xp) are not
+    positive definite: a NumPy bool array of M's batch shape (0-d for one matrix), by their
+    Cholesky factorizations (cuSOLVER's potrf through CuPy on the device, LAPACK's through
+    NumPy on the host).  Both raise one LinAlgError for a whole stack without naming its
+    matrices, so the halves of a stack that fails are factored again, down to the single
+    matrices that fail."""
+    def fails(X):
+        try:
+            if xp is np:
+                np.linalg.cholesky(X)
+            else:
+                import cupyx
+                with cupyx.errstate(linalg="raise"):   # else CuPy does not read potrf's info
+                    xp.linalg.cholesky(X)
+        except np.linalg.LinAlgError:    # NumPy's and CuPy's (SciPy's is the same class)
+            return True
+        return False
+
+    if M.ndim == 2:
+        return np.array(fails(M))
+    bad = np.zeros(len(M), bool)
+
+    def mark(lo, hi):
+        if fails(M[lo:hi]):
+            if hi - lo == 1:
+                bad[lo] = True
+            else:
+                mark(lo, (lo + hi) // 2)
+                mark((lo + hi) // 2, hi)
+
+    mark(0, len(M))
+    return bad
 
 
 def _warn_ill_conditioned(rcond, dtype, stacklevel=4):
@@ -148,8 +187,10 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     ----------
     a : (..., N, N) array_like
         Square matrix: NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides.
-        Stacks broadcast with `b`'s as SciPy's (each system solved by the 2-D path, one call
-        per system; no `return_info`).
+        Stacks broadcast with `b`'s as SciPy's and are solved at once (one stacked LU, one
+        condition estimate of the stack, one batched solve), except float64 stacks that
+        ``precision="auto"`` refines (orders from the tuning table's ``solve_refine_min_n``),
+        solved matrix by matrix by the 2-D path; no `return_info`.
     b : (N,) or (..., N, NRHS) array_like
         Right-hand side(s), of the same kind as `a`.
     lower : bool, optional
@@ -163,8 +204,10 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     assume_a : str, optional
         None or 'general' ('gen'): our pivoted LU.  'symmetric' ('sym'), 'hermitian' ('her')
         and 'positive definite' ('pos', Hermitian): the matrix rebuilt from the triangle
-        `lower` names, then our pivoted LU (not a Cholesky or Bunch-Kaufman factorization: a
-        matrix that is not positive definite is solved, not refused).  'diagonal',
+        `lower` names, then our pivoted LU (no Bunch-Kaufman factorization).  'pos' first
+        checks that the matrix is positive definite with a Cholesky factorization (cuSOLVER's
+        potrf through CuPy on the GPU: about half an LU more, a copy of the matrix and a
+        synchronisation) and raises LinAlgError, as SciPy, where it is not.  'diagonal',
         'tridiagonal', 'banded', 'upper triangular', 'lower triangular' raise
         NotImplementedError naming the function to use.
     transposed : bool, optional
@@ -192,7 +235,9 @@ def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=
     Raises
     ------
     LinAlgError
-        `a` is singular (an exactly zero pivot).
+        `a` is singular (an exactly zero pivot), or not positive definite with
+        ``assume_a='pos'``: SciPy's "A singular matrix detected: slice(s) [0] are singular."
+        for both (a stack's lists the flat batch indices of every such matrix).
     ValueError
         Shapes, non-finite input with `check_finite`, an unknown `assume_a` or `precision`,
         `return_info` with stacked input.
@@ -266,13 +311,14 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
     if n == 0 or b.size == 0:
         x = xp.empty(bshape, dtype)
         return _finish(x, kind, xp, bshape, info, return_info)
-    # float64 refined from float32 factors reads `a` where it lies and checks it on its
-    # float32 copy
+    # float64 refined from float32 factors reads a general `a` where it lies and checks it on
+    # its float32 copy (the symmetric kinds' copy holds one triangle: `a` is checked first)
     refine = (dtype == F64.dtype and precision == "auto"
               and n >= _tuning.current(element=F64).solve_refine_min_n)
+    defer_check = refine and structure == "general"
     with _stacked.context(xp, kind, (a, b)):
-        M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite and not refine,
-                            copy=not refine)
+        M = _working_matrix(xp, a, kind, dtype, structure, lower,
+                            check_finite and not defer_check, copy=not refine)
         B = _rhs(xp, b, kind, dtype)
         if check_finite and not _all_finite(xp, B):
             raise ValueError(_finite.NONFINITE)
@@ -280,6 +326,9 @@ def _solve(a, b, lower, overwrite_a, overwrite_b, check_finite, assume_a, transp
             if not bool(M[0, 0] != 0):
                 raise _singular()
             return _finish(B / M[0, 0], kind, xp, bshape, info, return_info)
+        # 'pos' is checked once, before the direct, refined or fallback path factors M
+        if structure == "positive definite" and _not_positive_definite(xp, M):
+            raise _singular()
         trans = 1 if transposed else 0
         if refine:
             X, info = _refined(xp, M, B, trans, backend, check_finite)
@@ -337,10 +386,11 @@ def _solve_stack(a, b, kind, lower, check_finite, assume_a, transposed, precisio
 
 def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, backend):
     """op(A_b)^{-1} B_b over the broadcast `batch` (A (..., n, n), B (..., n, k) arrays of
-    module xp; trans 0: A x = b, 1: A^T x = b), as SciPy's batched solve: each distinct
-    matrix of A factored once by the stacked LU, one LinAlgError naming the singular slices,
-    one LinAlgWarning naming the ill-conditioned ones (the condition estimates of the whole
-    stack at once), then one solve of the stack; the result (batch + (n, k)) of `dtype`."""
+    module xp; trans 0: A x = b, 1: A^T x = b), as SciPy's batched solve: with structure
+    "positive definite", one LinAlgError naming the slices that are not; each distinct matrix
+    of A factored once by the stacked LU, one LinAlgError naming the singular slices, one
+    LinAlgWarning naming the ill-conditioned ones (the condition estimates of the whole stack
+    at once), then one solve of the stack; the result (batch + (n, k)) of `dtype`."""
     n, nrhs = A.shape[-1], B.shape[-1]
     own = tuple(A.shape[:-2])
     count = math.prod(own)
@@ -349,18 +399,20 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
     if check_finite and not (_stacked._all_finite(xp, M) and _stacked._all_finite(xp, Bs)):
         raise ValueError(_finite.NONFINITE)
     M = _full(xp, M, structure, lower).reshape(count, n, n)
-    anorm = _getrs.norm1(xp, M)
-    _, _, LU, piv, info = _stacked.factor(M, False, _plan.Options(), backend,
-                                          _linalg._factor_one, overwrite_a=True)
-    LU, piv = LU.reshape(count, n, n), xp.asarray(piv).reshape(count, n)
 
     def slices(flags):     # the flat indices in `batch` of the matrices of A flagged
         return [int(i) for i in np.flatnonzero(np.broadcast_to(flags.reshape(own), batch))]
 
+    if structure == "positive definite":
+        bad = _not_positive_definite(xp, M)
+        if bad.any():
+            raise _singular(slices(bad))
+    anorm = _getrs.norm1(xp, M)
+    _, _, LU, piv, info = _stacked.factor(M, False, _plan.Options(), backend,
+                                          _linalg._factor_one, overwrite_a=True)
+    LU, piv = LU.reshape(count, n, n), xp.asarray(piv).reshape(count, n)
     if info is not None and np.any(info):
-        from scipy.linalg import LinAlgError
-        raise LinAlgError(f"A singular matrix detected: slice(s) {slices(info != 0)} are "
-                          "singular.")
+        raise _singular(slices(info != 0))
 
     rc = _getrs.reciprocal_condition(_stacked.inverse_norm1_stack(xp, LU, piv), anorm)
     ill = rc < np.finfo(LU.dtype).eps
@@ -505,7 +557,8 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     ----------
     a : (..., N, N) array_like
         NumPy/CuPy array or torch tensor (CPU or CUDA), any order or strides; a stack is
-        inverted matrix by matrix.
+        inverted at once (one stacked LU, one condition estimate of the stack, one batched
+        solve).
     overwrite_a : bool, optional
         As SciPy's: where allowed, an F-ordered NumPy `a` of the working dtype receives the
         inverse and is returned.  Other inputs are never modified.
@@ -513,8 +566,10 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
         Check that `a` holds only finite numbers (ValueError otherwise).
     assume_a : str, keyword-only
         As `solve`'s: None / 'general' ('gen'), 'sym', 'her', 'pos' (the matrix rebuilt from
-        the triangle `lower` names) on our LU; the structured kinds raise
-        NotImplementedError; an unknown name raises KeyError (as SciPy's inv).
+        the triangle `lower` names) on our LU; 'pos' first checks that the matrix is positive
+        definite with a Cholesky factorization (cuSOLVER's potrf through CuPy on the GPU:
+        about half an LU more) and raises LinAlgError where it is not; the structured kinds
+        raise NotImplementedError; an unknown name raises KeyError (as SciPy's inv).
     lower : bool, keyword-only
         With a symmetric `assume_a`, use the lower triangle.
 
@@ -527,7 +582,8 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     Raises
     ------
     LinAlgError
-        `a` is singular.
+        `a` is singular, or not positive definite with ``assume_a='pos'`` (SciPy's message
+        for both, as `solve`'s).
     ValueError
         Not square, fewer than 2 dimensions, non-finite with `check_finite`.
 
@@ -538,9 +594,12 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
 
     Notes
     -----
-    Our LU, then ``L U X = P`` solved for all N columns of the identity (``2 N^3`` flops in
-    the triangular solves, cuBLAS's through cupyx); the condition estimate synchronises with
-    the GPU.
+    Our LU, then ``L U X = P^T`` solved for all N columns of the identity (``2 N^3`` flops in
+    the triangular solves) by lu/getrs.py's `getrs`: for real dtypes our own triangular
+    solves (lu/trsm.py's blocked ones, a kernel per diagonal block and a GEMM per block's
+    coupling; lu/trsv.py's few-column ones for N <= 16), for complex ones cuSOLVER's getrs.
+    A stack is solved by lu/stacked.py's `getrs_stack` (one launch for real orders up to
+    getrs_batched.MAX_ORDER).  The condition estimate synchronises with the GPU.
 
     Examples
     --------
@@ -578,6 +637,8 @@ def _inv(a, overwrite_a, check_finite, assume_a, lower, backend):
         return _linalg._out(xp.empty((0, 0), dtype), kind, xp)
     with _stacked.context(xp, kind, (a,)):
         M = _working_matrix(xp, a, kind, dtype, structure, lower, check_finite)
+        if structure == "positive definite" and _not_positive_definite(xp, M):
+            raise _singular()
         X, _, _ = _direct(xp, M, xp.eye(n, dtype=dtype), 0, backend)
         if overwrite_a and _writable_as(a, kind, dtype, "F"):
             _copy_into(a, X)       # as SciPy's inv, into an F-ordered a it may overwrite

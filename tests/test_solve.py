@@ -194,6 +194,133 @@ def test_rcond_estimate_is_lapacks(rng):
         assert ref / 3 <= ours <= ref * 3, (cond, ours, ref)
 
 
+def _not_posdef():
+    """SciPy's test matrix (test_posdef_not_posdef): symmetric and invertible, eigenvalues
+    -2.49, 1 and 28.5."""
+    a = np.arange(9.0).reshape(3, 3)
+    return a + a.T + np.eye(3)
+
+
+def _posdef(rng, shape, dtype):
+    """Symmetric positive definite matrices B B^T + n I of `shape` (..., n, n)."""
+    n = shape[-1]
+    b = rng.standard_normal(shape)
+    return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n)).astype(dtype)
+
+
+def _error_of(fn):
+    """The exception fn() raises (None if none)."""
+    try:
+        fn()
+    except Exception as exc:     # noqa: BLE001 -- the test compares it
+        return exc
+    return None
+
+
+def _forward_error(a, x, ref):
+    """max |x - ref| / (max |ref| kappa_1(a) n eps), eps of x's dtype: the distance of our
+    answer from SciPy's in units of the forward error bound of a backward stable solve."""
+    a64 = np.asarray(a, np.float64)
+    scale = np.abs(ref).max() * np.linalg.cond(a64, 1) * a64.shape[-1] * _eps(x.dtype)
+    return float(np.abs(np.asarray(x, np.float64) - ref).max() / scale)
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_pos_refuses_a_matrix_that_is_not_positive_definite(lower):
+    """SciPy's LinAlgError and message for assume_a='pos' on a matrix that is not positive
+    definite, in solve and inv; without assume_a the same matrix solves."""
+    from scipy.linalg import LinAlgError
+    A, b = _not_posdef(), np.ones(3)
+    for ours, theirs in ((lambda: gs.solve(A, b, assume_a="pos", lower=lower, emulate=True),
+                          lambda: sl.solve(A, b, assume_a="pos", lower=lower)),
+                         (lambda: gs.inv(A, assume_a="pos", lower=lower, emulate=True),
+                          lambda: sl.inv(A, assume_a="pos", lower=lower))):
+        mine, ref = _error_of(ours), _error_of(theirs)
+        assert isinstance(mine, LinAlgError) and type(mine) is type(ref)
+        assert str(mine) == str(ref) == "A singular matrix detected: slice(s) [0] are singular."
+    x = gs.solve(A, b, emulate=True)
+    assert backward_error(A, x, b) < 4
+    np.testing.assert_allclose(gs.inv(A, emulate=True) @ A, np.eye(3), atol=1e-13)
+    assert backward_error(A, gs.solve(A, b, assume_a="sym", lower=lower, emulate=True), b) < 4
+
+
+@pytest.mark.parametrize("lower", [False, True])
+def test_pos_names_the_stacks_slices_that_are_not_positive_definite(rng, lower):
+    """A stack with matrices that are not positive definite: one LinAlgError of SciPy's type
+    and text naming them by flat batch index (SciPy 1.17 stops at the first and lists it as
+    [0]), from solve (broadcast against b's batch) and inv."""
+    a = _posdef(rng, (5, 3, 3), np.float64)
+    a[1] = a[4] = _not_posdef()
+    b = rng.standard_normal((2, 1, 3, 2))
+    mine = _error_of(lambda: gs.solve(a, b, assume_a="pos", lower=lower, emulate=True))
+    ref = _error_of(lambda: sl.solve(a, b, assume_a="pos", lower=lower))
+    assert type(mine) is type(ref) is sl.LinAlgError
+    assert str(ref) == "A singular matrix detected: slice(s) [0] are singular."
+    assert str(mine) == "A singular matrix detected: slice(s) [1, 4, 6, 9] are singular."
+    mine = _error_of(lambda: gs.inv(a, assume_a="pos", lower=lower, emulate=True))
+    assert type(mine) is sl.LinAlgError
+    assert str(mine) == "A singular matrix detected: slice(s) [1, 4] are singular."
+    x = gs.solve(a, b, lower=lower, emulate=True)      # without assume_a: solved
+    np.testing.assert_allclose(a @ x, np.broadcast_to(b, x.shape), atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("lower", [False, True])
+def test_pos_solves_positive_definite_matrices_as_scipy(rng, dtype, lower):
+    """Positive definite matrices still solve under assume_a='pos', 2-D and stacked, to SciPy's
+    answers within the forward error bound, with a backward error of a few n eps."""
+    n = 33
+    a = _posdef(rng, (n, n), dtype)
+    b = rng.standard_normal((n, 2)).astype(dtype)
+    x = gs.solve(a, b, assume_a="pos", lower=lower, emulate=True)
+    ref = sl.solve(a, b, assume_a="pos", lower=lower)
+    assert x.dtype == ref.dtype and x.shape == ref.shape
+    assert backward_error(a, x, b) < 4 and _forward_error(a, x, ref) < 4
+    ainv = gs.inv(a, assume_a="pos", lower=lower, emulate=True)
+    ref = sl.inv(a, assume_a="pos", lower=lower)
+    assert ainv.dtype == ref.dtype and _forward_error(a, ainv, ref) < 4
+    stack = _posdef(rng, (2, 3, n, n), dtype)
+    bs = rng.standard_normal((3, n, 2)).astype(dtype)
+    x = gs.solve(stack, bs, assume_a="pos", lower=lower, emulate=True)
+    ref = sl.solve(stack, bs, assume_a="pos", lower=lower)
+    assert x.dtype == ref.dtype and x.shape == ref.shape
+    ainv = gs.inv(stack, assume_a="pos", lower=lower, emulate=True)
+    refinv = sl.inv(stack, assume_a="pos", lower=lower)
+    assert ainv.dtype == refinv.dtype and ainv.shape == refinv.shape
+    for i, j in np.ndindex(2, 3):
+        assert backward_error(stack[i, j], x[i, j], bs[j]) < 4
+        assert _forward_error(stack[i, j], x[i, j], ref[i, j]) < 4
+        assert _forward_error(stack[i, j], ainv[i, j], refinv[i, j]) < 4
+
+
+def test_pos_is_checked_once_before_refinement_or_fallback(rng, monkeypatch):
+    """float64 under precision="auto": one Cholesky factorization decides 'pos' before the
+    refined path and its fallback; a matrix that is not positive definite is refused before
+    either runs; the check follows check_finite's (SciPy's order)."""
+    calls = []
+    cholesky = np.linalg.cholesky
+    monkeypatch.setattr(np.linalg, "cholesky", lambda x: calls.append(x.shape) or cholesky(x))
+    n = 40
+    q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+    b = rng.standard_normal(n)
+    with _refine_from(2):
+        for cond, path in ((10.0, "refined"), (1e10, "fallback")):
+            a = (q * np.logspace(0, -np.log10(cond), n)) @ q.T
+            a = (a + a.T) / 2
+            calls.clear()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x, info = gs.solve(a, b, assume_a="pos", return_info=True, emulate=True)
+            assert info.path == path and calls == [(n, n)]
+            assert backward_error(a, x, b) < 4
+        a[n // 2, n // 2] = -1.0
+        with pytest.raises(sl.LinAlgError, match=r"slice\(s\) \[0\] are singular"):
+            gs.solve(a, b, assume_a="pos", emulate=True)
+        a[n - 1, 0] = np.nan      # in the triangle that is not read: still checked first
+        with pytest.raises(ValueError, match="infs or NaNs"):
+            gs.solve(a, b, assume_a="pos", emulate=True)
+
+
 @pytest.mark.parametrize("n", [1, 2, 5, 64, 65])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_inv_matches_numpy(rng, n, dtype):
@@ -302,3 +429,41 @@ def test_gpu_solve_singular_and_ill_conditioned(cp):
         gpulinalg.solve(cp.diag(cp.logspace(0, 50, 10)), cp.ones(10))
     with pytest.raises(LinAlgError):
         gpulinalg.inv(np.ones((4, 4)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["numpy", "cupy"])
+def test_gpu_pos_checks_positive_definiteness(rng, cp, dtype, kind):
+    """assume_a='pos' on the GPU (cuSOLVER's potrf through CuPy): a matrix that is not
+    positive definite raises SciPy's LinAlgError (a stack's names its slices); positive
+    definite ones solve to SciPy's answers, 2-D and stacked."""
+    import gpulinalg
+    wrap = cp.asarray if kind == "cupy" else (lambda v: v)
+    host = cp.asnumpy if kind == "cupy" else (lambda v: v)
+    bad = _not_posdef().astype(dtype)
+    for lower in (False, True):
+        with pytest.raises(sl.LinAlgError, match=r"slice\(s\) \[0\] are singular"):
+            gpulinalg.solve(wrap(bad), wrap(np.ones(3, dtype)), assume_a="pos", lower=lower)
+        with pytest.raises(sl.LinAlgError, match=r"slice\(s\) \[0\] are singular"):
+            gpulinalg.inv(wrap(bad), assume_a="pos", lower=lower)
+    stack = _posdef(rng, (6, 3, 3), dtype)
+    stack[2] = bad
+    with pytest.raises(sl.LinAlgError, match=r"slice\(s\) \[2\] are singular"):
+        gpulinalg.solve(wrap(stack), wrap(np.ones(3, dtype)), assume_a="pos")
+    with pytest.raises(sl.LinAlgError, match=r"slice\(s\) \[2\] are singular"):
+        gpulinalg.inv(wrap(stack), assume_a="pos")
+    n = 200
+    a = _posdef(rng, (n, n), dtype)
+    b = rng.standard_normal((n, 3)).astype(dtype)
+    x = host(gpulinalg.solve(wrap(a), wrap(b), assume_a="pos"))
+    assert backward_error(a, x, b) < 8
+    assert _forward_error(a, x, sl.solve(a, b, assume_a="pos")) < 8
+    ainv = host(gpulinalg.inv(wrap(a), assume_a="pos", lower=True))
+    assert _forward_error(a, ainv, sl.inv(a, assume_a="pos", lower=True)) < 8
+    stack = _posdef(rng, (4, 40, 40), dtype)
+    bs = rng.standard_normal((4, 40, 2)).astype(dtype)
+    x = host(gpulinalg.solve(wrap(stack), wrap(bs), assume_a="pos"))
+    ref = sl.solve(stack, bs, assume_a="pos")
+    for i in range(4):
+        assert _forward_error(stack[i], x[i], ref[i]) < 8
