@@ -599,7 +599,7 @@ def inv(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     solves (lu/trsm.py's blocked ones, a kernel per diagonal block and a GEMM per block's
     coupling; lu/trsv.py's few-column ones for N <= 16), for complex ones cuSOLVER's getrs.
     A stack is solved by lu/stacked.py's `getrs_stack` (one launch for real orders up to
-    getrs_batched.MAX_ORDER).  The condition estimate synchronises with the GPU.
+    1024).  The condition estimate synchronises with the GPU.
 
     Examples
     --------

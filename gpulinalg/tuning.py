@@ -109,6 +109,10 @@ class Tuning:
     solve_tc_min_rhs: int        # lu_solve's blocked substitution couples blocks by precision="auto"
                                  # GEMMs (float32: 3xTF32) from this many right-hand sides
 
+    # ---- stacked solve (lu/getrs_batched.py)
+    stack_solve_register_max_n: int  # orders up to this keep the solution in registers
+                                     # (getrs_batched); larger ones run getrs_tiled
+
     # ---- solve (gesv.py): float64 systems by a float32 LU and float64 refinement
     solve_refine_min_n: int      # refine from this n (float64 table); below, factor in float64
     solve_refine_max_iter: int   # refinement steps before the float64 factorization answers
@@ -191,6 +195,7 @@ SM90 = Tuning(
     one_matrix_batched_max=256,
     trsv_nb=128,
     solve_tc_min_rhs=1024,
+    stack_solve_register_max_n=16,
     solve_refine_min_n=4096,
     solve_refine_max_iter=30,
     solve_refine_stall=0.5,

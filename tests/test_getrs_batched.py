@@ -3,11 +3,13 @@ the kernel emulated on the CPU bit for bit against its NumPy model, the model ag
 and the GPU."""
 
 import ctypes
+import dataclasses
 
 import numpy as np
 import pytest
 import scipy.linalg as sl
 
+from gpulinalg import tuning
 from gpulinalg.core.element import exact
 from gpulinalg.lu import getrs_batched as gb
 from gpulinalg.lu.batched import reference as getrf_reference
@@ -213,31 +215,36 @@ def test_names():
 @pytest.mark.parametrize("batch,n,nrhs", [(1, 1, 1), (1000, 8, 1), (37, 33, 5), (300, 128, 2),
                                           (5, 100, 100)])
 def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
-    from gpulinalg.core.element import exact
+    """getrs_batched (every order up to 128 in registers: an explicit table) bit for bit."""
+    element = exact(np.dtype(dtype))
+    registers = dataclasses.replace(tuning.current(element=element),
+                                    stack_solve_register_max_n=gb.REGISTER_ORDER)
     a, lu, piv = factors(rng, batch, n, dtype)
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
     dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
     for trans in (0, 1):
         db = cp.asarray(b)
         gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
-                             exact(np.dtype(dtype)), trans)
+                             exact(np.dtype(dtype)), trans, table=registers)
         assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b, trans))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("batch,n,nrhs", [(3, 129, 1), (40, 300, 3), (7, 515, 8),
-                                          (4, 1024, 20)])
+                                          (4, 1024, 20), (50, 1, 1), (30, 33, 9), (9, 128, 2)])
 def test_gpu_tiled(cp, rng, dtype, batch, n, nrhs):
-    """Orders past the registers' 128 (getrs_tiled) on the GPU against the model."""
-    from gpulinalg.core.element import exact
+    """getrs_tiled on the GPU against the model, past the registers' 128 and (an explicit
+    table: no order in registers) at small orders."""
+    tiled = dataclasses.replace(tuning.current(element=exact(np.dtype(dtype))),
+                                stack_solve_register_max_n=0)
     a, lu, piv = factors(rng, batch, n, dtype)
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
     dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
     for trans in (0, 1):
         db = cp.asarray(b)
         gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
-                             exact(np.dtype(dtype)), trans)
+                             exact(np.dtype(dtype)), trans, table=tiled)
         assert_solves(cp.asnumpy(db), a, b, trans)
 
 

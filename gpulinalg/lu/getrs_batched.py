@@ -1,15 +1,16 @@
 """Solves with a stack of LU factors in one launch: the launchers of kernels/getrs_batched.cu
 (float32 and float64, orders up to MAX_ORDER) and its NumPy model.
 
-lu_solve of a stack of real systems on the GPU calls `getrs_batched_ptr`: orders up to
-REGISTER_ORDER run getrs_batched, one warp per system and right-hand side with the solution
-held in registers; larger orders run getrs_tiled, one warp per system and group of
-TILED_RHS right-hand sides with the solution in shared memory and the factors read by 32 x 32
-tiles (the kernel's header says which lane does what).
+lu_solve of a stack of real systems on the GPU calls `getrs_batched_ptr`: orders up to the
+tuning table's stack_solve_register_max_n run getrs_batched, one warp per system and
+right-hand side with the solution held in registers; larger orders run getrs_tiled, one warp
+per system and group of TILED_RHS right-hand sides with the solution in shared memory and the
+factors read by 32 x 32 tiles (the kernel's header says which lane does what).
 """
 
 import numpy as np
 
+from .. import tuning
 from ..core.backend import cupy
 from ..core.element import REAL_KERNEL
 from ..core.kernels import Launcher, get_kernel
@@ -58,15 +59,16 @@ def _tiled_rhs(nrhs):
     return max(r for r in TILED_RHS if r <= nrhs)
 
 
-def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0):
+def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0, table=None):
     """B_b := op(A_b)^{-1} B_b for every b < batch (trans 0: A_b, else A_b^T), A_b = P_b L_b
     U_b given by the C-contiguous factors (batch, n, n) at lup and 0-based pivots (batch, n)
     int32 at pivp; B (batch, n, nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.
-    One launch on the current device and stream (one per 2^31 warps): getrs_batched up to
-    REGISTER_ORDER, getrs_tiled beyond; no validation (0 < n <= MAX_ORDER, pivots in [0, n),
-    batch, nrhs > 0)."""
+    One launch on the current device and stream (one per 2^31 warps): getrs_batched up to the
+    table's stack_solve_register_max_n (the current one by default), getrs_tiled beyond; no
+    validation (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
     device_id = cupy().cuda.runtime.getDevice()
-    if n <= REGISTER_ORDER:
+    table = table or tuning.current(device_id, element)
+    if n <= min(table.stack_solve_register_max_n, REGISTER_ORDER):
         nmax = next(s for s in NMAX_SHAPES if s >= n)
         launch = _launcher(device_id, "getrs_batched", element.ctype, nmax)
         per_system, warps_per_block = nrhs, WARPS

@@ -4,7 +4,7 @@
 (`kernel_route`: lu/batched.py's register kernel for small orders, lu/batched_blocked.py's
 one block per matrix above), the NumPy model of the same algorithm on the emulation, and
 complex matrices (or real ones past the kernels) one by one through the single-matrix
-route.  `getrs_stack` solves with a whole stack of factors (real orders up to 128: one
+route.  `getrs_stack` solves with a whole stack of factors (real orders up to 1024: one
 launch of lu/getrs_batched.py, or its NumPy model on the emulation; others one matrix at a
 time).  `over_batch` runs a per-matrix function over broadcast batch dimensions, as SciPy's
 `_apply_over_batch` does, where no stacked form exists.
