@@ -591,8 +591,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         (N,) 0-based pivot indices.
     b : (N,) or (N, NRHS) array_like
         Right-hand side(s); NumPy/CuPy/torch of the same kind as lu.  Stacks broadcast as
-        in SciPy 1.16: lu (..., N, N), piv (..., N), b (..., N, NRHS); each system is solved
-        by one call of the single-system path.
+        in SciPy 1.16: lu (..., N, N), piv (..., N), b (..., N, NRHS); real device stacks up
+        to order 1024 are solved in one launch, others (host, complex, larger) system by
+        system through the single-system path.
     trans : {0, 1, 2}, optional
         Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the conjugate
         transpose; the same as 1 for real factors).
