@@ -210,23 +210,31 @@ def test_names():
         assert kernel_emulation.launch_format("getrs_batched", kernel) == spec
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("batch,n,nrhs", [(1, 1, 1), (1000, 8, 1), (37, 33, 5), (300, 128, 2),
-                                          (5, 100, 100)])
-def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
-    """getrs_batched (every order up to 128 in registers: an explicit table) bit for bit."""
+def gpu_solves(cp, rng, dtype, batch, n, nrhs, register_max_n):
+    """(a, lu, piv, b, x, trans) for trans 0 and 1: a random stack's factors (the model's) and
+    x from getrs_batched_ptr on the GPU under a table whose stack_solve_register_max_n is
+    register_max_n (which kernel runs)."""
     element = exact(np.dtype(dtype))
-    registers = dataclasses.replace(tuning.current(element=element),
-                                    stack_solve_register_max_n=gb.REGISTER_ORDER)
+    table = dataclasses.replace(tuning.current(element=element),
+                                stack_solve_register_max_n=register_max_n)
     a, lu, piv = factors(rng, batch, n, dtype)
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
     dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
     for trans in (0, 1):
         db = cp.asarray(b)
         gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
-                             exact(np.dtype(dtype)), trans, table=registers)
-        assert_same_bits(cp.asnumpy(db), gb.reference(lu, piv, b, trans))
+                             element, trans, table=table)
+        yield a, lu, piv, b, cp.asnumpy(db), trans
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,n,nrhs", [(1, 1, 1), (1000, 8, 1), (37, 33, 5), (300, 128, 2),
+                                          (5, 100, 100)])
+def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
+    """getrs_batched (every order up to 128 in registers: an explicit table) bit for bit."""
+    for a, lu, piv, b, x, trans in gpu_solves(cp, rng, dtype, batch, n, nrhs, gb.REGISTER_ORDER):
+        assert_same_bits(x, gb.reference(lu, piv, b, trans))
 
 
 @pytest.mark.gpu
@@ -236,16 +244,8 @@ def test_gpu_matches_model(cp, rng, dtype, batch, n, nrhs):
 def test_gpu_tiled(cp, rng, dtype, batch, n, nrhs):
     """getrs_tiled on the GPU against the model, past the registers' 128 and (an explicit
     table: no order in registers) at small orders."""
-    tiled = dataclasses.replace(tuning.current(element=exact(np.dtype(dtype))),
-                                stack_solve_register_max_n=0)
-    a, lu, piv = factors(rng, batch, n, dtype)
-    b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
-    dlu, dpiv = cp.asarray(lu), cp.asarray(piv)
-    for trans in (0, 1):
-        db = cp.asarray(b)
-        gb.getrs_batched_ptr(batch, n, nrhs, dlu.data.ptr, dpiv.data.ptr, db.data.ptr,
-                             exact(np.dtype(dtype)), trans, table=tiled)
-        assert_solves(cp.asnumpy(db), a, b, trans)
+    for a, lu, piv, b, x, trans in gpu_solves(cp, rng, dtype, batch, n, nrhs, 0):
+        assert_solves(x, a, b, trans)
 
 
 @pytest.mark.gpu
