@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
-from lu_helpers import with_cond
+from lu_helpers import raised, with_cond
 from gpulinalg import tuning
 from gpulinalg.core.element import F64
 from gpulinalg.lu import getrs
@@ -208,15 +208,6 @@ def _posdef(rng, shape, dtype):
     return (b @ np.swapaxes(b, -1, -2) + n * np.eye(n)).astype(dtype)
 
 
-def _error_of(fn):
-    """The exception fn() raises (None if none)."""
-    try:
-        fn()
-    except Exception as exc:     # noqa: BLE001 -- the test compares it
-        return exc
-    return None
-
-
 def _forward_error(a, x, ref):
     """max |x - ref| / (max |ref| kappa_1(a) n eps), eps of x's dtype: the distance of our
     answer from SciPy's in units of the forward error bound of a backward stable solve."""
@@ -235,7 +226,7 @@ def test_pos_refuses_a_matrix_that_is_not_positive_definite(lower):
                           lambda: sl.solve(A, b, assume_a="pos", lower=lower)),
                          (lambda: gs.inv(A, assume_a="pos", lower=lower, emulate=True),
                           lambda: sl.inv(A, assume_a="pos", lower=lower))):
-        mine, ref = _error_of(ours), _error_of(theirs)
+        mine, ref = raised(ours), raised(theirs)
         assert isinstance(mine, LinAlgError) and type(mine) is type(ref)
         assert str(mine) == str(ref) == "A singular matrix detected: slice(s) [0] are singular."
     x = gs.solve(A, b, emulate=True)
@@ -252,11 +243,11 @@ def test_pos_names_the_stacks_slices_that_are_not_positive_definite(rng, lower):
     a = _posdef(rng, (5, 3, 3), np.float64)
     a[1] = a[4] = _not_posdef()
     b = rng.standard_normal((2, 1, 3, 2))
-    mine = _error_of(lambda: gs.solve(a, b, assume_a="pos", lower=lower, emulate=True))
-    ref = _error_of(lambda: sl.solve(a, b, assume_a="pos", lower=lower))
+    mine = raised(lambda: gs.solve(a, b, assume_a="pos", lower=lower, emulate=True))
+    ref = raised(lambda: sl.solve(a, b, assume_a="pos", lower=lower))
     assert type(mine) is type(ref) is sl.LinAlgError     # SciPy's text names its own slices
     assert str(mine) == "A singular matrix detected: slice(s) [1, 4, 6, 9] are singular."
-    mine = _error_of(lambda: gs.inv(a, assume_a="pos", lower=lower, emulate=True))
+    mine = raised(lambda: gs.inv(a, assume_a="pos", lower=lower, emulate=True))
     assert type(mine) is sl.LinAlgError
     assert str(mine) == "A singular matrix detected: slice(s) [1, 4] are singular."
     x = gs.solve(a, b, lower=lower, emulate=True)      # without assume_a: solved

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.linalg as sl
 
+from lu_helpers import raised
 from gpulinalg.testing import lu as glt
 from gpulinalg.testing import solve as gs
 
@@ -141,15 +142,6 @@ def test_stacked_solve_errors(rng):
         gs.solve(a + 5 * np.eye(4), np.ones(4), return_info=True, emulate=True)
 
 
-def _scipy_error(fn):
-    """The exception SciPy's fn() raises (None if none)."""
-    try:
-        fn()
-    except Exception as exc:     # noqa: BLE001 -- the test compares it
-        return exc
-    return None
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex128])
 def test_stacked_solve_is_scipys(rng, dtype):
     """The whole stack at once (its LU, its condition estimates, its solve) gives SciPy's
@@ -184,11 +176,11 @@ def test_stacked_solve_names_singular_and_ill_conditioned_slices(rng):
     bad[1, 0, :, 2] = 0.0
     for ours, theirs in ((lambda: gs.solve(bad, b, emulate=True), lambda: sl.solve(bad, b)),
                          (lambda: gs.inv(bad, emulate=True), lambda: sl.inv(bad))):
-        mine, ref = _scipy_error(ours), _scipy_error(theirs)
+        mine, ref = raised(ours), raised(theirs)
         assert type(mine) is type(ref) and str(ref).startswith(str(mine).split("[")[0])
-    assert "slice(s) [3, 4, 5] are singular" in str(_scipy_error(
+    assert "slice(s) [3, 4, 5] are singular" in str(raised(
         lambda: gs.solve(bad, b, emulate=True)))
-    assert "slice(s) [1] are singular" in str(_scipy_error(lambda: gs.inv(bad, emulate=True)))
+    assert "slice(s) [1] are singular" in str(raised(lambda: gs.inv(bad, emulate=True)))
     ill = a.copy()
     ill[0, 0] = np.diag([1.0, 2.0, 3.0, 4.0, 1e-20])
     for fn, listed in ((lambda: gs.solve(ill, b, emulate=True), [0, 1, 2]),
