@@ -36,6 +36,7 @@ KERNEL_NAMES = (tuple(_name(k, e.ctype, nmax) for k in ("getrs_batched", "gecon_
 REGISTER_ORDER = NMAX_SHAPES[-1]    # the largest order getrs_batched and gecon_batched take
 MAX_ORDER = 1024                    # GRT_MAXN: the largest order getrs_tiled takes
 PITCH = 33                          # GRT_PITCH: the shared tile's row pitch
+_PIVOT = np.dtype(np.int32).itemsize    # the kernels' pivots: int32 whatever the element
 
 _launchers = {}
 
@@ -51,7 +52,7 @@ def _launcher(device_id, kernel, ctype, shape, smem=0):
 def tiled_shared_bytes(n, r, element):
     """getrs_tiled's dynamic shared memory for order n and R = r: the solution's rows padded
     to a multiple of 32, the tile, the pivots."""
-    return (-(-n // 32) * 32 * r + 32 * PITCH) * element.itemsize + 4 * n
+    return (-(-n // 32) * 32 * r + 32 * PITCH) * element.itemsize + _PIVOT * n
 
 
 def _tiled_rhs(nrhs):
@@ -83,7 +84,7 @@ def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0, table=Non
         count = min(step, batch - start)
         warps = count * per_system
         launch((-(-warps // warps_per_block), 1, 1), (32 * warps_per_block, 1, 1), count, n,
-               nrhs, lup + start * n * n * size, pivp + start * n * 4,
+               nrhs, lup + start * n * n * size, pivp + start * n * _PIVOT,
                bp + start * n * nrhs * size, int(bool(trans)))
 
 
