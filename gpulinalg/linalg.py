@@ -515,22 +515,22 @@ def _stacked_solve(lu_and_piv, b):
     return (np.ndim(lu_) > 2 or np.ndim(piv) > 1 or np.ndim(b) > 2)
 
 
-def _lu_solve_stack(lu_and_piv, b, trans, check_finite, solve_one):
+def _lu_solve_stack(lu_and_piv, b, trans, check_finite, solve_one, emulated=False):
     """lu_solve over broadcast stacks, as SciPy 1.16's: lu (..., N, N), piv (..., N), b (...,
-    N, K) (or (N,)), each system solved by solve_one((lu, piv), b, trans, False,
-    check_finite)."""
+    N, K) (or (N,)): on the device whatever side the inputs are on (one upload of a host
+    stack), real stacks the kernels take in one launch, others each system solved by
+    solve_one((lu, piv), b, trans, False, check_finite); emulated: NumPy, system by system."""
     lu_, piv = (_as_input(x) for x in lu_and_piv)
     b = _as_input(b)
     kind = _arrays.common_kind(lu_, b)
-    xp = np if kind in _HOST_KINDS else cupy()
-    arrays = [_stacked.native(x, xp) for x in (lu_, piv, b)]
-    if xp is not np:
-        with _arrays.launch_context(kind, _arrays.device_of((lu_, b))):
-            X = _stacked.solve_batched(*arrays, check_finite, trans)
-        if X is not None:
-            return _out(X, kind, xp)
-    X = _stacked.over_batch(lambda l, p, bb: solve_one((l, p), bb, trans, False, check_finite),
-                            arrays, [2, 1, "1|2"], xp)
+    xp = np if emulated else cupy()
+    with _stacked.context(xp, kind, (lu_, b)):
+        arrays = [_stacked.native(x, xp) for x in (lu_, piv, b)]
+        X = None if emulated else _stacked.solve_batched(*arrays, check_finite, trans)
+        if X is None:
+            X = _stacked.over_batch(
+                lambda l, p, bb: solve_one((l, p), bb, trans, False, check_finite),
+                arrays, [2, 1, "1|2"], xp)
     return _out(X, kind, xp)
 
 
@@ -591,9 +591,9 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
         (N,) 0-based pivot indices.
     b : (N,) or (N, NRHS) array_like
         Right-hand side(s); NumPy/CuPy/torch of the same kind as lu.  Stacks broadcast as
-        in SciPy 1.16: lu (..., N, N), piv (..., N), b (..., N, NRHS); real device stacks up
-        to order 1024 are solved in one launch, others (host, complex, larger) system by
-        system through the single-system path.
+        in SciPy 1.16: lu (..., N, N), piv (..., N), b (..., N, NRHS); real stacks up to
+        order 1024 are solved in one launch on the device (host stacks uploaded once),
+        others (complex, larger) system by system through the single-system path.
     trans : {0, 1, 2}, optional
         Solve ``a x = b`` (0), ``a^T x = b`` (1) or ``a^H x = b`` (2, the conjugate
         transpose; the same as 1 for real factors).

@@ -61,7 +61,7 @@ def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True, *, em
         return linalg.lu_solve(lu_and_piv, b, trans, overwrite_b, check_finite)
     if linalg._stacked_solve(lu_and_piv, b):
         return linalg._lu_solve_stack(lu_and_piv, b, trans, check_finite,
-                                      functools.partial(lu_solve, emulate=True))
+                                      functools.partial(lu_solve, emulate=True), emulated=True)
     from ..lu.getrs import getrs
     _, lu_, b, piv, n, bshape, dtype = linalg._solve_inputs(lu_and_piv, b, trans,
                                                             kind="numpy")
