@@ -31,13 +31,9 @@
 // serve the nrhs warps of one system); a stack of B systems of order n with one right-hand
 // side reads B n^2 sizeof(T) bytes (10000 x 64^2 float: 164 MB, ~40 us at 4 TB/s).
 
-#define GETRS_WARPS 4
+#include "getrf_pivot.cuh"
 
-template <typename T>
-__device__ __forceinline__ bool getrs_finite(T v)
-{
-    return v - v == T(0);       // false for an inf or NaN
-}
+#define GETRS_WARPS 4
 
 // flags[0] := gen where one of the n pivots p lies outside [0, n) (the warp reads them all).
 __device__ __forceinline__ void getrs_check_pivots(const int* p, int n, int lane, int* flags,
@@ -163,7 +159,7 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
     for (int a = 0; a < NA; ++a) {
         const int i = lane + 32 * a;
         x[a] = i < n ? X[static_cast<long long>(i) * nrhs] : T(0);
-        if (!getrs_finite(x[a]))
+        if (!lu_elem<T>::finite(x[a]))
             flags[1] = gen;
     }
     getrs_check_pivots(p, n, lane, flags, gen);
@@ -477,7 +473,7 @@ getrs_tiled(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __r
     for (int e = lane; e < np * R; e += 32) {
         const int i = e / R, r = e % R;
         xs[e] = i < n && c0 + r < nrhs ? X[static_cast<long long>(i) * nrhs + r] : T(0);
-        if (!getrs_finite(xs[e]))
+        if (!lu_elem<T>::finite(xs[e]))
             flags[1] = gen;
     }
     __syncwarp();
