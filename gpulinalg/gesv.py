@@ -18,6 +18,7 @@ from . import linalg as _linalg
 from . import tuning as _tuning
 from .core import arrays as _arrays
 from .core import finite as _finite
+from .core import mapped as _mapped
 from .core.backend import cupy
 from .core.element import F64
 from .core.element import element as _element
@@ -396,7 +397,13 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
     count = math.prod(own)
     M = xp.array(A, dtype=dtype, order="C")
     Bs = xp.array(xp.broadcast_to(B, batch + (n, nrhs)), dtype=dtype, order="C")
-    if check_finite and not (_stacked._all_finite(xp, M) and _stacked._all_finite(xp, Bs)):
+    # Infs and NaNs: in a general A the stacked LU's kernel reports them, in b the batched
+    # solve's (read with the estimates: no wait of their own); the symmetric kinds' a (all
+    # of it, as SciPy's) and the other routes' b are checked here.
+    in_kernel = _stacked.checked(xp, dtype, n)
+    general = structure == "general"
+    if check_finite and not ((general or _stacked._all_finite(xp, M))
+                             and (in_kernel or _stacked._all_finite(xp, Bs))):
         raise ValueError(_finite.NONFINITE)
     M = _full(xp, M, structure, lower).reshape(count, n, n)
 
@@ -407,26 +414,34 @@ def _solve_batch(xp, A, B, batch, dtype, structure, lower, trans, check_finite, 
         bad = _not_positive_definite(xp, M)
         if bad.any():
             raise _singular(slices(bad))
-    anorm = _getrs.norm1(xp, M)
-    _, _, LU, piv, info = _stacked.factor(M, False, _plan.Options(), backend,
-                                          _linalg._factor_one, overwrite_a=True)
+    anorm = _getrs.norm1(xp, M, wait=False)
+    _, _, LU, piv, info = _stacked.factor(M, check_finite and general, _plan.Options(),
+                                          backend, _linalg._factor_one, overwrite_a=True)
     LU, piv = LU.reshape(count, n, n), xp.asarray(piv).reshape(count, n)
     if info is not None and np.any(info):
+        if check_finite and in_kernel and not _stacked._all_finite(xp, Bs):
+            raise ValueError(_finite.NONFINITE)            # SciPy checks b first
         raise _singular(slices(info != 0))
 
-    rc = _getrs.reciprocal_condition(_stacked.inverse_norm1_stack(xp, LU, piv), anorm)
+    est = _stacked.inverse_norm1_stack(xp, LU, piv)
+    total = math.prod(batch)
+    if own != batch:
+        LU = xp.ascontiguousarray(xp.broadcast_to(LU.reshape(own + (n, n)), batch + (n, n)))
+        piv = xp.ascontiguousarray(xp.broadcast_to(piv.reshape(own + (n,)), batch + (n,)))
+    flags = _mapped.flags() if in_kernel else None
+    gen = flags.next_gen() if in_kernel else None
+    X = _stacked.getrs_stack(xp, LU.reshape(total, n, n), piv.reshape(total, n),
+                             Bs.reshape(total, n, nrhs), trans, overwrite_b=True, gen=gen)
+    # One wait: the estimates, the norms and the solve's checks come back together.
+    rc = _getrs.reciprocal_condition(_getrs.host(est), _getrs.host(anorm))
+    if check_finite and in_kernel and flags.read(gen)[1]:
+        raise ValueError(_finite.NONFINITE)
     ill = rc < np.finfo(LU.dtype).eps
     if ill.any():
         rcb = np.broadcast_to(rc.reshape(own), batch).ravel()
         listed = ",".join(f"slice {i} has rcond = {rcb[i]}" for i in slices(ill))
         warnings.warn(f"An ill-conditioned matrix detected: {listed}.",
                       _linalg._linalg_warning(), stacklevel=5)
-    total = math.prod(batch)
-    if own != batch:
-        LU = xp.ascontiguousarray(xp.broadcast_to(LU.reshape(own + (n, n)), batch + (n, n)))
-        piv = xp.ascontiguousarray(xp.broadcast_to(piv.reshape(own + (n,)), batch + (n,)))
-    X = _stacked.getrs_stack(xp, LU.reshape(total, n, n), piv.reshape(total, n),
-                             Bs.reshape(total, n, nrhs), trans, overwrite_b=True)
     return X.reshape(batch + (n, nrhs))
 
 

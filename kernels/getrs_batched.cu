@@ -7,8 +7,12 @@
 // interchanges (row k with row piv[k], k ascending, as scipy.linalg.lu_factor's).  One source
 // for T = float and double (real: A^T is also A^H), every operation in T.
 // Storage: unlike LAPACK, lu is ROW-MAJOR and packed: L(i, k) = lu[(b*n + i)*n + k]; B is
-// (batch, n, nrhs) row-major and packed, overwritten by X.  The caller checks the pivots'
-// range (0 <= piv < n) and n <= NMAX, and keeps batch * nrhs below 2^31 per launch.
+// (batch, n, nrhs) row-major and packed, overwritten by X.  The caller checks n <= NMAX and
+// keeps batch * nrhs below 2^31 per launch.
+// Checks (getrs_batched and getrs_tiled), reported through two ints of host-mapped memory
+// (gpulinalg/core/mapped.py: a store of the call's `gen`, nothing to reset): flags[0] where a
+// pivot lies outside [0, n) (that interchange is skipped: no access leaves the arrays),
+// flags[1] where B holds an inf or NaN.
 // getrs_batched<T, NMAX>: warp w = blockIdx.x * GETRS_WARPS + warp-in-block takes system
 // b = w / nrhs, column c = w % nrhs.  Lane l holds x_i for rows i = l + 32a (a < NMAX/32) in
 // registers.  Interchanges (trans 0: k = 0 .. n-1 before the solves; trans 1: k = n-1 .. 0
@@ -27,7 +31,20 @@
 // serve the nrhs warps of one system); a stack of B systems of order n with one right-hand
 // side reads B n^2 sizeof(T) bytes (10000 x 64^2 float: 164 MB, ~40 us at 4 TB/s).
 
+#include "getrf_pivot.cuh"
+
 #define GETRS_WARPS 4
+
+// flags[0] := gen where one of the n pivots p lies outside [0, n) (the warp reads them all).
+__device__ __forceinline__ void getrs_check_pivots(const int* p, int n, int lane, int* flags,
+                                                   int gen)
+{
+    bool bad = false;
+    for (int i = lane; i < n; i += 32)
+        bad |= p[i] < 0 || p[i] >= n;
+    if (bad)
+        flags[0] = gen;
+}
 
 template <int NA, typename T>
 __device__ __forceinline__ T getrs_slot(const T (&x)[NA], int a)
@@ -105,13 +122,13 @@ __device__ __forceinline__ void getrs_solve(T (&x)[NA], const T* A, const int* p
         getrs_pass<false, false, true, RECIP>(x, A, n, lane, rd);   // L^T z = y
         for (int k = n - 1; k >= 0; --k) {                  // x = P^T z: in reverse order
             const int q = p[k];
-            if (q != k)                                     // uniform
+            if (q != k && q >= 0 && q < n)                  // uniform
                 getrs_swap(x, k, q, lane);
         }
     } else {
         for (int k = 0; k < n; ++k) {                       // P b: the interchanges in order
             const int q = p[k];
-            if (q != k)                                     // uniform
+            if (q != k && q >= 0 && q < n)                  // uniform
                 getrs_swap(x, k, q, lane);
         }
         getrs_pass<true, false, false, RECIP>(x, A, n, lane, rd);   // L y = P b
@@ -122,7 +139,7 @@ __device__ __forceinline__ void getrs_solve(T (&x)[NA], const T* A, const int* p
 template <typename T, int NMAX>
 __global__ void __launch_bounds__(32 * GETRS_WARPS)
 getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __restrict__ piv,
-              T* __restrict__ B, int trans)
+              T* __restrict__ B, int trans, int* flags, int gen)
 {
     constexpr int NA = NMAX / 32;                       // rows per lane
     static_assert(NMAX % 32 == 0 && NMAX <= 128, "NMAX: 32, 64 or 128");
@@ -142,7 +159,10 @@ getrs_batched(int batch, int n, int nrhs, const T* __restrict__ lu, const int* _
     for (int a = 0; a < NA; ++a) {
         const int i = lane + 32 * a;
         x[a] = i < n ? X[static_cast<long long>(i) * nrhs] : T(0);
+        if (!lu_elem<T>::finite(x[a]))
+            flags[1] = gen;
     }
+    getrs_check_pivots(p, n, lane, flags, gen);
     getrs_solve<false>(x, A, p, n, lane, trans, x);
 #pragma unroll
     for (int a = 0; a < NA; ++a) {
@@ -433,7 +453,7 @@ __device__ __forceinline__ void grt_interchange(T* xs, const int* ps, int n, int
 template <typename T, int R>
 __global__ void __launch_bounds__(32)
 getrs_tiled(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __restrict__ piv,
-            T* __restrict__ B, int trans)
+            T* __restrict__ B, int trans, int* flags, int gen)
 {
     extern __shared__ float4 grt_smem[];
     const int lane = static_cast<int>(threadIdx.x);
@@ -447,11 +467,14 @@ getrs_tiled(int batch, int n, int nrhs, const T* __restrict__ lu, const int* __r
     const T* A = lu + b * n * n;
     const int* p = piv + b * n;
     T* X = B + b * n * nrhs + c0;
+    getrs_check_pivots(p, n, lane, flags, gen);
     for (int i = lane; i < n; i += 32)
-        ps[i] = p[i];
+        ps[i] = p[i] >= 0 && p[i] < n ? p[i] : i;               // out of range: skipped
     for (int e = lane; e < np * R; e += 32) {
         const int i = e / R, r = e % R;
         xs[e] = i < n && c0 + r < nrhs ? X[static_cast<long long>(i) * nrhs + r] : T(0);
+        if (!lu_elem<T>::finite(xs[e]))
+            flags[1] = gen;
     }
     __syncwarp();
     if (trans) {

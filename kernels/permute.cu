@@ -31,14 +31,10 @@
 // it in the last chunks, whose pivots fall in few rows and take many rounds; then n * nrhs
 // elements read and written once.
 
+#include "getrf_pivot.cuh"
+
 #define PERM_THREADS 512
 #define PERM_AHEAD 8            // chunks of 32 pivots warp 0 holds in flight
-
-template <typename T>
-__device__ __forceinline__ bool perm_finite(T v)
-{
-    return v - v == T(0);       // false for an inf or NaN; 0 for any number (-ftz included)
-}
 
 template <typename T>
 __global__ void __launch_bounds__(PERM_THREADS)
@@ -108,7 +104,7 @@ permute_rows(int n, int nrhs, const int* __restrict__ piv, const T* __restrict__
         T* dst = X + to * ldx;
         for (int c = 0; c < nrhs; ++c) {
             const T v = src[c * cs];
-            nonfinite |= !perm_finite(v);
+            nonfinite |= !lu_elem<T>::finite(v);
             dst[c] = v;
         }
     }

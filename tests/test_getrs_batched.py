@@ -20,12 +20,12 @@ from array_helpers import assert_same_bits
 _DRIVER = r"""
 template <typename T, int NMAX>
 void run(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, int trans,
-         unsigned seed) {
+         int* flags, unsigned seed) {
     const long long warps = (long long)batch * nrhs;
     emu::run_blocks((int)((warps + GETRS_WARPS - 1) / GETRS_WARPS), 32 * GETRS_WARPS, seed, 0,
                     [=]() {
         getrs_batched<T, NMAX>(batch, n, nrhs, static_cast<const T*>(lu), piv,
-                               static_cast<T*>(B), trans);
+                               static_cast<T*>(B), trans, flags, 7);
     });
 }
 template <typename T, int NMAX>
@@ -37,16 +37,17 @@ void run_gecon(int batch, int n, const void* lu, const int* piv, double* est, un
 }
 template <typename T, int R>
 void run_tiled(int batch, int n, int nrhs, const void* lu, const int* piv, void* B, int trans,
-               long smem, unsigned seed) {
+               long smem, int* flags, unsigned seed) {
     emu::run_blocks(batch * ((nrhs + R - 1) / R), 32, seed, smem, [=]() {
         getrs_tiled<T, R>(batch, n, nrhs, static_cast<const T*>(lu), piv, static_cast<T*>(B),
-                          trans);
+                          trans, flags, 7);
     });
 }
 extern "C" int tiled_run(int itemsize, int r, int batch, int n, int nrhs, const void* lu,
-                         const int* piv, void* B, int trans, long smem, unsigned seed) {
+                         const int* piv, void* B, int trans, long smem, int* flags,
+                         unsigned seed) {
 #define TCASE(T, N) if (sizeof(T) == (size_t)itemsize && r == N) \
-    { run_tiled<T, N>(batch, n, nrhs, lu, piv, B, trans, smem, seed); return 0; }
+    { run_tiled<T, N>(batch, n, nrhs, lu, piv, B, trans, smem, flags, seed); return 0; }
     TCASES
     return 1;
 }
@@ -58,9 +59,9 @@ extern "C" int gecon_run(int itemsize, int nmax, int batch, int n, const void* l
     return 1;
 }
 extern "C" int grs_run(int itemsize, int nmax, int batch, int n, int nrhs, const void* lu,
-                       const int* piv, void* B, int trans, unsigned seed) {
+                       const int* piv, void* B, int trans, int* flags, unsigned seed) {
 #define CASE(T, N) if (sizeof(T) == (size_t)itemsize && nmax == N) \
-    { run<T, N>(batch, n, nrhs, lu, piv, B, trans, seed); return 0; }
+    { run<T, N>(batch, n, nrhs, lu, piv, B, trans, flags, seed); return 0; }
     CASES
     return 1;
 }
@@ -78,9 +79,9 @@ def emulated(tmp_path_factory):
                                  .replace("CASES", cases("getrs_batched", "CASE")))
     lib.gecon_run.argtypes = ([ctypes.c_int] * 4 + [ctypes.c_void_p] * 3 + [ctypes.c_uint])
     lib.tiled_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3
-                              + [ctypes.c_int, ctypes.c_long, ctypes.c_uint])
-    lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3 + [ctypes.c_int,
-                                                                          ctypes.c_uint])
+                              + [ctypes.c_int, ctypes.c_long, ctypes.c_void_p, ctypes.c_uint])
+    lib.grs_run.argtypes = ([ctypes.c_int] * 5 + [ctypes.c_void_p] * 3
+                            + [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint])
     return lib
 
 
@@ -92,14 +93,19 @@ def factors(rng, batch, n, dtype):
     return a, lu, piv
 
 
-def run_emulated(lib, lu, piv, b, nmax=None, trans=0):
+_GEN = 7        # the drivers' generation: a kernel's check stores it to its flag word
+
+
+def run_emulated(lib, lu, piv, b, nmax=None, trans=0, flags=None):
+    """getrs_batched emulated: the solution; `flags` (a zeroed int32 pair) gets its checks."""
     batch, n, nrhs = b.shape
     nmax = nmax or next(s for s in gb.NMAX_SHAPES if s >= n)
     x = np.ascontiguousarray(b).copy()
     lu = np.ascontiguousarray(lu)
     piv = np.ascontiguousarray(piv, np.int32)
+    flags = np.zeros(2, np.int32) if flags is None else flags
     assert lib.grs_run(lu.dtype.itemsize, nmax, batch, n, nrhs, lu.ctypes.data,
-                       piv.ctypes.data, x.ctypes.data, trans, 1) == 0
+                       piv.ctypes.data, x.ctypes.data, trans, flags.ctypes.data, 1) == 0
     return x
 
 
@@ -123,14 +129,16 @@ def test_emulated_larger_template(emulated, rng):
         assert_same_bits(run_emulated(emulated, lu, piv, b, nmax), gb.reference(lu, piv, b))
 
 
-def run_tiled(lib, lu, piv, b, r, trans=0):
+def run_tiled(lib, lu, piv, b, r, trans=0, flags=None):
+    """getrs_tiled emulated: the solution; `flags` (a zeroed int32 pair) gets its checks."""
     batch, n, nrhs = b.shape
     x = np.ascontiguousarray(b).copy()
     lu = np.ascontiguousarray(lu)
     piv = np.ascontiguousarray(piv, np.int32)
     smem = gb.tiled_shared_bytes(n, r, exact(lu.dtype))
+    flags = np.zeros(2, np.int32) if flags is None else flags
     assert lib.tiled_run(lu.dtype.itemsize, r, batch, n, nrhs, lu.ctypes.data,
-                         piv.ctypes.data, x.ctypes.data, trans, smem, 1) == 0
+                         piv.ctypes.data, x.ctypes.data, trans, smem, flags.ctypes.data, 1) == 0
     return x
 
 
@@ -158,6 +166,35 @@ def test_emulated_tiled(emulated, rng, dtype, n, nrhs, r):
     b = rng.standard_normal((batch, n, nrhs)).astype(dtype)
     for trans in (0, 1):
         assert_solves(run_tiled(emulated, lu, piv, b, r, trans), a, b, trans)
+
+
+@pytest.mark.parametrize("tiled", [False, True])
+def test_emulated_checks(emulated, rng, tiled):
+    """Both kernels flag a pivot outside [0, n) (word 0, its interchange skipped: no access
+    outside the arrays) and an inf or NaN in B (word 1), and nothing for good input."""
+    n = 40
+    a, lu, piv = factors(rng, 3, n, np.float64)
+    b = rng.standard_normal((3, n, 2))
+
+    def flags_of(piv, b):
+        flags = np.zeros(2, np.int32)
+        if tiled:
+            run_tiled(emulated, lu, piv, b, 1, flags=flags)
+        else:
+            run_emulated(emulated, lu, piv, b, flags=flags)
+        return list(flags)
+
+    assert flags_of(piv, b) == [0, 0]
+    bad = piv.copy()
+    bad[1, 5] = n
+    bad[2, 0] = -1
+    assert flags_of(bad, b) == [_GEN, 0]
+    nan = b.copy()
+    nan[2, 17, 1] = np.nan
+    assert flags_of(piv, nan) == [0, _GEN]
+    inf = b.copy()
+    inf[0, 0, 0] = -np.inf
+    assert flags_of(bad, inf) == [_GEN, _GEN]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

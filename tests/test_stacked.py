@@ -345,6 +345,36 @@ def test_gpu_stacked_solve_inv_at_once(cp, rng, dtype, n):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n", [3, 20, 150])
+def test_gpu_stacked_solve_checks_in_scipys_order(cp, rng, n):
+    """Infs and NaNs (a's or b's, SciPy's ValueError) come before a singular matrix's
+    LinAlgError, whichever kernel reports them; check_finite=False lets b's through."""
+    import gpulinalg
+    from scipy.linalg import LinAlgError
+    a = rng.standard_normal((50, n, n))
+    b = rng.standard_normal((50, n, 2))
+    singular = a.copy()
+    singular[9, :, 0] = 0
+    nan_b = b.copy()
+    nan_b[31, n - 1, 1] = np.nan
+    nan_a = a.copy()
+    nan_a[40, 0, n - 1] = np.inf
+    for m, rhs, error in ((singular, b, LinAlgError), (singular, nan_b, ValueError),
+                          (a, nan_b, ValueError), (nan_a, b, ValueError)):
+        with pytest.raises(error):
+            gpulinalg.solve(cp.asarray(m), cp.asarray(rhs))
+    x = cp.asnumpy(gpulinalg.solve(cp.asarray(a), cp.asarray(nan_b), check_finite=False))
+    assert np.isfinite(np.delete(x, 31, axis=0)).all()      # the NaN stays in its system
+    lu, piv = gpulinalg.lu_factor(cp.asarray(a))
+    with pytest.raises(ValueError, match="infs or NaNs"):
+        gpulinalg.lu_solve((lu, piv), cp.asarray(nan_b))
+    bad = piv.copy()
+    bad[3, 1] = n
+    with pytest.raises(ValueError, match="piv"):
+        gpulinalg.lu_solve((lu, bad), cp.asarray(b))
+
+
+@pytest.mark.gpu
 def test_gpu_stack_overwrite_a(cp, rng):
     import gpulinalg
     a = cp.asarray(_stack(rng, (6, 16, 16), np.float32))

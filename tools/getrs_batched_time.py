@@ -28,6 +28,7 @@ def main():
     import cupy as cp
 
     import gpulinalg
+    from gpulinalg.core import mapped
     from gpulinalg.core.element import exact
     from gpulinalg.lu import getrs_batched as gb
     from small_call_profile import events_ms, wall_ms
@@ -53,10 +54,11 @@ def main():
                                           gb.tiled_shared_bytes(n, r, element))
                     kernels[f"tiled R={r}"] = (launch, count * -(-nrhs // r), 1)
             times = {}
+            flags = mapped.flags()
             for name, (launch, warps, per_block) in kernels.items():
                 times[name] = events_ms(lambda: launch(
                     (-(-warps // per_block), 1, 1), (32 * per_block, 1, 1), count, n, nrhs,
-                    lu.data.ptr, piv32.data.ptr, x.data.ptr, 0))
+                    lu.data.ptr, piv32.data.ptr, x.data.ptr, 0, flags.ptr, flags.next_gen()))
             times["lu_solve call"] = wall_ms(lambda: gpulinalg.lu_solve((lu, piv), b), 20)
             times["solve call"] = wall_ms(lambda: gpulinalg.solve(a, b), 10)
             print(f"{dtype} {case}: " + ", ".join(f"{k} {v:.3f} ms" for k, v in times.items()),

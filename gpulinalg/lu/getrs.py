@@ -131,15 +131,17 @@ def getrs(xp, LU, X, piv, trans=0):
     return laswp(X, piv, True)                                                   # x = P z
 
 
-def norm1(xp, a):
+def norm1(xp, a, wait=True):
     """||a||_1, the largest column sum of |a|, as a Python float (one host synchronisation);
-    for a non-empty stack (..., m, n), each matrix's, as a NumPy float64 array."""
+    for a non-empty stack (..., m, n), each matrix's, as a NumPy float64 array, or with
+    wait=False as an array of xp not waited for (`host` brings it over)."""
     if a.ndim > 2:
-        return _host(xp.abs(a).sum(axis=-2).max(axis=-1)).astype(np.float64)
+        norms = xp.abs(a).sum(axis=-2).max(axis=-1)
+        return host(norms).astype(np.float64) if wait else norms
     return float(xp.abs(a).sum(axis=0).max()) if a.size else 0.0
 
 
-def _host(v):
+def host(v):
     """A NumPy copy of the small array v (NumPy or CuPy)."""
     return v.get() if hasattr(v, "get") else np.asarray(v)
 
@@ -165,11 +167,11 @@ def inverse_norm1(solve, count, n, xp, dtype, max_iter=5):
     active = np.ones(count, bool)
     for it in range(max_iter):
         y = solve(x, 0)
-        new = _host(xp.abs(y).sum(axis=1)).astype(np.float64)
+        new = host(xp.abs(y).sum(axis=1)).astype(np.float64)
         s = sign(y)
         stop = np.zeros(count, bool)
         if it > 0:   # xlacn2 stops on a repeated sign vector or a sum no larger than before
-            same = np.zeros(count, bool) if complex_ else _host((s == xi).all(axis=1))
+            same = np.zeros(count, bool) if complex_ else host((s == xi).all(axis=1))
             stop = (new <= est) | same
         est = np.where(active, new, est)    # as xlacn2, which keeps the new sum either way
         active &= ~stop
@@ -180,8 +182,8 @@ def inverse_norm1(solve, count, n, xp, dtype, max_iter=5):
         z = solve(xi, 1)
         j = xp.argmax(xp.abs(z), axis=1)
         if it > 0:
-            largest = _host(xp.abs(z[rows, j]))
-            along = _host(xp.real((xp.conj(z) * x).sum(axis=1)))
+            largest = host(xp.abs(z[rows, j]))
+            along = host(xp.real((xp.conj(z) * x).sum(axis=1)))
             active &= ~(largest <= along)
             if not active.any():
                 break
@@ -192,7 +194,7 @@ def inverse_norm1(solve, count, n, xp, dtype, max_iter=5):
     i = xp.arange(n, dtype=np.float64)
     alt = ((-1.0) ** i * (1 + i / max(n - 1, 1))).astype(dtype)
     alt = xp.ascontiguousarray(xp.broadcast_to(alt, (count, n)))
-    return np.maximum(est, 2 * _host(xp.abs(solve(alt, 0)).sum(axis=1)) / (3 * n))
+    return np.maximum(est, 2 * host(xp.abs(solve(alt, 0)).sum(axis=1)) / (3 * n))
 
 
 def rcond(xp, LU, piv, anorm):

@@ -11,6 +11,7 @@ factors read by 32 x 32 tiles (the kernel's header says which lane does what).
 import numpy as np
 
 from .. import tuning
+from ..core import mapped as _mapped
 from ..core.backend import cupy
 from ..core.element import REAL_KERNEL
 from ..core.kernels import Launcher, get_kernel
@@ -21,9 +22,9 @@ WARPS = 4                   # GETRS_WARPS: warps (systems x right-hand sides) pe
 NMAX_SHAPES = (32, 64, 128)  # template NMAX: a call takes the smallest >= n
 ELEMENTS = REAL_KERNEL
 TILED_RHS = (1, 8)          # template R of getrs_tiled: right-hand sides per warp
-_SPECS = {"getrs_batched": "iiiPPPi",    # batch, n, nrhs, lu, piv, B, trans
+_SPECS = {"getrs_batched": "iiiPPPiPi",  # batch, n, nrhs, lu, piv, B, trans, flags, gen
           "gecon_batched": "iiPPPdd",     # batch, n, lu, piv, est, 1 / n, 1 / max(n - 1, 1)
-          "getrs_tiled": "iiiPPPi"}       # batch, n, nrhs, lu, piv, B, trans
+          "getrs_tiled": "iiiPPPiPi"}     # batch, n, nrhs, lu, piv, B, trans, flags, gen
 
 
 def _name(kernel, ctype, nmax):
@@ -60,13 +61,18 @@ def _tiled_rhs(nrhs):
     return max(r for r in TILED_RHS if r <= nrhs)
 
 
-def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0, table=None):
+def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0, table=None, gen=None):
     """B_b := op(A_b)^{-1} B_b for every b < batch (trans 0: A_b, else A_b^T), A_b = P_b L_b
     U_b given by the C-contiguous factors (batch, n, n) at lup and 0-based pivots (batch, n)
     int32 at pivp; B (batch, n, nrhs) C-contiguous at bp, overwritten; `element`s F32 or F64.
     One launch on the current device and stream (one per 2^31 warps): getrs_batched up to the
-    table's stack_solve_register_max_n (the current one by default), getrs_tiled beyond; no
-    validation (0 < n <= MAX_ORDER, pivots in [0, n), batch, nrhs > 0)."""
+    table's stack_solve_register_max_n (the current one by default), getrs_tiled beyond.  The
+    kernels report a pivot outside [0, n) (its interchange skipped) and an inf or NaN in B
+    through this host thread's mapped flags under generation `gen` (core/mapped.py: read
+    them after the stream's synchronisation; None: a new generation, not read).  No other
+    validation (0 < n <= MAX_ORDER, batch, nrhs > 0)."""
+    flags = _mapped.flags()
+    gen = gen or flags.next_gen()
     device_id = cupy().cuda.runtime.getDevice()
     table = table or tuning.current(device_id, element)
     if n <= min(table.stack_solve_register_max_n, REGISTER_ORDER):
@@ -85,7 +91,7 @@ def getrs_batched_ptr(batch, n, nrhs, lup, pivp, bp, element, trans=0, table=Non
         warps = count * per_system
         launch((-(-warps // warps_per_block), 1, 1), (32 * warps_per_block, 1, 1), count, n,
                nrhs, lup + start * n * n * size, pivp + start * n * _PIVOT,
-               bp + start * n * nrhs * size, int(bool(trans)))
+               bp + start * n * nrhs * size, int(bool(trans)), flags.ptr, gen)
 
 
 def inverse_norm1_ptr(batch, n, lup, pivp, estp, element):

@@ -245,8 +245,8 @@ def solve_batched(lu, piv, b, check_finite, trans=0):
     one dimension: one vector for all), real, 0 < N <= its MAX_ORDER, every batch and
     right-hand side non-empty; None where the stacks are not of that kind (the caller solves
     them one by one).  SciPy's checks: ValueError for pivots outside [0, N), for b's infs or
-    NaNs (check_finite) and for mismatched shapes.  The result has the batch shape in front
-    and b's core shape, C-contiguous."""
+    NaNs (check_finite) and for mismatched shapes, by the kernel, read after one wait for the
+    stream.  The result has the batch shape in front and b's core shape, C-contiguous."""
     cp = cupy()
     if lu.ndim < 2 or piv.ndim < 1 or lu.shape[-1] != lu.shape[-2]:
         return None
@@ -267,49 +267,63 @@ def solve_batched(lu, piv, b, check_finite, trans=0):
     if not (count and nrhs):
         return None
     B = cp.array(cp.broadcast_to(b, batch + rhs), dtype=dtype, order="C")   # ours: solved in place
-    if check_finite and not _finite.device_all_finite(B.reshape(count * n, nrhs)):
-        raise ValueError(_finite.NONFINITE)
     P = cp.ascontiguousarray(cp.broadcast_to(piv, batch + (n,)), dtype=np.int32)
-    if bool(((P < 0) | (P >= n)).any()):
-        raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
     LU = cp.ascontiguousarray(cp.broadcast_to(lu.astype(dtype, copy=False), batch + (n, n)))
+    flags = _mapped.flags()
+    gen = flags.next_gen()
     X = getrs_stack(cp, LU.reshape(count, n, n), P.reshape(count, n),
-                    B.reshape(count, n, nrhs), trans, overwrite_b=True)
+                    B.reshape(count, n, nrhs), trans, overwrite_b=True, gen=gen)
+    cp.cuda.get_current_stream().synchronize()      # the kernel's checks: one wait
+    bad_pivot, nonfinite = flags.read(gen)
+    if check_finite and nonfinite:
+        raise ValueError(_finite.NONFINITE)
+    if bad_pivot:
+        raise ValueError(f"piv must hold 0-based row indices in [0, {n})")
     return X.reshape(batch + rhs)
 
 
-def getrs_stack(xp, LU, piv, B, trans=0, overwrite_b=False):
+def getrs_stack(xp, LU, piv, B, trans=0, overwrite_b=False, gen=None):
     """op(A_b)^{-1} B_b for every b of a stack of factors, a (count, n, nrhs) array of module
     xp: LU (count, n, n) C-contiguous (lu_factor's row-major factors), piv (count, n) int32
-    0-based pivots in range, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1: A^T x = b,
-    2: A^H x = b.  overwrite_b: the solution may take B's memory (a C-contiguous B), else a
-    new array.  Real stacks of order up to getrs_batched.MAX_ORDER: one launch (the NumPy
-    model on the emulation); others (complex, larger) one matrix at a time (lu/getrs.py)."""
+    0-based pivots, B (count, n, nrhs) of LU's dtype; trans 0: A x = b, 1: A^T x = b, 2:
+    A^H x = b.  overwrite_b: the solution may take B's memory (a C-contiguous B), else a new
+    array.  Real stacks of order up to getrs_batched.MAX_ORDER on the device: one launch,
+    which reports pivots out of range and infs or NaNs in B under mapped-flag generation
+    `gen` (getrs_batched_ptr; `checked` says whether this stack goes there); the NumPy model
+    on the emulation; others (complex, larger) one matrix at a time (lu/getrs.py), pivots in
+    range."""
     count, n, nrhs = B.shape
-    if np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER:
-        if xp is np:
-            return _getrs_batched.reference(LU, piv, B, trans)
+    if checked(xp, LU.dtype, n):
         X = xp.ascontiguousarray(B) if overwrite_b else xp.array(B, order="C")
         _getrs_batched.getrs_batched_ptr(count, n, nrhs, LU.data.ptr, piv.data.ptr,
-                                         X.data.ptr, _element(np.dtype(LU.dtype)), trans)
+                                         X.data.ptr, _element(np.dtype(LU.dtype)), trans,
+                                         gen=gen)
         return X
+    if np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER and xp is np:
+        return _getrs_batched.reference(LU, piv, B, trans)
     X = xp.empty(B.shape, LU.dtype)
     for i in range(count):
         X[i] = _getrs.getrs(xp, LU[i], xp.array(B[i], order="C"), piv[i], trans)
     return X
 
 
+def checked(xp, dtype, n):
+    """Whether getrs_stack of such a stack runs the device kernels that check the pivots'
+    range and b's finiteness."""
+    return xp is not np and np.dtype(dtype).kind == "f" and n <= _getrs_batched.MAX_ORDER
+
+
 def inverse_norm1_stack(xp, LU, piv):
     """xlacn2's estimates of ||A_b^{-1}||_1 for a stack of factors (as getrs_stack takes
-    them), a NumPy float64 array (count,): real stacks of order up to 128 on the GPU in one
-    launch (getrs_batched.inverse_norm1_ptr); others by lu/getrs.py's inverse_norm1 over
-    batched solves."""
+    them), a float64 array (count,): real stacks of order up to 128 on the GPU in one launch
+    (getrs_batched.inverse_norm1_ptr), a CuPy array not waited for; others by lu/getrs.py's
+    inverse_norm1 over batched solves, a NumPy array."""
     count, n, _ = LU.shape
     if xp is not np and np.dtype(LU.dtype).kind == "f" and n <= _getrs_batched.REGISTER_ORDER:
         est = xp.empty(count, np.float64)
         _getrs_batched.inverse_norm1_ptr(count, n, LU.data.ptr, piv.data.ptr, est.data.ptr,
                                          _element(np.dtype(LU.dtype)))
-        return est.get()
+        return est
 
     def solve(x, trans):
         return getrs_stack(xp, LU, piv, x[:, :, None], 2 * trans)[:, :, 0]
