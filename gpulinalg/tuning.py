@@ -102,6 +102,7 @@ class Tuning:
     # ---- small matrices (lu/batched.py)
     batched_shapes: tuple        # batched kernel's (NMAX, G, C) per order class, NMAX ascending
     batched_blocked_min_order: int  # stacks of this order and above: the blocked batched kernel
+    batched_blocked_shapes: tuple   # blocked kernel's (NB, THREADS, RPT) per class of M <= THREADS*RPT
     one_matrix_batched_max: int  # one matrix of order up to this is factored by the batched kernels
 
     # ---- few-column triangular solve (lu/trsv.py)
@@ -192,6 +193,7 @@ SM90 = Tuning(
     dmma_update_variant="128x64sb",
     batched_shapes=((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 2), (128, 32, 8)),
     batched_blocked_min_order=129,
+    batched_blocked_shapes=((32, 256, 1), (32, 256, 2), (32, 512, 2)),
     one_matrix_batched_max=256,
     trsv_nb=128,
     solve_tc_min_rhs=1024,
@@ -222,6 +224,7 @@ SM90_F64 = replace(
     l21_colmajor_min_cols=0,
     trsv_nb=64,                        # the double kernel's largest block
     batched_shapes=((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 4), (128, 32, 16)),
+    batched_blocked_shapes=((16, 256, 1), (16, 256, 2), (16, 512, 2)),
 )
 
 # Other architectures: sm_90's values (not measured elsewhere; the tensor-core fields

@@ -95,17 +95,6 @@
 #define GBATCH_THREADS(G, C) ((C) == 1 ? 32 * GBATCH_WARPS : (G) * (C))   // threads per block
 #define GBATCH_NONE (1 << 16)   // position of a row past m: never a candidate, never stored
 
-template <int N>
-__device__ __forceinline__ void gbatch_st16(float* p, const float (&x)[N], int off)
-{
-    *reinterpret_cast<float4*>(p) = make_float4(x[off], x[off + 1], x[off + 2], x[off + 3]);
-}
-template <int N>
-__device__ __forceinline__ void gbatch_st16(double* p, const double (&x)[N], int off)
-{
-    *reinterpret_cast<double2*>(p) = make_double2(x[off], x[off + 1]);
-}
-
 // The position of a row after step k's interchange of positions k and q (the pivot row,
 // physical row pp, moves to k; the row at k to q).
 __device__ __forceinline__ int gbatch_moved(int pos, int phys, int k, int q, int pp)
@@ -301,7 +290,7 @@ getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ p
                     if (a == ap) {
 #pragma unroll
                         for (int h = c; h < NCH; ++h)
-                            gbatch_st16(u + h * VK, x[a], h * VK);
+                            lu_st16(u + h * VK, x[a], h * VK);
                     }
             }
             __syncwarp();
@@ -350,7 +339,7 @@ getrf_batched(int batch, int m, int n, const T* src, T* dst, int* __restrict__ p
             T* dst = stage + (mb * m + pos[a]) * P;
 #pragma unroll
             for (int c = 0; c < NCH; ++c)
-                gbatch_st16(dst + (c * C + g) * VK, x[a], c * VK);
+                lu_st16(dst + (c * C + g) * VK, x[a], c * VK);
         }
     if constexpr (C == 1) {
         if (b < batch) {

@@ -98,8 +98,9 @@
 
 #define GBB_MAXM 1024           // the largest m: panel rows per thread GBB_MAXM / THREADS;
                                 // positions and rows fit the search tag's 10-bit fields
-#define GBB_MIN_BLOCKS 2        // __launch_bounds__' blocks per SM (registers per thread:
-                                // at most 65536 / (GBB_MIN_BLOCKS * THREADS))
+#define GBB_REGS 128            // registers per thread the compiler may use: __launch_bounds__'
+                                // blocks per SM GBB_MIN_BLOCKS = 65536 / (GBB_REGS * THREADS)
+#define GBB_MIN_BLOCKS(THREADS) (65536 / (GBB_REGS * (THREADS)))
 #define GBB_TC 16               // thread columns of the trailing update's block tile
 
 // The trailing update's micro-tile per element type (the search key, the fused multiply-add,
@@ -136,8 +137,8 @@ __device__ __forceinline__ void gbb_copy_async(double* d, const double* s)
     cp_async4(d4 + 1, s4 + 1, true);
 }
 
-template <typename T, int NB, int THREADS>
-__global__ void __launch_bounds__(THREADS, GBB_MIN_BLOCKS)
+template <typename T, int NB, int THREADS, int RPT>
+__global__ void __launch_bounds__(THREADS, GBB_MIN_BLOCKS(THREADS))
 getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, int* info,
                       int* flags, int gen)
 {
@@ -145,7 +146,6 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     typedef gbb_tile<T> Tile;
     typedef typename E::key_t key_t;
     constexpr int WARPS = THREADS / 32;
-    constexpr int RPT = GBB_MAXM / THREADS;                 // panel rows per thread
     constexpr int V = 16 / static_cast<int>(sizeof(T));     // elements per 16 bytes
     constexpr int GC = 32 / static_cast<int>(sizeof(T));    // staging: columns per warp row
     constexpr int GR = 32 / GC;                             // staging: rows per warp
@@ -154,7 +154,8 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     constexpr int BM = TR * TM, BN = TC * TN;               // trailing update: block tile
     constexpr int MODLD = 128 / static_cast<int>(sizeof(T));
     static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
-    static_assert(THREADS % 32 == 0 && WARPS <= 32 && GBB_MAXM % THREADS == 0, "whole warps");
+    static_assert(THREADS % 32 == 0 && WARPS <= 32, "whole warps");
+    static_assert(THREADS * RPT <= GBB_MAXM, "positions and rows in 10-bit fields");
     static_assert(NB % GC == 0 && NB % V == 0, "the panel: whole 32-byte row segments");
     static_assert(THREADS % BN == 0 && TM % V == 0 && TN % V == 0, "whole tiles per chunk");
     static_assert(THREADS >= 2 * NB, "the U12 buffer holds the panel's reordering scratch");
@@ -173,6 +174,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
     T* const P = reinterpret_cast<T*>(gbb_smem);            // panel: LD x NB, column-major
     T* const U = P + LD * NB;                               // U12 chunk: NB x THREADS
     T* const scratch = U;                                   // the panel's reordering
+    T* const rows = U;                                      // the panel's 2 x WARPS pivot rows
     key_t* const skey = reinterpret_cast<key_t*>(U + NB * THREADS);   // 2 x WARPS winners
     unsigned* const stag = reinterpret_cast<unsigned*>(
         reinterpret_cast<unsigned long long*>(skey) + 2 * WARPS);
@@ -224,47 +226,74 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             __syncthreads();
         }
 
-        // 2. The panel's LU; search of column 0 first.
+        // 2. The panel's LU, its rows in registers: thread t holds the panel rows
+        // t + THREADS*s (s < RPT), all NB columns (x[s][c]; columns >= nb and rows >= R are
+        // zeros, never stored).  Each warp's search winner publishes its row (columns from
+        // the searched one on) to the warp's slot of `rows` (double-buffered by the step's
+        // parity), so that after the step's one barrier every thread reads the pivot row from
+        // the winning warp's slot.
+        T x[RPT][NB];
         int pos[RPT];
-        {
+        // The warp's winner of column kk among this thread's candidates: its key and tag
+        // reduced over the warp; the winning lane writes its row's columns kk.. to slot `par`.
+        auto search = [&](const int kk, const int par) {
             key_t bk = 0;
             unsigned bt = 0xffffffffu;
 #pragma unroll
             for (int s = 0; s < RPT; ++s) {
                 const int i = tid + THREADS * s;
-                pos[s] = i;
-                if (i < R) {
-                    const key_t key = E::key(P[i], true, i == 0);
-                    const unsigned tag = (static_cast<unsigned>(i) << 10) | i;
+                if (i < R && pos[s] >= kk) {
+                    const key_t key = E::key(x[s][kk], true, pos[s] == kk);
+                    const unsigned tag = (static_cast<unsigned>(pos[s]) << 10) | i;
                     if (key > bk || (key != 0 && key == bk && tag < bt)) {
                         bk = key;
                         bt = tag;
                     }
-                    if (first)
-                        for (int c = 0; c < nb; ++c)
-                            nonfinite |= !E::finite(P[c * LD + i]);
                 }
             }
             key_t wk;
             unsigned wt;
             lu_first_max<32>(bk, bt, wk, wt);
             if (lane == 0) {
-                skey[warp] = wk;
-                stag[warp] = wt;
+                skey[par * WARPS + warp] = wk;
+                stag[par * WARPS + warp] = wt;
             }
-            __syncthreads();
+            T* const slot = rows + (par * WARPS + warp) * NB;
+#pragma unroll
+            for (int s = 0; s < RPT; ++s)
+                if (wk != 0 && static_cast<int>(wt & 1023u) == tid + THREADS * s) {
+#pragma unroll
+                    for (int h = kk / V * V; h < NB; h += V)
+                        lu_st16(slot + h, x[s], h);
+                }
+        };
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = tid + THREADS * s;
+            pos[s] = i;
+#pragma unroll
+            for (int c = 0; c < NB; ++c) {
+                x[s][c] = i < R && c < nb ? P[c * LD + i] : T(0);
+                if (first)
+                    nonfinite |= !E::finite(x[s][c]);
+            }
         }
-#pragma unroll 1
-        for (int k = 0; k < nb; ++k) {
+        search(0, 0);
+        __syncthreads();
+#pragma unroll
+        for (int k = 0; k < NB; ++k) {
+            if (k >= nb)
+                break;                                      // uniform in the block
             const int par = k & 1;
             key_t wkey;
             unsigned wtag;
             lu_first_max<32>(lane < WARPS ? skey[par * WARPS + lane] : key_t(0),
-                          lane < WARPS ? stag[par * WARPS + lane] : 0xffffffffu, wkey, wtag);
+                             lane < WARPS ? stag[par * WARPS + lane] : 0xffffffffu, wkey, wtag);
             const int pp = static_cast<int>(wtag & 1023u);  // the pivot's row
             const int q = static_cast<int>(wtag >> 10);     // its position
             const bool zero = wkey == key_t(1);
-            const T pv = P[k * LD + pp];
+            const T* const u = rows + (par * WARPS + pp % THREADS / 32) * NB;  // the pivot row
+            const T pv = u[k];
             // One division per column: 1 / pivot, for a tiny double pivot of the pivot
             // scaled by 2^64 (the reciprocal stays finite), the products scaled back.
             const bool tiny = E::tiny(pv);
@@ -282,47 +311,41 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                 const int i = tid + THREADS * s;
                 pos[s] = i == pp ? k : (pos[s] == k ? q : pos[s]);
                 act[s] = i < R && pos[s] > k;
-                l[s] = T(0);
-                if (act[s]) {
-                    const T v = P[k * LD + i];
-                    l[s] = zero ? v : (v * rinv) * back;
-                    P[k * LD + i] = l[s];
-                }
+                const T v = x[s][k];
+                l[s] = zero ? v : (v * rinv) * back;
+                if (act[s])
+                    x[s][k] = l[s];
             }
-            for (int c = k + 1; c < nb; ++c) {
-                const T u = P[c * LD + pp];                 // the pivot row: nobody writes it
+            // The rank-1 update of the later columns (the pivot row by 16-byte broadcasts).
 #pragma unroll
-                for (int s = 0; s < RPT; ++s)
-                    if (act[s]) {
-                        T* const x = P + c * LD + tid + THREADS * s;
-                        *x = E::fma(-l[s], u, *x);
+            for (int h = (k + 1) / V * V; h < NB; h += V) {
+                T uv[V];
+                lu_ld16(uv, 0, u + h);
+#pragma unroll
+                for (int e = 0; e < V; ++e)
+                    if (h + e > k) {
+#pragma unroll
+                        for (int s = 0; s < RPT; ++s)
+                            if (act[s])
+                                x[s][h + e] = E::fma(-l[s], uv[e], x[s][h + e]);
                     }
             }
-            if (k + 1 < nb) {                               // the search of column k + 1
-                key_t bk = 0;
-                unsigned bt = 0xffffffffu;
-#pragma unroll
-                for (int s = 0; s < RPT; ++s)
-                    if (act[s]) {
-                        const int i = tid + THREADS * s;
-                        const key_t key = E::key(P[(k + 1) * LD + i], true, pos[s] == k + 1);
-                        const unsigned tag = (static_cast<unsigned>(pos[s]) << 10) | i;
-                        if (key > bk || (key != 0 && key == bk && tag < bt)) {
-                            bk = key;
-                            bt = tag;
-                        }
-                    }
-                key_t wk;
-                unsigned wt;
-                lu_first_max<32>(bk, bt, wk, wt);
-                if (lane == 0) {
-                    skey[(par ^ 1) * WARPS + warp] = wk;
-                    stag[(par ^ 1) * WARPS + warp] = wt;
-                }
-            }
+            if (k + 1 < nb)
+                search(k + 1, par ^ 1);
             __syncthreads();
         }
-
+        // The factored panel back to shared memory (physical rows; step 3 orders them).
+#pragma unroll
+        for (int s = 0; s < RPT; ++s) {
+            const int i = tid + THREADS * s;
+            if (i < R) {
+#pragma unroll
+                for (int c = 0; c < NB; ++c)
+                    if (c < nb)
+                        P[c * LD + i] = x[s][c];
+            }
+        }
+        __syncthreads();
         // 3. The panel's moves: position r < nb holds row invp[r]; row i < nb went to
         // position disp[i] >= nb (or -1).  Every other row stays.
 #pragma unroll

@@ -2,8 +2,8 @@
 // share: per element type (lu_elem<T>: float, double) the pivot search's key, the fused
 // multiply-add, the tiny-pivot scaling and the finiteness test; the first maximum of a group
 // of lanes (lu_first_max<G>: LAPACK i?amax's pivot, the smallest position among equal
-// magnitudes); a 16-byte shared-memory load into registers (lu_ld16).  Pasted into each
-// family's source by gpulinalg/core/kernels.py.
+// magnitudes); 16-byte shared-memory loads into registers and stores from them (lu_ld16,
+// lu_st16).  Pasted into each family's source by gpulinalg/core/kernels.py.
 #pragma once
 
 // Per element type: its bits as the unsigned integer of the same width (the search key's
@@ -126,4 +126,16 @@ __device__ __forceinline__ void lu_ld16(double (&x)[N], int off, const double* p
 {
     const double2 v = *reinterpret_cast<const double2*>(p);
     x[off] = v.x; x[off + 1] = v.y;
+}
+
+// p[0 .. VK) = x[off .. off+VK) to shared memory in one 16-byte store (p 16-byte aligned).
+template <int N>
+__device__ __forceinline__ void lu_st16(float* p, const float (&x)[N], int off)
+{
+    *reinterpret_cast<float4*>(p) = make_float4(x[off], x[off + 1], x[off + 2], x[off + 3]);
+}
+template <int N>
+__device__ __forceinline__ void lu_st16(double* p, const double (&x)[N], int off)
+{
+    *reinterpret_cast<double2*>(p) = make_double2(x[off], x[off + 1]);
 }

@@ -28,8 +28,10 @@ from gpulinalg.core import kernels as _kernels
 from gpulinalg.core.element import F32, F64
 from gpulinalg.lu import batched_blocked as _blocked
 from gpulinalg.lu.batched import reference
-from gpulinalg.lu.batched_blocked import (KERNEL_NAMES, MAX_ORDER, SHAPE_OF, fits,
-                                          getrf_batched_blocked, panel_pitch, shared_bytes)
+from gpulinalg.lu.batched_blocked import (CANDIDATES, KERNEL_NAMES, MAX_ORDER, fits,
+                                          getrf_batched_blocked, panel_pitch, shape_for,
+                                          shared_bytes)
+from gpulinalg.tuning import SM90, SM90_F64
 
 import kernel_emulation
 from array_helpers import assert_same_bits, fake
@@ -41,8 +43,10 @@ H100_SMEM = 227 * KIB
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                                 if shutil.which("/usr/local/cuda/bin/nvcc") else None)
 # Instances only the emulation runs: narrow panels and 64 threads, so that orders of a few
-# dozen take several panels, chunks of columns and rows per thread.
-SMALL = {"float": (8, 64), "double": (4, 64)}
+# dozen take several panels, chunks of columns and rows per thread (up to 3: m <= 192).
+SMALL = {"float": (8, 64, 3), "double": (4, 64, 3)}
+# The shapes the CPU's tuning table (sm_90's values) puts in use.
+IN_USE = {"float": SM90.batched_blocked_shapes, "double": SM90_F64.batched_blocked_shapes}
 
 
 def element_of(dtype):
@@ -67,14 +71,19 @@ def assert_backward_error_like_lapack(a, lu, piv, members):
 # ---------------------------------------------------------------- CPU: names, memory, source
 
 def test_kernel_names_and_shapes():
-    assert KERNEL_NAMES == ("getrf_batched_blocked<float,32,256>",
-                            "getrf_batched_blocked<double,16,256>")
-    for ctype, (nb, threads) in SHAPE_OF.items():
+    assert KERNEL_NAMES[0] == "getrf_batched_blocked<float,32,256,1>"
+    assert len(KERNEL_NAMES) == sum(map(len, CANDIDATES.values()))
+    for ctype, shapes in CANDIDATES.items():
         size = 4 if ctype == "float" else 8
-        assert nb * size % 32 == 0 and threads % 64 == 0 and threads >= 2 * nb
-        assert MAX_ORDER % threads == 0
+        for nb, threads, rpt in shapes:
+            assert nb * size % 32 == 0 and threads % 64 == 0 and threads >= 2 * nb
+            assert threads * rpt <= MAX_ORDER
+        # the table's picks are compiled, cover every order, and grow with it
+        assert set(IN_USE[ctype]) <= set(shapes)
+        tops = [t * r for _, t, r in IN_USE[ctype]]
+        assert tops == sorted(tops) and tops[-1] == MAX_ORDER
     src = _kernels.source("getrf_batched_blocked")
-    assert "template <typename T, int NB, int THREADS>" in src
+    assert "template <typename T, int NB, int THREADS, int RPT>" in src
     assert re.search(r"#define GBB_MAXM (\d+)", src).group(1) == str(MAX_ORDER)
 
 
@@ -94,19 +103,23 @@ def test_header_states_storage_threads_and_bound():
 
 
 def test_shared_memory():
-    # float, m = 1024: pitch 1028 (4 mod 32), panel 1028 x 32, U12 32 x 256, 8 warps, tables
+    # float, m = 1024: pitch 1028 (4 mod 32), panel 1028 x 32, U12 32 x 512, 16 warps, tables
     assert panel_pitch(1024, F32) == 1028 and panel_pitch(1024, F64) == 1028
     assert panel_pitch(129, F32) == 132 and panel_pitch(1000, F64) == 1012
     assert panel_pitch(4, F32) == 4 and panel_pitch(5, F64) == 20
-    assert shared_bytes(1024, F32) == 4 * (1028 * 32 + 32 * 256) + 24 * 8 + 8 * 32
-    assert shared_bytes(1024, F64) == 8 * (1028 * 16 + 16 * 256) + 24 * 8 + 8 * 16
-    # an emulated instance, (NB, THREADS) = (8, 64): pitch 68, 2 warps
-    assert shared_bytes(40, F32, shape=(8, 64)) == 4 * (68 * 8 + 8 * 64) + 24 * 2 + 8 * 8
+    assert shape_for(1024, F32) == (32, 512, 2) and shape_for(256, F64) == (16, 256, 1)
+    assert shape_for(257, F64) == (16, 256, 2) and shape_for(1025, F32) is None
+    assert shared_bytes(1024, F32) == 4 * (1028 * 32 + 32 * 512) + 24 * 16 + 8 * 32
+    assert shared_bytes(1024, F64) == 8 * (1028 * 16 + 16 * 512) + 24 * 16 + 8 * 16
+    assert shared_bytes(512, F32) == 4 * (516 * 32 + 32 * 256) + 24 * 8 + 8 * 32
+    # an emulated instance, (NB, THREADS, RPT) = (8, 64, 3): pitch 68, 2 warps
+    assert shared_bytes(40, F32, shape=(8, 64, 3)) == 4 * (68 * 8 + 8 * 64) + 24 * 2 + 8 * 8
     for element, pad in ((F32, 32), (F64, 16)):
         for m in range(1, MAX_ORDER + 1):
             ld = panel_pitch(m, element)
             assert ld >= m and ld % pad == 4 and ld - m < pad
-        assert shared_bytes(MAX_ORDER, element) <= 163 * KIB          # sm_80 takes every order
+        assert shared_bytes(MAX_ORDER, element) <= H100_SMEM          # sm_90 takes every order
+        assert shared_bytes(512, element) <= 163 * KIB                # sm_80 up to 512
         # up to m = 512 two blocks share an SM (as many as the registers allow)
         assert 2 * (shared_bytes(512, element) + KIB) <= 228 * KIB
 
@@ -225,9 +238,9 @@ def fake_launch(monkeypatch):
         runtime=types.SimpleNamespace(getDevice=lambda: 0)))
     monkeypatch.setattr(_blocked, "cupy", lambda: cp)
     monkeypatch.setattr(_blocked.device, "max_shared_per_block", lambda *a: H100_SMEM)
-    monkeypatch.setattr(_blocked, "_kernel", lambda dev, ctype, smem: (
-        lambda grid, block, *args: launches.append((_blocked._name(ctype), smem, grid, block,
-                                                    args))))
+    monkeypatch.setattr(_blocked, "_kernel", lambda dev, ctype, shape, smem: (
+        lambda grid, block, *args: launches.append((_blocked._name(ctype, *shape), smem, grid,
+                                                    block, args))))
     _blocked.route.cache_clear()
     yield launches
     _blocked.route.cache_clear()
@@ -237,12 +250,12 @@ def test_launch_arguments(fake_launch):
     launches = fake_launch
     src, dst, piv, info, flags = call_args(1000, 256, 256, in_place=False)
     getrf_batched_blocked(src, dst, piv, info, flags, 7)
-    assert launches[-1] == ("getrf_batched_blocked<float,32,256>", shared_bytes(256, F32),
+    assert launches[-1] == ("getrf_batched_blocked<float,32,256,1>", shared_bytes(256, F32),
                             (1000, 1, 1), (256, 1, 1),
                             (1000, 256, 256, 1 << 32, 1 << 36, 2 << 36, 3 << 36, 4 << 36, 7))
     getrf_batched_blocked(*call_args(50, 1024, 1024, np.float64), 8)
-    assert launches[-1][:4] == ("getrf_batched_blocked<double,16,256>",
-                                shared_bytes(1024, F64), (50, 1, 1), (256, 1, 1))
+    assert launches[-1][:4] == ("getrf_batched_blocked<double,16,512,2>",
+                                shared_bytes(1024, F64), (50, 1, 1), (512, 1, 1))
     count = len(launches)
     getrf_batched_blocked(*call_args(0, 300, 300), 9)          # nothing to do
     src, dst, piv, info, flags = call_args(5, 0, 7)
@@ -256,19 +269,21 @@ def test_launch_arguments(fake_launch):
 # ---------------------------------------------------------------- CPU: the kernel, emulated
 
 _DRIVER = r"""
-template <typename T, int NB, int THREADS>
+template <typename T, int NB, int THREADS, int RPT>
 void run(int batch, int m, int n, void* src, void* dst, int* piv, int* info, int* flags,
          int gen, unsigned seed, long smem) {
     emu::run_blocks(batch, THREADS, seed, smem, [=]() {
-        getrf_batched_blocked<T, NB, THREADS>(batch, m, n, static_cast<const T*>(src),
+        getrf_batched_blocked<T, NB, THREADS, RPT>(batch, m, n, static_cast<const T*>(src),
                                               static_cast<T*>(dst), piv, info, flags, gen);
     });
 }
-extern "C" int gbb_run(int itemsize, int nb, int threads, int batch, int m, int n, void* src,
+extern "C" int gbb_run(int itemsize, int nb, int threads, int rpt, int batch, int m, int n,
+                       void* src,
                        void* dst, int* piv, int* info, int* flags, int gen, unsigned seed,
                        long smem) {
-#define CASE(T, NB_, TH) if (sizeof(T) == (size_t)itemsize && nb == NB_ && threads == TH) \
-    { run<T, NB_, TH>(batch, m, n, src, dst, piv, info, flags, gen, seed, smem); return 0; }
+#define CASE(T, NB_, TH, R) if (sizeof(T) == (size_t)itemsize && nb == NB_ && threads == TH \
+                             && rpt == R) \
+    { run<T, NB_, TH, R>(batch, m, n, src, dst, piv, info, flags, gen, seed, smem); return 0; }
     CASES
     return 1;
 }
@@ -276,30 +291,30 @@ extern "C" int gbb_run(int itemsize, int nb, int threads, int batch, int m, int 
 
 
 def _instances():
-    """(ctype, NB, THREADS) of every instance the emulation compiles."""
-    return [(c, *SHAPE_OF[c]) for c in SHAPE_OF] + [(c, *SMALL[c]) for c in SMALL]
+    """(ctype, NB, THREADS, RPT) of every instance the emulation compiles."""
+    return [(c, *shape) for c in IN_USE for shape in IN_USE[c]] + [(c, *SMALL[c]) for c in SMALL]
 
 
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     """gbb_run of the kernel source compiled for the CPU (tests/kernel_emulation.py)."""
-    cases = " ".join(f"CASE({c}, {nb}, {th})" for c, nb, th in _instances())
+    cases = " ".join(f"CASE({c}, {nb}, {th}, {r})" for c, nb, th, r in _instances())
     gb = kernel_emulation.build(tmp_path_factory, "getrf_batched_blocked",
                                 _DRIVER.replace("CASES", cases), ("-ffp-contract=off",))
-    gb.gbb_run.argtypes = ([ctypes.c_int] * 6 + [ctypes.c_void_p] * 5
+    gb.gbb_run.argtypes = ([ctypes.c_int] * 7 + [ctypes.c_void_p] * 5
                            + [ctypes.c_int, ctypes.c_uint, ctypes.c_long])
     return gb
 
 
 def run_emulated(gb, a, shape=None, in_place=True, offset=0, seed=1):
-    """The kernel (instance `shape` = (NB, THREADS), default the production one) on the stack
+    """The kernel (instance `shape` = (NB, THREADS, RPT), default the one in use for its order) on the stack
     a, copied into a guarded buffer `offset` elements off 16-byte alignment; not in place: dst
     a second guarded buffer poisoned with NaN.  Returns (lu, piv, info); asserts src is left
     alone when not in place, nothing outside the arrays was written and the flags report the
     singular and the non-finite matrices."""
     b, m, n = a.shape
     element = element_of(a.dtype)
-    nb, threads = shape or SHAPE_OF[element.ctype]
+    nb, threads, rpt = shape or shape_for(m, element)
     pad, size = 64, b * m * n
 
     def guarded(fill):
@@ -312,9 +327,10 @@ def run_emulated(gb, a, shape=None, in_place=True, offset=0, seed=1):
     k = min(m, n)
     pbuf, ibuf = np.full(b * k + 2 * pad, -7, np.int32), np.full(b + 2 * pad, -7, np.int32)
     flags, gen = np.array([5, 5, -7], np.int32), 9
-    assert gb.gbb_run(a.dtype.itemsize, nb, threads, b, m, n, src.ctypes.data, dst.ctypes.data,
+    assert gb.gbb_run(a.dtype.itemsize, nb, threads, rpt, b, m, n, src.ctypes.data,
+                      dst.ctypes.data,
                       pbuf[pad:].ctypes.data, ibuf[pad:].ctypes.data, flags.ctypes.data, gen,
-                      seed, shared_bytes(m, element, shape=(nb, threads))) == 0
+                      seed, shared_bytes(m, element, shape=(nb, threads, rpt))) == 0
     info = ibuf[pad:pad + b]
     assert flags[0] == (gen if info.any() else 5)
     assert flags[1] == (gen if not np.isfinite(a).all() else 5)
@@ -346,7 +362,7 @@ def assert_is_reference(a, lu, piv, info):
 def test_emulated_kernel_is_the_reference(emulated, rng, dtype):
     """The production instance on orders around NB and the panel steps, rectangular both
     ways, in place, with every kind of special member."""
-    nb = SHAPE_OF[element_of(dtype).ctype][0]
+    nb = IN_USE[element_of(dtype).ctype][0][0]
     for m, n in [(1, 1), (2, 2), (5, 5), (nb - 1, nb - 1), (nb, nb), (nb + 1, nb + 1),
                  (2 * nb + 3, 2 * nb + 3), (37, 53), (53, 37), (3, 40), (40, 3), (1, 9),
                  (9, 1)]:
@@ -372,7 +388,7 @@ def test_emulated_narrow_panels(emulated, rng, dtype):
 def test_emulated_rows_per_thread(emulated, rng, dtype):
     """The production instance with more rows than threads (several rows per thread, up to
     the largest m: positions and rows in the search tag's full 10 bits), tall and wide."""
-    nb = SHAPE_OF[element_of(dtype).ctype][0]
+    nb = IN_USE[element_of(dtype).ctype][0][0]
     for m, n in [(300, nb + 5), (1024, nb + 1), (257, 2 * nb + 1), (nb + 3, 600)]:
         a = special_stack(rng, 3, m, n, dtype)
         a[2, m - 1, 0] = 1e6                          # the last row is the first pivot

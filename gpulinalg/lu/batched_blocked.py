@@ -27,20 +27,42 @@ from .batched import check_stack, launch
 
 FAMILY = "getrf_batched_blocked"
 MAX_ORDER = 1024            # GBB_MAXM: the largest M and N
-# Per element C type, (NB, THREADS): NB the panel width (columns factored in shared memory at
-# a time, the depth of each trailing update), THREADS the threads of a matrix's block.
-SHAPE_OF = {"float": (32, 256),     # a panel of 1024 rows: 128 KB of shared memory
-            "double": (16, 256)}    # a panel of 1024 rows: 128 KB of shared memory
+# The compiled template shapes (NB, THREADS, RPT) per element C type: NB the panel width
+# (columns factored at a time, the depth of each trailing update), THREADS the threads of a
+# matrix's block, RPT the panel rows each thread holds in registers (RPT * NB elements):
+# an instance takes M <= THREADS * RPT.  The tuning table's `batched_blocked_shapes` picks
+# among these (tuning.py; evidence: docs/tuning.md).
+CANDIDATES = {"float": ((32, 256, 1), (32, 256, 2), (32, 512, 2)),
+              "double": ((16, 256, 1), (16, 256, 2), (16, 512, 2))}
 ELEMENTS = REAL_KERNEL      # the element types the kernel is instantiated for
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
 _SPECS = "iiiPPPPPi"        # batch, m, n, src, dst, piv, info, flags, gen
 
 
-def _name(ctype):
-    return f"getrf_batched_blocked<{ctype},{SHAPE_OF[ctype][0]},{SHAPE_OF[ctype][1]}>"
+def _name(ctype, nb, threads, rpt):
+    return f"getrf_batched_blocked<{ctype},{nb},{threads},{rpt}>"
 
 
-KERNEL_NAMES = tuple(_name(e.ctype) for e in ELEMENTS)
+KERNEL_NAMES = tuple(_name(e.ctype, *shape) for e in ELEMENTS for shape in CANDIDATES[e.ctype])
+
+
+def shapes_of(element, shapes=None):
+    """The shapes in use for `element`: `shapes`, else the tuning table's
+    batched_blocked_shapes of the element type on the current device (THREADS * RPT
+    ascending)."""
+    if shapes is not None:
+        return shapes
+    from .. import tuning
+    return tuning.current(element=element).batched_blocked_shapes
+
+
+def shape_for(m, element=F32, shapes=None):
+    """The (NB, THREADS, RPT) of an m-row stack: the first of the shapes in use whose
+    THREADS * RPT >= m, or None."""
+    for shape in shapes_of(element, shapes):
+        if shape[1] * shape[2] >= m:
+            return shape
+    return None
 
 
 def panel_pitch(m, element=F32):
@@ -50,51 +72,57 @@ def panel_pitch(m, element=F32):
 
 
 def shared_bytes(m, element=F32, shape=None):
-    """Dynamic shared memory of the block of an m-row matrix (the kernel's layout): the panel
-    (pitch x NB), the U12 chunk (NB x THREADS), then 16 bytes of search keys and 8 of tags per
-    warp, and the two NB-int interchange tables.  shape: the (NB, THREADS) of an instance
-    other than SHAPE_OF's (the tests' emulation)."""
-    nb, threads = shape or SHAPE_OF[element.ctype]
+    """Dynamic shared memory of the block of an m-row matrix under `shape` = (NB, THREADS,
+    ...) (default: shape_for(m)), the kernel's layout: the panel (pitch x NB), the U12 chunk
+    (NB x THREADS), then 16 bytes of search keys and 8 of tags per warp, and the two NB-int
+    interchange tables."""
+    nb, threads = (shape or shape_for(m, element))[:2]
     elems = panel_pitch(m, element) * nb + nb * threads
     return element.itemsize * elems + 24 * (threads // 32) + 8 * nb
 
 
-def fits(m, n, element=F32, limit=None):
+def fits(m, n, element=F32, limit=None, shapes=None):
     """Whether the kernel takes an M x N stack of `element` (F32 or F64): both orders in
-    1 .. MAX_ORDER and the block's shared memory within `limit` bytes (default: the current
-    device's opt-in limit; every order fits sm_80, sm_90 and sm_100)."""
-    if getattr(element, "ctype", None) not in SHAPE_OF or not 0 < m <= MAX_ORDER \
+    1 .. MAX_ORDER, a shape in use for M, and the block's shared memory within `limit` bytes
+    (default: the current device's opt-in limit; every order fits sm_80, sm_90 and sm_100)."""
+    if getattr(element, "ctype", None) not in CANDIDATES or not 0 < m <= MAX_ORDER \
             or not 0 < n <= MAX_ORDER:
+        return False
+    shape = shape_for(m, element, shapes)
+    if shape is None:
         return False
     if limit is None:
         limit = device.max_shared_per_block()
-    return shared_bytes(m, element) <= limit
+    return shared_bytes(m, element, shape) <= limit
 
 
 @functools.lru_cache(maxsize=None)
-def _function(device_id, ctype):
-    """The kernel on the device, opted in once to the shared memory of its largest order (or
-    the device's limit, where that is less: fits() keeps larger calls away)."""
-    smem = min(shared_bytes(MAX_ORDER, _BY_CTYPE[ctype]), device.max_shared_per_block(device_id))
-    return get_kernel(FAMILY, _name(ctype), dynamic_smem=smem)
+def _function(device_id, ctype, shape):
+    """The kernel on the device, opted in once to the shared memory of the largest order the
+    instance takes (or the device's limit, where that is less: fits() keeps larger calls
+    away)."""
+    top = min(shape[1] * shape[2], MAX_ORDER)
+    smem = min(shared_bytes(top, _BY_CTYPE[ctype], shape), device.max_shared_per_block(device_id))
+    return get_kernel(FAMILY, _name(ctype, *shape), dynamic_smem=smem)
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device_id, ctype, smem):
-    """Launcher of the kernel with `smem` bytes of dynamic shared memory (a Launcher's is
+def _kernel(device_id, ctype, shape, smem):
+    """Launcher of the instance with `smem` bytes of dynamic shared memory (a Launcher's is
     fixed: one per size in use)."""
-    return Launcher(_function(device_id, ctype), _SPECS, smem)
+    return Launcher(_function(device_id, ctype, shape), _SPECS, smem)
 
 
 @functools.lru_cache(maxsize=None)
-def route(device_id, ctype, m, n):
+def route(device_id, ctype, m, n, shapes=None):
     """(launcher, threads per block, matrices per block) of an m x n stack of `ctype` on the
-    device, as lu/batched.py's `route` (its `launch` launches either), or None where the
-    kernel does not take the order."""
+    device under `shapes` (default: the tuning table's), as lu/batched.py's `route` (its
+    `launch` launches either), or None where the kernel does not take the order."""
     element = _BY_CTYPE[ctype]
-    if not fits(m, n, element, device.max_shared_per_block(device_id)):
+    if not fits(m, n, element, device.max_shared_per_block(device_id), shapes):
         return None
-    return _kernel(device_id, ctype, shared_bytes(m, element)), SHAPE_OF[ctype][1], 1
+    shape = shape_for(m, element, shapes)
+    return _kernel(device_id, ctype, shape, shared_bytes(m, element, shape)), shape[1], 1
 
 
 def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen,
@@ -105,7 +133,8 @@ def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, 
     info_ptr; `gen` stored to the host-mapped flags_ptr[0] where a matrix is singular and to
     flags_ptr[1] where an input holds an inf or NaN.  No validation; batch, m, n > 0 and
     fits(m, n, element) expected."""
-    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n)
+    found = route(cupy().cuda.runtime.getDevice(), element.ctype, m, n,
+                  shapes_of(element))
     launch(found, batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen)
 
 

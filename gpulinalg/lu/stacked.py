@@ -112,7 +112,7 @@ def kernel_route(device_id, element, m, n, single=False):
         found = _batched.route(device_id, element.ctype, m, n, table.batched_shapes)
         if found is not None:
             return found
-    return _batched_blocked.route(device_id, element.ctype, m, n)
+    return _batched_blocked.route(device_id, element.ctype, m, n, table.batched_blocked_shapes)
 
 
 def plain_route(a):
