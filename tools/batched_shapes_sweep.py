@@ -1,7 +1,8 @@
 """The batched LU kernel under each compiled (NMAX, G, C) shape: its time alone by CUDA events
 for stacks of each order class, and whether every shape's factors equal the table's bit for
 bit (they compute the same operations in the same order).  The evidence for the tuning
-table's `batched_shapes` (and, beside them, the blocked kernel: `batched_blocked_min_order`).
+table's `batched_shapes` and, beside them, the blocked kernel's compiled (NB, THREADS, RPT)
+shapes: `batched_blocked_shapes` and `batched_blocked_min_order`.
 
     python3 tools/batched_shapes_sweep.py [--stacks 100000x8,50000x16,20000x32,10000x64,2000x128]
                                           [--dtype float32,float64] [--reps 20]
@@ -53,12 +54,16 @@ def main():
                        default=None)
             routes = {shape: batched.route(dev, element.ctype, n, n, (shape,))
                       for shape in batched.CANDIDATES[element.ctype] if shape[0] == nmax}
-            routes["blocked"] = batched_blocked.route(dev, element.ctype, n, n)
+            for shape in batched_blocked.CANDIDATES[element.ctype]:
+                if shape[1] * shape[2] >= n:
+                    routes["blocked " + "/".join(map(str, shape))] = batched_blocked.route(
+                        dev, element.ctype, n, n, (shape,))
             for name, found in routes.items():
                 if found is not None:
                     times[name], results[name] = time_route(cp, found, a, flags, args.reps)
             picks = [s for s in table if s[0] == nmax]
-            pick = picks[0] if picks else "blocked"
+            pick = picks[0] if picks else "blocked " + "/".join(
+                map(str, batched_blocked.shape_for(n, element)))
             ref = results[pick]
             same = {s: bool((r[0] == ref[0]).all() and (r[1] == ref[1]).all())
                     for s, r in results.items()}

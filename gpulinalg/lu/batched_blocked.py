@@ -32,8 +32,8 @@ MAX_ORDER = 1024            # GBB_MAXM: the largest M and N
 # matrix's block, RPT the panel rows each thread holds in registers (RPT * NB elements):
 # an instance takes M <= THREADS * RPT.  The tuning table's `batched_blocked_shapes` picks
 # among these (tuning.py; evidence: docs/tuning.md).
-CANDIDATES = {"float": ((32, 256, 1), (32, 256, 2), (32, 512, 2)),
-              "double": ((16, 256, 1), (16, 256, 2), (16, 512, 2))}
+CANDIDATES = {"float": ((32, 256, 1), (32, 256, 2), (32, 512, 1), (32, 512, 2)),
+              "double": ((16, 256, 1), (16, 256, 2), (16, 512, 1), (16, 512, 2))}
 ELEMENTS = REAL_KERNEL      # the element types the kernel is instantiated for
 _BY_CTYPE = {e.ctype: e for e in ELEMENTS}
 _SPECS = "iiiPPPPPi"        # batch, m, n, src, dst, piv, info, flags, gen
