@@ -401,26 +401,51 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
         }
 
         // 4. The columns outside the panel get its interchanges, a column per thread, through
-        // the thread's own slots of the U12 buffer (the trailing update's column order):
-        // the rows to positions < nb first, then the displaced rows moved, then positions
-        // < nb written (no other thread touches the column).  Left of the panel, columns
-        // tid, tid + THREADS, ...
+        // the thread's own slots of the U12 buffer (the trailing update's column order; no
+        // other thread touches the column): the rows going to positions r < nb to slots r,
+        // then the panel's displaced rows i < nb moved to their positions >= nb; the caller
+        // writes the slots back.  Each batch of IB rows is loaded before any is stored (the
+        // compiler cannot move a load above a store it may alias), so its loads are in
+        // flight together.  Left of the panel, columns tid, tid + THREADS, ...
         T* const Aj = A + static_cast<long long>(j0) * n;  // row j0
         T* const ub = U + tid / BN * BN + tid % BN / TC / V * (TC * V) + tid % TC * V
                       + tid % BN / TC % V;                  // this thread's column of U12
+        constexpr int IB = NB < 8 ? NB : 8;                // rows loaded at a time
+        auto interchange = [&](T* const col, const bool check) {
+#pragma unroll
+            for (int r0 = 0; r0 < NB; r0 += IB) {
+                T v[IB];
+#pragma unroll
+                for (int r = 0; r < IB; ++r)
+                    v[r] = r0 + r < nb ? col[invp[r0 + r] * n] : T(0);
+#pragma unroll
+                for (int r = 0; r < IB; ++r) {
+                    if (check)
+                        nonfinite |= !E::finite(v[r]);
+                    ub[(r0 + r) * THREADS] = v[r];
+                }
+            }
+#pragma unroll
+            for (int i0 = 0; i0 < NB; i0 += IB) {
+                T v[IB];
+#pragma unroll
+                for (int i = 0; i < IB; ++i)
+                    v[i] = i0 + i < nb ? col[(i0 + i) * n] : T(0);
+#pragma unroll
+                for (int i = 0; i < IB; ++i) {
+                    if (check)
+                        nonfinite |= !E::finite(v[i]);
+                    if (i0 + i < nb && disp[i0 + i] >= 0)
+                        col[disp[i0 + i] * n] = v[i];
+                }
+            }
+        };
 #pragma unroll 1
         for (int c = tid; c < j0; c += THREADS) {
-#pragma unroll 16
-            for (int r = 0; r < nb; ++r)
-                if (invp[r] != r)
-                    ub[r * THREADS] = Aj[invp[r] * n + c];
-#pragma unroll 16
-            for (int i = 0; i < nb; ++i)
-                if (disp[i] >= 0)
-                    Aj[disp[i] * n + c] = Aj[i * n + c];
-#pragma unroll 16
-            for (int r = 0; r < nb; ++r)
-                if (invp[r] != r)
+            interchange(Aj + c, false);
+#pragma unroll
+            for (int r = 0; r < NB; ++r)
+                if (r < nb && invp[r] != r)
                     Aj[r * n + c] = ub[r * THREADS];
         }
 
@@ -431,21 +456,7 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
             const int wc = min(THREADS, n - c0);
             if (tid < wc) {
                 const int c = c0 + tid;
-#pragma unroll 16
-                for (int r = 0; r < nb; ++r) {
-                    const T v = Aj[invp[r] * n + c];
-                    if (first)
-                        nonfinite |= !E::finite(v);
-                    ub[r * THREADS] = v;
-                }
-#pragma unroll 16
-                for (int i = 0; i < nb; ++i)
-                    if (disp[i] >= 0) {
-                        const T v = Aj[i * n + c];
-                        if (first)
-                            nonfinite |= !E::finite(v);
-                        Aj[disp[i] * n + c] = v;
-                    }
+                interchange(Aj + c, first);
                 // Forward substitution (x[r], r >= nb, is never stored: no masks needed).
                 T x[NB];
 #pragma unroll
@@ -465,11 +476,10 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                 }
 #pragma unroll
                 for (int r = 0; r < NB; ++r)
-                    if (r < nb)
+                    if (r < nb) {
                         ub[r * THREADS] = x[r];
-#pragma unroll 16
-                for (int r = 0; r < nb; ++r)
-                    Aj[r * n + c] = ub[r * THREADS];
+                        Aj[r * n + c] = x[r];
+                    }
             }
             __syncthreads();
 
