@@ -39,28 +39,31 @@
 // byte (float 4, double 1), from L2 while the resident matrices fit it, else from HBM; double
 // is bound by that traffic.  The panel itself is a chain of one block barrier, two warp
 // reductions and one division per column (a few hundred cycles), hidden only by the other
-// resident block (registers allow two per SM; m = 1024 takes one: shared memory).
+// resident block (registers allow two per SM at 256 threads; m > 512 takes one block of 512).
 // At that bound (H200, ~1.75 GHz, 4.8 TB/s): 1000 x 256^2 float ~0.4 ms, double ~1.1 ms
 // (traffic); 200 x 512^2 float ~0.6 ms, double ~2 ms; 50 x 1024^2 (50 of 132 SMs busy, one
-// block each) float ~2.7 ms, double ~5 ms.  The kernel runs 5-7x above these
-// (docs/journal/batched.md): the panel's chain and its shared-memory traffic are the suspects.
+// block each) float ~2.7 ms, double ~5 ms.  The kernel runs 2-5x above these (its profiles:
+// docs/journal/batched.md): the warps wait at the barrier after each chunk's interchanges and
+// forward substitution, which only the chunk's columns' threads do, and on the panel's chain.
 //
-// getrf_batched_blocked<T, NB, THREADS>(batch, m, n, src, dst, piv, info, flags, gen):
-//   Threads.  Block b factors matrix b with THREADS threads (WARPS warps).
-//   Panel (in shared memory, column-major P(i, c) = P[c*LD + i], local row i = global row
-//   j0 + i): staged by cp.async, a warp taking GR rows x GC columns (32 bytes of each row:
-//   whole sectors; LD = m rounded up to 4 mod 128/sizeof(T), which makes the staging and
-//   write-back conflict-free and the columns 16-byte aligned).  Thread t owns the panel rows
-//   t + THREADS*s (s < GBB_MAXM/THREADS).  Interchanges within the panel are virtual: a row
-//   stays in its place and each owner keeps its position pos[s] (the row order after the
-//   interchanges so far).  Column k: every thread updates its rows at positions > k (scaling,
-//   then the rank-1 update of the panel's later columns with the pivot row, which no thread
-//   writes in that step) and forms the search key of column k+1 (|value|'s bits + 1; the
-//   largest key for a NaN at position k+1, 0 for a NaN below it and for non-candidates, the
-//   tag position << 10 | row breaking ties to the smallest position); each warp reduces its
-//   32 by redux.sync and lane 0 stores the warp's winner (double-buffered by k's parity); ONE
-//   __syncthreads per column; then every warp reduces the WARPS winners again and knows the
-//   pivot row, its position and value.  Thread 0 stores the pivots and info.
+// getrf_batched_blocked<T, NB, THREADS, RPT>(batch, m, n, src, dst, piv, info, flags, gen):
+//   Threads.  Block b factors matrix b with THREADS threads (WARPS warps); m <= THREADS*RPT.
+//   Panel: staged in shared memory, column-major P(i, c) = P[c*LD + i], local row i = global
+//   row j0 + i, by cp.async, a warp taking GR rows x GC columns (32 bytes of each row: whole
+//   sectors; LD = m rounded up to 4 mod 128/sizeof(T), which makes the staging and write-back
+//   conflict-free and the columns 16-byte aligned); then factored in registers: thread t
+//   holds the panel rows t + THREADS*s (s < RPT), all NB columns.  Interchanges within the
+//   panel are virtual: a row stays with its thread and the thread keeps its position pos[s]
+//   (the row order after the interchanges so far).  Column k (k unrolled): every thread scales
+//   its rows at positions > k and updates their later columns with the pivot row (16-byte
+//   broadcast loads from shared memory), then forms the search key of column k+1 (|value|'s
+//   bits + 1; the largest key for a NaN at position k+1, 0 for a NaN below it and for
+//   non-candidates, the tag position << 10 | row breaking ties to the smallest position);
+//   each warp reduces its 32 by redux.sync, lane 0 stores the warp's winner and the winning
+//   lane its row's later columns to the warp's slot (both double-buffered by k's parity);
+//   ONE __syncthreads per column; then every warp reduces the WARPS winners again and knows
+//   the pivot row, its position, and reads the row from the winning warp's slot.  Thread 0
+//   stores the pivots and info.  The factored rows go back to the staged panel.
 //   After the panel: the moves it made (position r < nb <- row invp[r]; row i < nb ->
 //   position disp[i] >= nb, where i was displaced) go to shared tables, the panel is put in
 //   position order through a scratch buffer and written back to dst.
@@ -68,10 +71,10 @@
 //   and c = c0 + t of each chunk of THREADS columns of the right part, and applies the
 //   panel's interchanges to it alone (the rows to positions < nb read into the thread's own
 //   slots of the U12 buffer, then the displaced rows moved, then positions < nb written: no
-//   other thread touches the column); on the right the slots hold A12(:, c), which the
+//   other thread touches the column); each batch of IB rows is loaded before any is stored,
+//   so its loads are in flight together.  On the right the slots hold A12(:, c), which the
 //   thread solves in registers (L11 x = A12(:, c), L11 from the panel) and writes back as
-//   U12(:, c), to the slots and to dst.  Loads go 16 at a time: NB values and NB addresses
-//   live at once would not fit the registers.  __syncthreads.
+//   U12(:, c), to the slots and to dst.  __syncthreads.
 //   Trailing update of the chunk: THREADS/16 x 16 threads, a thread a micro-tile of TM
 //   consecutive rows x TN columns 16 apart (consecutive lanes on consecutive columns:
 //   coalesced scalar loads and stores of A22 in dst, any n), BM x BN = (THREADS/16)*TM x
@@ -83,21 +86,24 @@
 //   element is read there once before it changes.
 //
 // Knobs: NB (panel width; float 32, double 16: the panel of m = 1024 rows takes 128 KB of
-// shared memory), THREADS = 256 (template parameters; gpulinalg/lu/batched_blocked.py's
-// SHAPE_OF); per element type (gbb_tile) the micro-tile TM x TN = 4 x 4 (every element of
-// A22 gets NB FMAs per load and store whatever the tile: a larger one saves shared loads
-// only, and its registers are not there) and KU, the k-steps unrolled (float 8, double 1);
-// GBB_MIN_BLOCKS = 2 (__launch_bounds__: <= 128 registers per thread at 256 threads),
+// shared memory), THREADS and RPT (template parameters: the instances are
+// gpulinalg/lu/batched_blocked.py's CANDIDATES, the tuning table's batched_blocked_shapes
+// picks per order class); IB = 32 bytes of rows per interchange batch (registers: more spill);
+// per element type (gbb_tile) the micro-tile TM x TN = 4 x 4 (every element of A22 gets NB
+// FMAs per load and store whatever the tile: a larger one saves shared loads only, and its
+// registers are not there) and KU, the k-steps unrolled (float 8, double 1); GBB_REGS = 128
+// registers per thread (__launch_bounds__: two blocks of 256 threads per SM, one of 512),
 // GBB_MAXM = 1024.  Dynamic shared memory (bytes): sizeof(T) * (LD*NB panel + NB*THREADS
-// U12 chunk, which also holds the 2*NB*NB scratch of the panel's reordering) + 16*WARPS
-// search keys + 8*WARPS search tags + 8*NB interchange tables: float m = 129: 49 KB, 512:
-// 97 KB, 1024: 161 KB; double the same (sm_80, sm_90, sm_100).
+// U12 chunk, which also holds the 2*NB*NB scratch of the panel's reordering and the
+// 2*WARPS*NB pivot-row slots) + 16*WARPS search keys + 8*WARPS search tags + 8*NB
+// interchange tables: float m = 129, 256 threads: 49 KB, 512: 97 KB, 1024 with 512 threads:
+// 193 KB; double the same (sm_90, sm_100; sm_80 up to m = 512).
 
 #include "async_copy.cuh"
 #include "getrf_pivot.cuh"
 
-#define GBB_MAXM 1024           // the largest m: panel rows per thread GBB_MAXM / THREADS;
-                                // positions and rows fit the search tag's 10-bit fields
+#define GBB_MAXM 1024           // the largest m (THREADS * RPT at most): positions and rows
+                                // fit the search tag's 10-bit fields
 #define GBB_REGS 128            // registers per thread the compiler may use: __launch_bounds__'
                                 // blocks per SM GBB_MIN_BLOCKS = 65536 / (GBB_REGS * THREADS)
 #define GBB_MIN_BLOCKS(THREADS) (65536 / (GBB_REGS * (THREADS)))
@@ -410,10 +416,10 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
         T* const Aj = A + static_cast<long long>(j0) * n;  // row j0
         T* const ub = U + tid / BN * BN + tid % BN / TC / V * (TC * V) + tid % TC * V
                       + tid % BN / TC % V;                  // this thread's column of U12
-        constexpr int IB = NB < 8 ? NB : 8;                // rows loaded at a time
+        constexpr int IB = 32 / sizeof(T) < NB ? 32 / sizeof(T) : NB;  // rows loaded at once
         auto interchange = [&](T* const col, const bool check) {
-#pragma unroll
-            for (int r0 = 0; r0 < NB; r0 += IB) {
+#pragma unroll 1
+            for (int r0 = 0; r0 < nb; r0 += IB) {
                 T v[IB];
 #pragma unroll
                 for (int r = 0; r < IB; ++r)
@@ -425,8 +431,8 @@ getrf_batched_blocked(int batch, int m, int n, const T* src, T* dst, int* piv, i
                     ub[(r0 + r) * THREADS] = v[r];
                 }
             }
-#pragma unroll
-            for (int i0 = 0; i0 < NB; i0 += IB) {
+#pragma unroll 1
+            for (int i0 = 0; i0 < nb; i0 += IB) {
                 T v[IB];
 #pragma unroll
                 for (int i = 0; i < IB; ++i)

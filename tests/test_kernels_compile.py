@@ -39,6 +39,9 @@ KNOWN_SPILLS = {"getrf_leaf_row<float,128,1,0>": (8, 4, 4),
                 # loop counters and offsets of the interchanges and chunks, beside the tile
                 # prefetched in registers (64 of them) and 8 right-hand sides' accumulators
                 "getrs_tiled<double,8>": (32, 32, 64),
+                # one panel row per thread at 128 registers: a few values of the interchanges
+                "getrf_batched_blocked<double,16,256,1>": (16, 16, 20),
+                "getrf_batched_blocked<double,16,512,1>": (16, 12, 12),
                 **{f"gecon_batched<{t},{n}>": _ESTIMATOR
                    for t in ("float", "double") for n in (32, 64, 128)}}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"

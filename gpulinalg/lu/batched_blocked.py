@@ -2,8 +2,8 @@
 from 129 on): the launcher of kernels/getrf_batched_blocked.cu, for float32 and float64.
 
 One launch factors a C-contiguous stack (B, M, N), one thread block per matrix: a blocked
-right-looking LU within the block (the panel factored in shared memory, the trailing update
-from register tiles), LAPACK xgetrf's result per matrix -- pivot rule, scaling, info -- with
+right-looking LU within the block (the panel factored in registers, the trailing update from
+register tiles), LAPACK xgetrf's result per matrix -- pivot rule, scaling, info -- with
 scipy.linalg.lu_factor's 0-based pivots.  Its NumPy model is gpulinalg/lu/batched.py's
 `reference`: the kernel applies every update by a fused multiply-add in the unblocked order,
 so the factors are the model's.  The kernel's header says which thread does what and the
