@@ -253,8 +253,8 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
 
     A stack of matrices (``a.ndim > 2``) is factored by the batched LU, all of it in one
     launch for real matrices up to order 1024: up to 128 each matrix held in registers
-    (gpulinalg/lu/batched.py), above that one thread block per matrix with the panel in
-    shared memory (gpulinalg/lu/batched_blocked.py); complex ones one by one through
+    (gpulinalg/lu/batched.py), above that one thread block per matrix with the panel's
+    rows in registers (gpulinalg/lu/batched_blocked.py); complex ones one by one through
     cuSOLVER.  One small real device matrix (order up to 256 on the H200's table) runs as
     a batch of one.  Every such call synchronises once with the GPU, for SciPy's
     LinAlgWarning (one for a stack: how many matrices have an exactly zero pivot and the
