@@ -114,10 +114,11 @@ def _kernel(device_id, ctype, shape, smem):
 
 
 @functools.lru_cache(maxsize=None)
-def route(device_id, ctype, m, n, shapes=None):
+def route(device_id, ctype, m, n, shapes):
     """(launcher, threads per block, matrices per block) of an m x n stack of `ctype` on the
-    device under `shapes` (default: the tuning table's), as lu/batched.py's `route` (its
-    `launch` launches either), or None where the kernel does not take the order."""
+    device under the tuning table's `shapes` (batched_blocked_shapes), as lu/batched.py's
+    `route` (its `launch` launches either), or None where the kernel does not take the
+    order."""
     element = _BY_CTYPE[ctype]
     if not fits(m, n, element, device.max_shared_per_block(device_id), shapes):
         return None
