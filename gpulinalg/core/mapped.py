@@ -44,6 +44,11 @@ class Flags:
         """(singular, nonfinite) of call `gen`; its kernel must have finished."""
         return bool(self.words[0] == gen), bool(self.words[1] == gen)
 
+    def wait(self, gen):
+        """read(gen) after the current stream's work, call `gen`'s kernels included, is done."""
+        cupy().cuda.get_current_stream().synchronize()
+        return self.read(gen)
+
 
 def flags():
     """This host thread's Flags."""

@@ -12,7 +12,6 @@ dtype and 0-based LAPACK pivots.
 import numpy as np
 
 from ..core import mapped
-from ..core.backend import cupy
 from ..core.element import exact
 from .. import tuning
 from ..core.finite import NONFINITE
@@ -60,8 +59,7 @@ def getrs_few(LU, B, piv, check_finite, range_message):
     flags = mapped.flags()
     gen = flags.next_gen()
     X = _solve_few(LU, B, piv, flags, gen, 0)
-    cupy().cuda.get_current_stream().synchronize()
-    bad, nonfinite = flags.read(gen)
+    bad, nonfinite = flags.wait(gen)
     if bad:
         raise ValueError(range_message)
     if check_finite and nonfinite:

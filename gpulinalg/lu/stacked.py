@@ -161,8 +161,7 @@ def on_kernel(a, kind, element, found, check_finite, overwrite_a):
     gen = flags.next_gen()
     _batched.launch(found, count, m, n, src.data.ptr, dst.data.ptr, pivinfo.data.ptr,
                     pivinfo.data.ptr + pivinfo.itemsize * count * k, flags.ptr, gen)
-    cp.cuda.get_current_stream().synchronize()
-    singular, nonfinite = flags.read(gen)
+    singular, nonfinite = flags.wait(gen)
     if check_finite and nonfinite:
         raise ValueError(_finite.NONFINITE)
     info = pivinfo[count * k:].get() if singular else None
@@ -273,8 +272,7 @@ def solve_batched(lu, piv, b, check_finite, trans=0):
     gen = flags.next_gen()
     X = getrs_stack(cp, LU.reshape(count, n, n), P.reshape(count, n),
                     B.reshape(count, n, nrhs), trans, overwrite_b=True, gen=gen)
-    cp.cuda.get_current_stream().synchronize()      # the kernel's checks: one wait
-    bad_pivot, nonfinite = flags.read(gen)
+    bad_pivot, nonfinite = flags.wait(gen)          # the kernel's checks: one wait
     if check_finite and nonfinite:
         raise ValueError(_finite.NONFINITE)
     if bad_pivot:
