@@ -29,6 +29,11 @@ def time_route(cp, found, a, flags, reps):
     return events_ms(launch, reps), (dst, pi)
 
 
+def blocked(shape):
+    """A blocked kernel shape's name in the table."""
+    return "blocked " + "/".join(map(str, shape))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--stacks", default="100000x8,50000x16,20000x32,10000x64,2000x128,"
@@ -56,14 +61,13 @@ def main():
                       for shape in batched.CANDIDATES[element.ctype] if shape[0] == nmax}
             for shape in batched_blocked.CANDIDATES[element.ctype]:
                 if shape[1] * shape[2] >= n:
-                    routes["blocked " + "/".join(map(str, shape))] = batched_blocked.route(
-                        dev, element.ctype, n, n, (shape,))
+                    routes[blocked(shape)] = batched_blocked.route(dev, element.ctype, n, n,
+                                                                   (shape,))
             for name, found in routes.items():
                 if found is not None:
                     times[name], results[name] = time_route(cp, found, a, flags, args.reps)
             picks = [s for s in table if s[0] == nmax]
-            pick = picks[0] if picks else "blocked " + "/".join(
-                map(str, batched_blocked.shape_for(n, element)))
+            pick = picks[0] if picks else blocked(batched_blocked.shape_for(n, element))
             ref = results[pick]
             same = {s: bool((r[0] == ref[0]).all() and (r[1] == ref[1]).all())
                     for s, r in results.items()}

@@ -21,7 +21,7 @@ import numpy as np
 from ..core import device
 from ..core.arrays import check_device_array, check_on_device
 from ..core.backend import cupy
-from ..core.element import F32, REAL_KERNEL
+from ..core.element import REAL_KERNEL
 from ..core.kernels import Launcher, get_kernel
 from .batched import check_stack, launch
 
@@ -56,7 +56,7 @@ def shapes_of(element, shapes=None):
     return tuning.current(element=element).batched_blocked_shapes
 
 
-def shape_for(m, element=F32, shapes=None):
+def shape_for(m, element, shapes=None):
     """The (NB, THREADS, RPT) of an m-row stack: the first of the shapes in use whose
     THREADS * RPT >= m, or None."""
     for shape in shapes_of(element, shapes):
@@ -65,13 +65,13 @@ def shape_for(m, element=F32, shapes=None):
     return None
 
 
-def panel_pitch(m, element=F32):
+def panel_pitch(m, element):
     """Elements between the panel's columns in shared memory: the least >= m that is 4 mod
     128 / itemsize (conflict-free staging, 16-byte aligned columns)."""
     return m + (4 - m) % (128 // element.itemsize)
 
 
-def shared_bytes(m, element=F32, shape=None):
+def shared_bytes(m, element, shape=None):
     """Dynamic shared memory of the block of an m-row matrix under `shape` = (NB, THREADS,
     ...) (default: shape_for(m)), the kernel's layout: the panel (pitch x NB), the U12 chunk
     (NB x THREADS), then 16 bytes of search keys and 8 of tags per warp, and the two NB-int
@@ -81,7 +81,7 @@ def shared_bytes(m, element=F32, shape=None):
     return element.itemsize * elems + 24 * (threads // 32) + 8 * nb
 
 
-def fits(m, n, element=F32, limit=None, shapes=None):
+def fits(m, n, element, limit=None, shapes=None):
     """Whether the kernel takes an M x N stack of `element` (F32 or F64): both orders in
     1 .. MAX_ORDER, a shape in use for M, and the block's shared memory within `limit` bytes
     (default: the current device's opt-in limit; every order fits sm_80, sm_90 and sm_100)."""
@@ -127,7 +127,7 @@ def route(device_id, ctype, m, n, shapes):
 
 
 def getrf_batched_blocked_ptr(batch, m, n, src_ptr, dst_ptr, piv_ptr, info_ptr, flags_ptr, gen,
-                              element=F32):
+                              element):
     """The kernel by device pointer, on the current device and stream: the C-contiguous
     (batch, m, n) stack of `element`s (F32 or F64) at src_ptr factored into dst_ptr (the same
     pointer: in place), pivots (batch, min(m, n)) int32 at piv_ptr, info (batch,) int32 at
