@@ -66,6 +66,8 @@ class Tuning:
     tail_min_nb: int             # ... when nb is at least this
     scatter_streams: int         # side streams per GPU of a scatter from a GPU
     scatter_first: int           # scatter chunks per GPU enqueued before the factorization (0: all)
+    graph_multi_max_elements: int  # largest m * n replayed from a CUDA graph on several GPUs
+    graph_multi_cache_entries: int # several-GPU graphs kept (each holds a copy of its matrix)
 
     # ---- host <-> GPU staging (core/host_io.py) and the host panel's threads
     staging_bytes_multi: int     # pinned buffer size per GPU, several GPUs
@@ -165,6 +167,8 @@ SM90 = Tuning(
     tail_min_nb=512,
     scatter_streams=2,
     scatter_first=2,
+    graph_multi_max_elements=1 << 30,
+    graph_multi_cache_entries=2,
     staging_bytes_multi=1 << 28,
     pack_threads_multi=4,
     staging_bytes_one=1 << 25,

@@ -407,10 +407,10 @@ def test_build_compiles_a_family(tmp_path, monkeypatch):
     info = json.loads((tmp_path / "graph_io.json").read_text())
     assert info["symbols"] == {
         "graph_io_set": "graph_io_set",
-        "graph_copy<float, true>": "_Z10graph_copyIfLb1EEvPKyPT_iixPi",
-        "graph_copy<float, false>": "_Z10graph_copyIfLb0EEvPKyPT_iixPi",
-        "graph_copy<double, true>": "_Z10graph_copyIdLb1EEvPKyPT_iixPi",
-        "graph_copy<double, false>": "_Z10graph_copyIdLb0EEvPKyPT_iixPi"}
+        "graph_copy<float, true>": "_Z10graph_copyIfLb1EEvPKyPT_iixxxPi",
+        "graph_copy<float, false>": "_Z10graph_copyIfLb0EEvPKyPT_iixxxPi",
+        "graph_copy<double, true>": "_Z10graph_copyIdLb1EEvPKyPT_iixxxPi",
+        "graph_copy<double, false>": "_Z10graph_copyIdLb0EEvPKyPT_iixxxPi"}
     assert set(info["resources"]["sm_90"]) == set(info["symbols"].values())
     trsm = json.loads((tmp_path / "trsm.json").read_text())
     assert set(trsm["symbols"]) == set(launchers()["trsm"][1])

@@ -85,7 +85,7 @@ def test_replay_matches_driver(cp, rng, shape, precision):
     assert not _lu_graph.failures
     assert len(_lu_graph._entries) == 1      # calls 2-4 replayed one captured graph
     (entry,) = _lu_graph._entries.values()
-    assert isinstance(entry.graph, _lu_graph._PriorityGraph)
+    assert isinstance(entry.graph, _lu_graph.PriorityGraph)
     for g, w in zip(got, want):
         _assert_same(g, w)
 

@@ -633,15 +633,18 @@ def test_multi_gpu_memory_error_message(cp):
 def test_getrf_multi_pauses_the_collector_and_restores_it(monkeypatch):
     """The enqueue runs with the cyclic collector off; it is back on afterwards, also when
     the driver raises, and left off when the caller had turned it off."""
+    import types
     from gpulinalg.lu import multi as _lu_multi
     seen = []
 
-    def driver(*args, **kwargs):
+    def steps(*args, **kwargs):
         seen.append(gc.isenabled())
         raise RuntimeError("driver failed")
 
-    monkeypatch.setattr(_lu_multi, "_getrf_multi", driver)
-    call = lambda: _lu_multi.getrf_multi([], [], None, 4, table=tuning.DEFAULT)
+    monkeypatch.setattr(_lu_multi, "_Steps", steps)
+    dev = types.SimpleNamespace(shape=(4, 4), timed=False)
+    call = lambda: _lu_multi.enqueue_multi([dev], [], types.SimpleNamespace(n=4), 4,
+                                           table=tuning.DEFAULT)
     assert gc.isenabled()
     with pytest.raises(RuntimeError, match="driver failed"):
         call()

@@ -19,6 +19,11 @@ is reported beside it (their events cost the host time between panels).
 With --devices 1,2 (,4) each configuration also runs on that many GPUs (lu_factor(...,
 devices=P), the input and the result on the current GPU, the column scatter and gather
 included in the time), and `scaling` is the time on one GPU over the time on P, same run.
+The timed calls replay a CUDA graph where the call does (`no graph ms`: the same calls
+without); the wide table adds, from one instrumented call of the ordinary driver, its
+phases (scatter, factorization, gather), the host's enqueue of the steps (in all and per
+step) and the busiest GPU's update-stream time: an enqueue as long as the factorization
+means the host, not the GPUs, set the pace.
 
 With --tuning FIELD=v1,v2 (gpulinalg/tuning.py) every configuration also runs under each
 value, the table in force with that field replaced.
@@ -92,6 +97,8 @@ def _timeline_fields(tls, clock=()):
         devs = tl["devices"]
         return {"nb": tl["nb"], "scatter_ms": tl["scatter_ms"], "factor_ms": tl["factor_ms"],
                 "gather_ms": tl["gather_ms"], "enqueue_ms": tl["enqueue_ms"],
+                "enqueue_step_us": tl["enqueue_ms"] * 1e3 / max(1, *(len(d["steps"])
+                                                                     for d in devs)),
                 "update_ms": max(d["update_ms"] for d in devs),
                 "panel_ms": sum(d["panel_ms"] for d in devs), "timeline": tl}
     median = lambda ts: sorted(ts, key=lambda t: t["wall_ms"])[len(ts) // 2]
@@ -141,15 +148,15 @@ def _ours(a, x, kw, repeat):
     from .. import lu_factor
     from ..lu import graph
     from ..lu.driver import HostClock
-    from ..lu.plan import GRAPH, Options, device_matrix, make_plan
+    from ..lu.plan import Options, device_matrix, make_plan, replayed
     from ..testing.lu import lu_factor as lu_factor_hooks
 
     m, n = a.shape
     # Two warm-up calls: a shape's second call captures its CUDA graph where the driver
-    # replays one (gpulinalg/lu/graph.py); the timed calls are replays.
+    # replays one (gpulinalg/lu/graph.py, multi_graph.py); the timed calls are replays.
     ms = time_gpu(lambda: lu_factor(a, **kw), warmup=2, repeat=repeat)
     ms_driver = None
-    if make_plan(device_matrix(a, a, "cupy"), Options(**kw)).route == GRAPH:
+    if replayed(make_plan(device_matrix(a, a, "cupy"), Options(**kw))):
         # the same calls without replay: what a shape's first call costs (no compile)
         with graph.disabled():
             ms_driver = time_gpu(lambda: lu_factor(a, **kw), warmup=1, repeat=repeat)
@@ -254,6 +261,9 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("dtype", "dtype", "{}"),
            ("wall_over_max_timeline", "wall/max (timeline call)", "{:.3f}"),
            ("scatter_ms", "scatter ms", "{:.1f}"),
            ("factor_ms", "factor ms", "{:.1f}"), ("gather_ms", "gather ms", "{:.1f}"),
+           ("enqueue_ms", "host enqueue ms", "{:.1f}"),
+           ("enqueue_step_us", "host us/step", "{:.0f}"),
+           ("update_ms", "busiest update ms", "{:.1f}"),
            ("panel_ms", "sum panel ms", "{:.1f}")]
 
 

@@ -69,23 +69,79 @@ _IO_THREADS = 256           # graph_copy's block (its __launch_bounds__)
 _IO_SEG_BYTES = 2048        # bytes of one row per warp item (IO_SEG_BYTES in graph_io.cu)
 _PIV = 4                    # bytes of a pivot and of info (int32)
 _SEEN_LIMIT = 1024          # counted first calls kept before the count restarts
-_D2D = 3                    # cudaMemcpyDeviceToDevice
+_DEFAULT = 4                # cudaMemcpyDefault: unified addressing finds the devices
 _USE_NODE_PRIORITY = 8      # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 
 _ENV_ENABLED = os.environ.get("GPULINALG_LU_GRAPHS", "1") != "0"
 _DISABLED = contextvars.ContextVar("gpulinalg_lu_graphs_disabled", default=False)
 
-_lock = threading.Lock()
-_seen = {}                  # key -> 1 after its first (ordinary) call
-_entries = collections.OrderedDict()
-failures = {}               # key -> why its capture failed (that key no longer captures)
+_lock = threading.Lock()    # every cache: lookups, captures, evictions
+
+
+class Cache:
+    """Captured factorizations by key, with the first-call rule (module docstring): `get`
+    counts a key's first call, builds its entry (the capture) at the second, and hands it out
+    from then on; a build that raises is remembered in `failures` and never retried.  At
+    most `limits(table)` = (entries, bytes) are kept, the least recently used dropped (the
+    newest always stays)."""
+
+    caches = []   # every Cache, for `clear`
+
+    def __init__(self, limits):
+        self.limits = limits
+        self.entries = collections.OrderedDict()
+        self.seen = {}        # key -> 1 after its first (ordinary) call
+        self.failures = {}    # key -> why its capture failed
+        Cache.caches.append(self)
+
+    def get(self, key, build, table):
+        """The entry of `key`, or None when the call runs the ordinary driver; build(): the
+        new entry (an object with `nbytes`), run under `table`."""
+        with _lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                self.entries.move_to_end(key)
+                return entry
+            if key in self.failures:
+                return None
+            if key not in self.seen:
+                if len(self.seen) >= _SEEN_LIMIT:
+                    self.seen.clear()
+                self.seen[key] = 1
+                return None
+            try:
+                with tuning.override(table):
+                    entry = build()
+            except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
+                self.failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                return None
+            self.entries[key] = entry
+            most, most_bytes = self.limits(table)
+            while len(self.entries) > 1 and (
+                    len(self.entries) > most
+                    or sum(e.nbytes for e in self.entries.values()) > most_bytes):
+                self.entries.popitem(last=False)
+            return entry
+
+    def clear(self):
+        self.entries.clear()
+        self.seen.clear()
+        self.failures.clear()
+
+
+_ONE_GPU = Cache(lambda t: (t.graph_cache_entries, t.graph_cache_bytes))
+_entries, failures = _ONE_GPU.entries, _ONE_GPU.failures   # the one-GPU graphs (tests read them)
+
+
+def enabled():
+    """Whether replay may run at all here (the environment, a `disabled()` block)."""
+    return _ENV_ENABLED and not _DISABLED.get()
 
 
 def eligible(m, n, panel_name, timeline, devices, table=None):
     """Whether a factorization may be replayed (before any key is looked up); table: the
     tuning table of the call (default: the float32 one in force)."""
-    if not (_ENV_ENABLED and not _DISABLED.get() and panel_name == "gpu" and timeline is None
-            and devices is None):
+    if not (enabled() and panel_name == "gpu" and timeline is None and devices is None):
         return False
     table = tuning.current() if table is None else table
     return 0 < m * n <= table.graph_max_elements
@@ -102,11 +158,11 @@ def disabled():
 
 
 def clear():
-    """Drop every captured graph (and its buffers) and the first-call counts."""
+    """Drop every captured graph (and its buffers) and the first-call counts, of one GPU and
+    of several."""
     with _lock:
-        _entries.clear()
-        _seen.clear()
-        failures.clear()
+        for cache in Cache.caches:
+            cache.clear()
 
 
 def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table=None):
@@ -124,30 +180,10 @@ def factor(A, nb, precision, lookahead, inv_threshold, tc_min=0, src=None, table
     stream = cp.cuda.get_current_stream()
     key = (cp.cuda.runtime.getDevice(), stream.ptr, A.shape, el, nb, precision, lookahead,
            inv_threshold, tc_min, table)
-    with _lock:
-        entry = _entries.get(key)
-        if entry is not None:
-            _entries.move_to_end(key)
-        elif key in failures:
-            return None
-        elif key not in _seen:
-            if len(_seen) >= _SEEN_LIMIT:
-                _seen.clear()
-            _seen[key] = 1
-            return None
-        else:
-            try:
-                with tuning.override(table):
-                    entry = _Entry(A.shape, el, nb, precision, lookahead, inv_threshold,
-                                   tc_min)
-            except Exception as exc:   # noqa: BLE001 -- remembered, the driver runs instead
-                failures[key] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
-                return None
-            _entries[key] = entry
-            while len(_entries) > 1 and (
-                    len(_entries) > table.graph_cache_entries
-                    or sum(e.nbytes for e in _entries.values()) > table.graph_cache_bytes):
-                _entries.popitem(last=False)
+    entry = _ONE_GPU.get(key, lambda: _Entry(A.shape, el, nb, precision, lookahead,
+                                             inv_threshold, tc_min), table)
+    if entry is None:
+        return None
     return entry.run(A, stream, A if src is None else src)
 
 
@@ -164,7 +200,6 @@ class _Entry:
         self.lock = threading.Lock()
         self.pool = cp.cuda.MemoryPool()
         self.stream = cp.cuda.Stream(non_blocking=True)   # the capture's origin
-        mode = getattr(cp.cuda.runtime, "streamCaptureModeRelaxed", None)
         with cp.cuda.using_allocator(self.pool.malloc), self.stream:
             self.a = cp.empty((m, n), dtype=el.dtype)
             self.slot = cp.zeros(2, dtype=np.uint64)     # the call's (src, dst) addresses
@@ -173,13 +208,10 @@ class _Entry:
             self.panel = GpuPanel(element=el)
             ws = self.panel.workspace()
             self.set_slot = Launcher(get_kernel(FAMILY, "graph_io_set"), "PPP")
-            copy_in, copy_out = (_copier(True, self.slot, self.a, self.nonfinite),
-                                 _copier(False, self.slot, self.a))
+            copy_in, copy_out = (copier(True, self.slot, self.a, self.nonfinite),
+                                 copier(False, self.slot, self.a))
             upd, comm = self.ops.streams["update"], self.ops.streams["comm"]
-            if mode is None:
-                self.stream.begin_capture()
-            else:
-                self.stream.begin_capture(mode)
+            begin_capture(self.stream)
             try:
                 self.nonfinite.fill(0)        # the graph's first node
                 self.ops.fork(self.stream)    # the driver's streams join the capture
@@ -200,52 +232,70 @@ class _Entry:
                               origin, rows_final)
                 self.ops.join()
             finally:
-                graph = _PriorityGraph(self.stream)
+                graph = PriorityGraph(self.stream)
             self.info = ws.info
         self.graph = graph
         self.nbytes = self.pool.total_bytes()
 
     def run(self, A, stream, src):
-        cp = cupy()
-        rt = cp.cuda.runtime
         k = self.k
-        out = cp.empty(k + 2, dtype=np.int32)   # the pivots, info, nonfinite: one read back
         with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
             with stream:
                 self.set_slot((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr,
                               A.data.ptr)
             self.graph.launch(stream)
-            p = out.data.ptr
-            rt.memcpyAsync(p, self.ops.piv.data.ptr, _PIV * k, _D2D, stream.ptr)
-            rt.memcpyAsync(p + _PIV * k, self.info.data.ptr, _PIV, _D2D, stream.ptr)
-            rt.memcpyAsync(p + _PIV * (k + 1), self.nonfinite.data.ptr, _PIV, _D2D,
-                           stream.ptr)
-        host = out.get(stream=stream)       # waits for this call's work
+            host = read_ints(stream, ((self.ops.piv, k), (self.info, 1), (self.nonfinite, 1)))
         return absolute_pivots(host[:k], self.blocks), int(host[k]), not host[k + 1]
 
 
-def _copier(into, slot, buf, flag=None):
-    """copy(r0, r1) on the current stream: graph_copy<T, into> of rows r0..r1 (all columns)
-    between buf and the matrix whose address slot holds (kernels/graph_io.cu)."""
+def begin_capture(stream):
+    """Start capturing `stream` (CuPy), in relaxed mode where this CuPy has it (the captured
+    code allocates from a pool and makes events, which the global mode would forbid)."""
+    mode = getattr(cupy().cuda.runtime, "streamCaptureModeRelaxed", None)
+    if mode is None:
+        stream.begin_capture()
+    else:
+        stream.begin_capture(mode)
+
+
+def read_ints(stream, pieces):
+    """The int32 device arrays' first counts, pieces ((array, count), ...) on any devices,
+    copied on `stream` after its work into one buffer and read back in one wait: a NumPy
+    int32 array, the pieces one after another."""
+    cp = cupy()
+    rt = cp.cuda.runtime
+    out = cp.empty(sum(count for _, count in pieces), dtype=np.int32)
+    p = out.data.ptr
+    for x, count in pieces:
+        rt.memcpyAsync(p, x.data.ptr, _PIV * count, _DEFAULT, stream.ptr)
+        p += _PIV * count
+    return out.get(stream=stream)       # waits for this call's work
+
+
+def copier(into, slot, buf, flag=None):
+    """copy(r0, r1, c0=0, c1=n) on the current stream: graph_copy<T, into> of rows r0..r1,
+    columns c0..c1 between buf (m x n, C-contiguous) and the matrix of buf's shape whose
+    address slot holds (kernels/graph_io.cu); into: towards buf, raising *flag on a value
+    that is not finite."""
     el = element_of(buf.dtype)
     name = f"graph_copy<{el.ctype}, {'true' if into else 'false'}>"
-    launch = Launcher(get_kernel(FAMILY, name), "PPiiqP")
+    launch = Launcher(get_kernel(FAMILY, name), "PPiiqqqP")
     n = buf.shape[1]
     seg = _IO_SEG_BYTES // el.itemsize
     sms = sm_count()
     per_block = _IO_THREADS // 32   # warps, one (row, segment) item each at a time
 
-    def copy(r0, r1):
-        if r1 <= r0 or n == 0:
+    def copy(r0, r1, c0=0, c1=n):
+        if r1 <= r0 or c1 <= c0:
             return
-        items = (r1 - r0) * -(-n // seg)
+        items = (r1 - r0) * -(-(c1 - c0) // seg)
         grid = max(1, min(-(-items // per_block), 8 * sms))
-        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, n,
-               flag.data.ptr if flag is not None else 0)
+        launch((grid, 1, 1), (_IO_THREADS, 1, 1), slot.data.ptr, buf.data.ptr, r0, r1, c0, c1,
+               n, flag.data.ptr if flag is not None else 0)
     return copy
 
 
-class _PriorityGraph:
+class PriorityGraph:
     """The capture on `stream` ended and instantiated through the driver API with
     CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY: each kernel node runs at the priority of the
     stream it was captured from (the panel stream's is the greatest), where CuPy's Graph runs

@@ -85,6 +85,32 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with
     cols=dist.bound(d), receive=True); panels[d]: its panel object (CpuPanel or GpuPanel).
     `timeline`, if a list, receives per-device sums (update stream busy, own panels, wall).
+    arrivals, received, home, table: as `enqueue_multi`.  The caller waits on
+    `home.finish()`.
+    """
+    t_start = time.perf_counter()
+    run = enqueue_multi(devs, panels, dist, nb, lookahead, inv_threshold, timeline is not None,
+                        arrivals, home, received, table)
+    if run is None:
+        devs[0].finish()
+        return np.zeros(0, np.int32), 0
+    enqueued = time.perf_counter()
+    piv, info = run.result()
+    if timeline is not None:
+        timeline.append(_timeline(devs, run.origin, run.marks, run.panel_marks))
+        timeline[-1]["enqueue_ms"] = (enqueued - t_start) * 1e3
+    return piv, info
+
+
+def enqueue_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
+                  timed=False, arrivals=None, home=None, received=None, table=None):
+    """Enqueue every step of the distributed factorization (no host wait with GPU panels, so
+    also inside a CUDA graph capture: lu/multi_graph.py); returns the `_Steps` that hold
+    what the steps left (its `result()` waits and gives (piv, info)), or None when there is
+    no panel.
+
+    timed: events that can be timed (the timeline's marks: `run.origin`, one per device
+    before its first step, `run.marks`, `run.panel_marks`).
     arrivals: None (every column in place), or per device a list of (c0, c1, event) in
     column order: device d's columns of the global range [c0, c1) are in place once `event`
     has fired (a pipelined upload).  Step 0 touches every column: its swaps and updates are
@@ -94,40 +120,27 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     home: None, or ops over the whole matrix (Identity columns) that collects the result:
     each column block is copied there (`take`) as soon as its panel is factored, and the row
     interchanges left of the panels are applied there, once, instead of on every device (a
-    block is final on its device after its own step).  The caller waits on `home.finish()`.
+    block is final on its device after its own step).
     table: the tuning table (default: the one in force).  The steps are enqueued with the
     cyclic collector paused.
     """
     table = tuning.current() if table is None else table
-    with _gc_paused():
-        return _getrf_multi(devs, panels, dist, nb, lookahead, inv_threshold, timeline,
-                            arrivals, home, received, table)
-
-
-def _getrf_multi(devs, panels, dist, nb, lookahead, inv_threshold, timeline, arrivals, home,
-                 received, table):
-    """getrf_multi with the collector paused."""
     k = min(devs[0].shape[0], dist.n)
     blocks = multi_panel_blocks(k, nb, table)
     if not blocks:
-        devs[0].finish()
-        return np.zeros(0, np.int32), 0
-    t_start = time.perf_counter()
+        return None
     for dev in devs + ([home] if home is not None else []):
-        dev.timed = timeline is not None   # events untimed (cheaper) unless a timeline reads them
+        dev.timed = timed   # events untimed (cheaper) unless a timeline reads them
     origin = [mark(dev, "update") for dev in devs]
-    run = _Steps(devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
-                 timeline, table)
-    run.first_panel()   # panel 0 on its way to its owner's panel stream
-    for s, ops in enumerate(panel_schedule(k, nb, dist, lookahead, blocks)):
-        run.step(s, ops)   # factor, receive, swap and update, in the schedule's order
-    run.last_columns(k)
-    enqueued = time.perf_counter()
-    piv, info = run.result()
-    if timeline is not None:
-        timeline.append(_timeline(devs, origin, run.marks, run.panel_marks))
-        timeline[-1]["enqueue_ms"] = (enqueued - t_start) * 1e3
-    return piv, info
+    with _gc_paused():
+        run = _Steps(devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
+                     timed, table)
+        run.origin = origin
+        run.first_panel()   # panel 0 on its way to its owner's panel stream
+        for s, ops in enumerate(panel_schedule(k, nb, dist, lookahead, blocks)):
+            run.step(s, ops)   # factor, receive, swap and update, in the schedule's order
+        run.last_columns(k)
+    return run
 
 
 class _Steps:
@@ -135,10 +148,10 @@ class _Steps:
     panels, and what one step hands on to the next."""
 
     def __init__(self, devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
-                 timeline, table):
+                 timed, table):
         self.devs, self.panels, self.dist, self.blocks = devs, panels, dist, blocks
         self.inv_threshold, self.home, self.received = inv_threshold, home, received
-        self.timeline = timeline
+        self.timed = timed
         self.pending = _Pending(arrivals, len(devs))
         # the tail rule: on enough GPUs, the next panel first once this few columns are left
         self.first_columns = (table.panel_first_columns
@@ -193,14 +206,14 @@ class _Steps:
                     if not shipped and op != "update_rest" and d == self.dist.owner(nxt[0]):
                         self._next_panel(s, d, nxt)
                         shipped = True
-            if self.timeline is not None and d not in starts:
+            if self.timed and d not in starts:
                 starts[d] = self.devs[d].record("update")
         assert shipped, "the schedule never updated the next panel's columns"
         if collect:
             self._to_home(s, j0, j1)
         for d, dev in enumerate(self.devs):
             end = dev.end_step(s)
-            if self.timeline is not None and d in starts:
+            if self.timed and d in starts:
                 self.marks[d].append((s, starts[d], end))
 
     def _factor(self, s, d, j0, j1):
@@ -409,7 +422,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
     on_host = isinstance(src, np.ndarray)
     check_memory(m, n, nb, dist, device_ids, home=None if on_host else src.device.id,
                  element=el)
-    _enable_peer_access(cp, device_ids)
+    enable_peer_access(cp, device_ids)
     t0 = time.perf_counter()
     if on_host:   # complete on return: every column is in place
         shares = host_transfers(cp, src, dist, device_ids, table=table, dtype=el.dtype)
@@ -417,11 +430,7 @@ def factor_devices(src, device_ids, nb, make_panel, lookahead, inv_threshold, pr
         scatter_ms = (time.perf_counter() - t0) * 1e3
     else:
         shares, arrivals, starts, rest = scatter_from_gpu(cp, src, dist, device_ids, table)
-    devs = []
-    for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
-        with cp.cuda.Device(dev_id):
-            devs.append(CupyOps(x, nb, precision, cols=dist.bound(d), device=dev_id,
-                                receive=True, npiv=min(m, n)))
+    devs = device_steps(cp, shares, dist, device_ids, nb, precision, min(m, n))
     home = None
     if not on_host:
         with cp.cuda.Device(src.device.id):
@@ -455,7 +464,17 @@ def _scatter_ms(cp, device_ids, starts, arrivals):
     return ms
 
 
-def _enable_peer_access(cp, device_ids):
+def device_steps(cp, shares, dist, device_ids, nb, precision, npiv):
+    """Each device's CupyOps on its share (receive buffers included), npiv pivot slots."""
+    devs = []
+    for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
+        with cp.cuda.Device(dev_id):
+            devs.append(CupyOps(x, nb, precision, cols=dist.bound(d), device=dev_id,
+                                receive=True, npiv=npiv))
+    return devs
+
+
+def enable_peer_access(cp, device_ids):
     """Let every pair of devices address each other (direct NVLink/PCIe copies); pairs that
     cannot still copy, staged by the driver."""
     rt = cp.cuda.runtime

@@ -8,7 +8,9 @@
   (`update_precision`) and where "auto" turns back to FP32 (`tail_cut`), the panel kind;
 - the route: "graph" (one GPU, GPU panel: replayed from a CUDA graph once its key was seen,
   lu/graph.py, else the stream driver), "driver" (one GPU, GPU panel, the stream driver),
-  "host panel" (one GPU, the panels factored on the host), "several GPUs" (lu/multi.py),
+  "host panel" (one GPU, the panels factored on the host), "several GPUs" (lu/multi.py; a
+  GPU-resident input with GPU panels replayed from a CUDA graph once its key was seen,
+  lu/multi_graph.py),
   "cuSOLVER" (complex input: cuSOLVER's getrf through CuPy), "empty" (no pivot column:
   nothing to factor) or "emulated" (gpulinalg.testing.lu: the same driver on the NumPy
   emulation of the device steps);
@@ -42,7 +44,8 @@ from . import graph
 from .driver import INV_THRESHOLD, getrf
 from .steps import CupyOps, workspace_bytes
 
-__all__ = ["Options", "Backend", "DEVICE", "Matrix", "Plan", "make_plan", "run", "block_size", "update_precision",
+__all__ = ["Options", "Backend", "DEVICE", "Matrix", "Plan", "make_plan", "run", "replayed",
+           "block_size", "update_precision",
            "tail_cut", "finite_on_host", "count_devices", "resolve_devices", "make_panel",
            "check_memory", "host_matrix", "device_matrix"]
 
@@ -365,6 +368,16 @@ def make_plan(x, options, *, overwrite_a=False, check_finite=True, to_host=False
                 timeline=backend.timeline, table=table)
 
 
+def replayed(plan):
+    """Whether the plan's calls replay a CUDA graph once their key was seen (route "graph";
+    route "several GPUs" for a GPU-resident input with GPU panels, lu/multi_graph.py)."""
+    if plan.route == GRAPH:
+        return True
+    from . import multi_graph
+    return (plan.route == MULTI and plan.input == "device"
+            and multi_graph.eligible(plan.m, plan.n, plan.panel, plan.timeline, plan.table))
+
+
 def _route(x, el, options, panel, device_ids, table, backend):
     m, n = x.shape
     if backend.emulated:
@@ -563,13 +576,21 @@ def _panels(plan):
 def _several_gpus_from_device(plan, A, src):
     """Route "several GPUs", device input: the columns go to the devices (from src where it
     is read in place, else from A) and the factors come back into A."""
+    from . import multi_graph
     from .multi import factor_devices
+    read_in_place = plan.source == READ_IN_PLACE
+    if replayed(plan):
+        res = multi_graph.factor(src if read_in_place else A, A, plan.device_ids, plan.nb,
+                                 _panels(plan), plan.lookahead, plan.inv_threshold,
+                                 plan.precision, plan.table)
+        if res is not None:   # a shape seen before: replayed from a CUDA graph
+            piv, info, finite = res
+            return piv, info, (finite if plan.finite == BESIDE else None)
     late = []
 
     def beside():   # the finite check of an input read in place, beside the upload
         late.append(device_finite_flag(src))
 
-    read_in_place = plan.source == READ_IN_PLACE
     piv, info = factor_devices(src if read_in_place else A, plan.device_ids, plan.nb,
                                _panels(plan), plan.lookahead, plan.inv_threshold,
                                plan.precision, plan.timeline, out=A,

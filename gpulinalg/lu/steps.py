@@ -229,13 +229,16 @@ class CupyOps(_Columns):
                                              self.host_flag))
 
     # -- the caller's stream
-    def fork(self, caller):
+    def fork(self, caller, start=None):
         """Make every stream of ours wait for the work enqueued so far on `caller` (a CuPy
-        stream), which `join` and `finish` later wait for ours."""
+        stream), which `join` and `finish` later wait for ours.  start: an event already
+        recorded on `caller` at that point (needed when caller is another device's stream:
+        an event is recorded on a stream of its own device)."""
         self._caller = caller
         with self.device:
-            start = self._cp.cuda.Event(disable_timing=True)
-            start.record(caller)
+            if start is None:
+                start = self._cp.cuda.Event(disable_timing=True)
+                start.record(caller)
             for st in self.streams.values():
                 st.wait_event(start)
 

@@ -79,31 +79,46 @@ def pipelined_upload(chunks, event, copy, first):
     return got, rest
 
 
-def scatter_from_gpu(cp, src, dist, device_ids, table):
-    """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
-    copied chunk by chunk (`pipelined_upload`, the first table.scatter_first chunks at once)
-    on table.scatter_streams side streams of the device, after the source's pending work.
-    Returns (shares, arrivals, starts, rest): arrivals[d] the (c0, c1, event) of each chunk,
-    as getrf_multi takes them; rest() enqueues the deferred chunks (getrf_multi's
-    `received`); starts[d] an event before the first copy (timeline)."""
-    m = src.shape[0]
-    with cp.cuda.Device(src.device.id):    # an event of the source device
-        ready = cp.cuda.get_current_stream().record()
-    shares, arrivals, starts, rests = [], [], [], []
+def allocate_shares(cp, m, dist, device_ids, dtype):
+    """Each device's share of an m-row matrix: m x dist.local_width(d) of `dtype` (C-ordered,
+    any content), on that device."""
+    shares = []
     for d, dev_id in enumerate(device_ids):
         with cp.cuda.Device(dev_id):
-            x = cp.empty((m, dist.local_width(d)), src.dtype)
+            shares.append(cp.empty((m, dist.local_width(d)), dtype))
+    return shares
+
+
+def scatter_from_gpu(cp, src, dist, device_ids, table, shares=None, ready=None):
+    """Each device's columns of src (CuPy, on any device), C-contiguous on that device,
+    copied chunk by chunk (`pipelined_upload`, the first table.scatter_first chunks at once)
+    on table.scatter_streams side streams of the device.  shares: the devices' shares to fill
+    (default: allocated here).  ready: None (every column of src may be read once the
+    source's current stream reaches this point) or ready(c0, c1), an event of src's device
+    after which its columns [c0, c1) may be read (a source still being written, column block
+    by column block).  Returns (shares, arrivals, starts, rest): arrivals[d] the (c0, c1,
+    event) of each chunk, as getrf_multi takes them; rest() enqueues the deferred chunks
+    (getrf_multi's `received`); starts[d] an event before the first copy (timeline)."""
+    m = src.shape[0]
+    if shares is None:
+        shares = allocate_shares(cp, m, dist, device_ids, src.dtype)
+    if ready is None:
+        with cp.cuda.Device(src.device.id):    # an event of the source device
+            at = cp.cuda.get_current_stream().record()
+        ready = lambda c0, c1: at   # noqa: E731
+    arrivals, starts, rests = [], [], []
+    for d, (dev_id, x) in enumerate(zip(device_ids, shares)):
+        with cp.cuda.Device(dev_id):
             # consecutive chunks alternate between the side streams: several copy engines pull
             sides = [cp.cuda.Stream(non_blocking=True) for _ in range(table.scatter_streams)]
-            sides[0].wait_event(ready)
-            start = sides[0].record()
-            for side in sides[1:]:
-                side.wait_event(start)
-            starts.append(start)
-            got, rest = pipelined_upload(dist.chunks(d), cp.cuda.Event,
-                                         _chunk_copier(cp, dist, d, dev_id, src, x, sides),
+            chunks = dist.chunks(d)
+            if chunks:   # the timeline's start: once the first chunk may be read
+                sides[0].wait_event(ready(chunks[0][0][0], chunks[0][-1][1]))
+            starts.append(sides[0].record())
+            got, rest = pipelined_upload(chunks, cp.cuda.Event,
+                                         _chunk_copier(cp, dist, d, dev_id, src, x, sides,
+                                                       ready),
                                          table.scatter_first)
-            shares.append(x)
             arrivals.append(got)
             rests.append(rest)
     # The deferred chunks go to the last device first: the copies out of the source's device
@@ -112,12 +127,13 @@ def scatter_from_gpu(cp, src, dist, device_ids, table):
     return shares, arrivals, starts, lambda: [rest() for rest in reversed(rests)]
 
 
-def _chunk_copier(cp, dist, d, dev_id, src, share, sides):
+def _chunk_copier(cp, dist, d, dev_id, src, share, sides, ready):
     """copy(i, chunk, ev) for pipelined_upload: device d's chunk i on side stream
-    i % len(sides)."""
+    i % len(sides), once src's columns of the chunk are ready."""
     def copy(i, chunk, ev):
         side = sides[i % len(sides)]
         with cp.cuda.Device(dev_id):
+            side.wait_event(ready(chunk[0][0], chunk[-1][1]))
             _copy_blocks(cp, dist, d, chunk, src, share, side)
             ev.record(side)
     return copy
