@@ -27,6 +27,7 @@ EXTRA = {
     "lu_multi_h100x4_rerun": "LU at 16384 and 32768 on 1, 2 and 4 H100s, a rerun at defaults",
     "lu_multi_h100x2": "LU on 1 and 2 GPUs of an H100 pair (FP32 updates)",
     "lu_multi_h200x2": "LU on 1 and 2 H200s, an earlier design",
+    "lu_multi_h200x2_driver": "LU at defaults on 1 and 2 H200s, the driver before graph replay",
     "lu_multi_3xtf32_h200x2": "LU on 1 and 2 H200s, FP32 and 3xTF32 updates",
     "lu_multi_x2_rerun": "LU at 32768 on 1 and 2 H200s, a rerun",
     "lu_small_rerun": "LU at 2048 and 4096, a rerun of an outlier",

@@ -228,6 +228,7 @@ SM90_F64 = replace(
     l21_colmajor_min_cols=0,
     trsv_nb=64,                        # the double kernel's largest block
     batched_shapes=((8, 4, 1), (16, 8, 1), (32, 32, 1), (64, 32, 4), (128, 32, 16)),
+    batched_blocked_min_order=65,
     batched_blocked_shapes=((16, 256, 1), (16, 256, 2), (16, 512, 2)),
 )
 
