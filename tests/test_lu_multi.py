@@ -253,6 +253,32 @@ def test_virtual_devices_home_apart(rng, shape, p, panel):
     assert_matches_lapack(a, out, piv)
 
 
+@pytest.mark.parametrize("shape,nb", [((37, 37), 4), ((61, 23), 4), ((23, 61), 4),
+                                      ((50, 50), 8), ((33, 33), 33)])
+@pytest.mark.parametrize("p", [2, 3])
+def test_final_pieces_cover_the_home_once_and_never_change(rng, shape, nb, p):
+    """The pieces `final` names (a graph replay copies each out as it is told) cover every
+    element of the home once, and each holds its final value when its event has fired (the
+    emulated streams run that far at once: a piece named too early would still change)."""
+    from gpulinalg.testing.multi import factor_host
+    a = rng.standard_normal(shape).astype(np.float32)
+    work = a.copy()
+    seen, count = [], np.zeros(shape, int)
+
+    def final(event, r0, r1, c0, c1):
+        event.wait()
+        seen.append(((r0, r1, c0, c1), work[r0:r1, c0:c1].copy()))
+        count[r0:r1, c0:c1] += 1
+
+    with tuning.override(_tuned(tail_columns=16, tail_min_nb=8)):   # tails of nb / 2 too
+        piv, _ = factor_host(work, nb, p, lambda: make_panel("gpu", p), 1, INV_THRESHOLD,
+                             final=final)
+    assert (count == 1).all()
+    for (r0, r1, c0, c1), piece in seen:
+        np.testing.assert_array_equal(piece, work[r0:r1, c0:c1])
+    assert_matches_lapack(a, work, piv)
+
+
 @pytest.mark.parametrize("p", [2, 3])
 def test_home_collects_after_the_receives(rng, monkeypatch, p):
     """The home takes each panel's columns only behind every receiver's copy of that panel

@@ -79,18 +79,19 @@ def _gc_paused():
 
 
 def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
-                timeline=None, arrivals=None, home=None, received=None, table=None):
+                timeline=None, arrivals=None, home=None, received=None, table=None,
+                final=None):
     """Factor the distributed matrix in place; return (piv, info) as lu/driver.getrf.
 
     devs[d]: the device steps of device d on its columns (CupyOps or NumpyOps, built with
     cols=dist.bound(d), receive=True); panels[d]: its panel object (CpuPanel or GpuPanel).
     `timeline`, if a list, receives per-device sums (update stream busy, own panels, wall).
-    arrivals, received, home, table: as `enqueue_multi`.  The caller waits on
+    arrivals, received, home, table, final: as `enqueue_multi`.  The caller waits on
     `home.finish()`.
     """
     t_start = time.perf_counter()
     run = enqueue_multi(devs, panels, dist, nb, lookahead, inv_threshold, timeline is not None,
-                        arrivals, home, received, table)
+                        arrivals, home, received, table, final)
     if run is None:
         devs[0].finish()
         return np.zeros(0, np.int32), 0
@@ -103,7 +104,8 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
 
 
 def enqueue_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD,
-                  timed=False, arrivals=None, home=None, received=None, table=None):
+                  timed=False, arrivals=None, home=None, received=None, table=None,
+                  final=None):
     """Enqueue every step of the distributed factorization (no host wait with GPU panels, so
     also inside a CUDA graph capture: lu/multi_graph.py); returns the `_Steps` that hold
     what the steps left (its `result()` waits and gives (piv, info)), or None when there is
@@ -123,6 +125,11 @@ def enqueue_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHO
     block is final on its device after its own step).
     table: the tuning table (default: the one in force).  The steps are enqueued with the
     cyclic collector paused.
+    final: None, or final(event, r0, r1, c0, c1), told (with a home) of each piece of the
+    home that no later step changes: rows [r0, r1) of columns [c0, c1) are the result once
+    `event` (of the home's device) has fired.  The pieces cover the matrix once: at panel
+    s's take its columns above it, after its left swaps its rows left of and in it, the
+    columns right of the last panel as they come, the rows below the last panel at the end.
     """
     table = tuning.current() if table is None else table
     k = min(devs[0].shape[0], dist.n)
@@ -134,7 +141,7 @@ def enqueue_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHO
     origin = [mark(dev, "update") for dev in devs]
     with _gc_paused():
         run = _Steps(devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
-                     timed, table)
+                     timed, table, final)
         run.origin = origin
         run.first_panel()   # panel 0 on its way to its owner's panel stream
         for s, ops in enumerate(panel_schedule(k, nb, dist, lookahead, blocks)):
@@ -148,9 +155,10 @@ class _Steps:
     panels, and what one step hands on to the next."""
 
     def __init__(self, devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
-                 timed, table):
+                 timed, table, final):
         self.devs, self.panels, self.dist, self.blocks = devs, panels, dist, blocks
         self.inv_threshold, self.home, self.received = inv_threshold, home, received
+        self.final = final
         self.timed = timed
         self.pending = _Pending(arrivals, len(devs))
         # the tail rule: on enough GPUs, the next panel first once this few columns are left
@@ -271,21 +279,32 @@ class _Steps:
         dev.swap(s, j0, j1, c0, c1, "swap_left")
 
     def _to_home(self, s, j0, j1):
-        """Panel s's columns to the home, with its left swaps (`_collect`)."""
-        _collect(self.home, s, j0, j1, self.devs[self.owner], self.res.done,
-                 self.copies.get(s, ()))
+        """Panel s's columns to the home, with its left swaps (`_collect`); the pieces they
+        make final to `final`."""
+        took = _collect(self.home, s, j0, j1, self.devs[self.owner], self.res.done,
+                        self.copies.get(s, ()))
+        if self.final is not None:
+            self.final(took, 0, j0, j0, j1)      # U above the panel: no later swap there
+            self.final(self.home.record("update"), j0, j1, 0, j1)   # after its left swaps
 
     def last_columns(self, k):
         """After the last step: the deferred chunks (when step 0 updated nothing), and the
-        columns right of the last panel (m < n, final now) to the home."""
+        columns right of the last panel (m < n, final now) to the home; the rows below the
+        last panel (m > n) final there too."""
         if self.received is not None:   # record the deferred chunks' events
             self.received()
         assert self.pending.empty(), "columns arrived that no step waited for"
-        if self.home is not None:
-            for d, dev in enumerate(self.devs):
-                for c0, c1 in self.dist.blocks(d):
-                    if c1 > k:
-                        self.home.take(max(c0, k), c1, dev, dev.record("update"))
+        if self.home is None:
+            return
+        m = self.home.shape[0]
+        for d, dev in enumerate(self.devs):
+            for c0, c1 in self.dist.blocks(d):
+                if c1 > k:
+                    took = self.home.take(max(c0, k), c1, dev, dev.record("update"))
+                    if self.final is not None:
+                        self.final(took, 0, m, max(c0, k), c1)
+        if self.final is not None and m > k:
+            self.final(self.home.record("update"), k, m, 0, k)
 
     def result(self):
         """(piv, info) once every device is done.  Every device holds every pivot (its own
@@ -306,12 +325,14 @@ def _collect(home, s, j0, j1, owner, done, receives):
     panel's row interchanges left of it.  The columns are final but for the left swaps of
     later panels, which the home applies as they come.  After the receives, not beside them:
     the take moves every row of the panel's columns through the same copy engines and links
-    as the receivers' copies, which are on the chain to the next panel."""
+    as the receivers' copies, which are on the chain to the next panel.  Returns the take's
+    event."""
     for got in receives:
         home.wait("comm", got)
     got = home.take(j0, j1, owner, done, piv=(j0, j1))
     home.wait("update", got)
     home.swap(s, j0, j1, 0, j0, "swap_left")
+    return got
 
 
 class _Pending:

@@ -19,7 +19,9 @@ Policy (`factor`), as lu/graph.py's for one GPU:
   into its copy column block by column block (kernels/graph_io.cu, the address handed over
   in device memory before the launch; the inf/NaN check on the way), each block's copy
   followed by its scatter to its device; the home collects the factored blocks and applies
-  the left swaps (multi.py); the graph ends by copying the result into the caller's output;
+  the left swaps (multi.py), and each piece of the result goes on to the caller's output as
+  soon as no later step changes it (`multi.enqueue_multi`'s `final`), so only the last
+  step's pieces follow the factorization;
 - at most `graph_multi_cache_entries` entries are kept (least recently used dropped); they
   hold device memory (about twice the matrix: the copy and the shares) until then or
   `graph.clear()`;
@@ -115,17 +117,24 @@ class _Entry:
                     ready = _copied_in(cp, origin, copy_in, m, dist)
                     _, arrivals, _, rest = scatter_from_gpu(cp, self.a, dist, device_ids,
                                                             table, shares=shares, ready=ready)
+                    out_stream = cp.cuda.Stream(non_blocking=True)
+
+                    def final(event, r0, r1, c0, c1):   # a finished piece to the caller
+                        out_stream.wait_event(event)
+                        with out_stream:
+                            copy_out(r0, r1, c0, c1)
+
                     run = enqueue_multi(devs, panels, dist, nb, lookahead, inv_threshold,
-                                        False, arrivals, collector, rest, table)
+                                        False, arrivals, collector, rest, table, final)
                     for ops in devs + [collector]:
                         ops.join()
-                    copy_out(0, m)
+                    origin.wait_event(out_stream.record())
             finally:
                 self.graph = graph.PriorityGraph(origin)
         self.blocks = run.blocks
         self.piv = devs[0].piv
         self.infos = [ws.info for ws in workspaces]
-        self.keep = (shares, devs, collector, panels, origin)   # what the graph addresses
+        self.keep = (shares, devs, collector, panels, origin, out_stream)   # the graph's
         self.nbytes = 0
         for dev_id in set(device_ids) | {home}:
             with cp.cuda.Device(dev_id):

@@ -15,7 +15,7 @@ __all__ = ["factor_host"]
 
 
 def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True, out=None,
-                table=None):
+                table=None, final=None):
     """The distributed LU on `ndev` virtual devices (NumpyOps): a is factored in place
     (float32 or float64, C-order), or into `out` (same shape, any content; `a` is then only read);
     returns (piv, info).  The CPU tests' model of lu/multi.factor_devices: the devices'
@@ -24,7 +24,7 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
     `collect` (as for a GPU-resident matrix) `out` (default `a`) is the home that takes the
     finished blocks and the left swaps; without, the devices swap and are gathered into it.
     make_panel() makes each device's panel object; `table`: the tuning table (default: the
-    one in force)."""
+    one in force); `final`: getrf_multi's (with `collect`)."""
     table = tuning.current() if table is None else table
     m, n = a.shape
     dist = ColumnCyclic(n, nb, ndev)
@@ -50,7 +50,8 @@ def factor_host(a, nb, ndev, make_panel, lookahead, inv_threshold, collect=True,
     home = NumpyOps(out, nb, npiv=min(m, n)) if collect else None
     piv, info = getrf_multi(devs, [make_panel() for _ in devs], dist, nb, lookahead,
                             inv_threshold, arrivals=arrivals, home=home,
-                            received=lambda: [rest() for rest in rests], table=table)
+                            received=lambda: [rest() for rest in rests], table=table,
+                            final=final)
     if home is not None:
         home.finish()
     else:
