@@ -185,11 +185,15 @@ def lu_factor(a, overwrite_a=False, check_finite=True, *, panel="auto", block_si
         pivoting rule of a one-GPU call (its rounding follows the block size) and comes
         back where a one-GPU call returns it (the host for host input, the input's device
         otherwise).  Host input is sent to each GPU column share by share, so the matrix
-        only has to fit in the GPUs' memory together.  Several GPUs pay from about
-        32768**2: on H100s at default options, against the default one-GPU call, 1.6x on
-        two and 1.3-2.1x on four at 32768**2, 1.7x and 2.8x at 49152**2.  At 16384**2 two
-        GPUs run 0.8-1.1x and four 0.6-0.9x one GPU, and below they are slower: the host's
-        issuing of the distributed work bounds them (docs/performance.md).
+        only has to fit in the GPUs' memory together.  A device input with the GPU panel
+        and ``M * N <= 2**30`` is replayed from a CUDA graph from its shape's second call
+        on (as on one GPU, below; the graph keeps a copy of the matrix and the devices'
+        shares, at most 2 shapes).  Measured before that replay, several GPUs paid from
+        about 32768**2: on H100s at default options, against the default one-GPU call,
+        1.6x on two and 1.3-2.1x on four at 32768**2, 1.7x and 2.8x at 49152**2; at
+        16384**2 two GPUs ran 0.8-1.1x and four 0.6-0.9x one GPU, and below they were
+        slower, the host's issuing of the distributed work bounding them
+        (docs/performance.md).
 
     Returns
     -------
