@@ -239,13 +239,22 @@ class _Entry:
 
     def run(self, A, stream, src):
         k = self.k
-        with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
-            with stream:
-                self.set_slot((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr,
-                              A.data.ptr)
-            self.graph.launch(stream)
-            host = read_ints(stream, ((self.ops.piv, k), (self.info, 1), (self.nonfinite, 1)))
+        host = replay(self, stream, src, A, ((self.ops.piv, k), (self.info, 1),
+                                             (self.nonfinite, 1)))
         return absolute_pivots(host[:k], self.blocks), int(host[k]), not host[k + 1]
+
+
+def replay(entry, stream, src, dst, pieces):
+    """One call of a captured entry (an object with lock, slot, set_slot and graph): the
+    call's addresses handed over (slot = src, dst), the graph launched on `stream`, and the
+    int32 `pieces` read back after it (`read_ints`), all under the entry's lock (its buffers
+    serve one call at a time, from the enqueue to the read-back)."""
+    with entry.lock:
+        with stream:
+            entry.set_slot((1, 1, 1), (1, 1, 1), entry.slot.data.ptr, src.data.ptr,
+                           dst.data.ptr)
+        entry.graph.launch(stream)
+        return read_ints(stream, pieces)
 
 
 def begin_capture(stream):

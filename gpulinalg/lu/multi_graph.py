@@ -142,13 +142,8 @@ class _Entry:
 
     def run(self, src, out, stream):
         k = self.k
-        with self.lock:   # the entry's buffers: one call at a time from enqueue to copies
-            with stream:
-                self.set_slot((1, 1, 1), (1, 1, 1), self.slot.data.ptr, src.data.ptr,
-                              out.data.ptr)
-            self.graph.launch(stream)
-            host = graph.read_ints(stream, ((self.piv, k),) + tuple((i, 1) for i in self.infos)
-                                   + ((self.nonfinite, 1),))
+        host = graph.replay(self, stream, src, out, ((self.piv, k),)
+                            + tuple((i, 1) for i in self.infos) + ((self.nonfinite, 1),))
         found = [int(i) for i in host[k:-1] if i]   # each device's first zero pivot (LAPACK)
         return absolute_pivots(host[:k], self.blocks), min(found, default=0), not host[-1]
 
