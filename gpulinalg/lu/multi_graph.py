@@ -134,7 +134,7 @@ class _Entry:
         self.blocks = run.blocks
         self.piv = devs[0].piv
         self.infos = [ws.info for ws in workspaces]
-        self.keep = (shares, devs, collector, panels, origin, out_stream)   # the graph's
+        self.keep = (shares, devs, collector, panels, origin, out_stream)   # in the graph
         self.nbytes = 0
         for dev_id in set(device_ids) | {home}:
             with cp.cuda.Device(dev_id):
