@@ -640,6 +640,10 @@ def test_driver_panel_first_and_timeline(rng, first_columns, min_devices, panel)
     assert early == (want if panel == "gpu" and min_devices <= 3 else set())
     assert [r["device"] for r in tl[0]["devices"]] == [0, 1, 2]
     assert sum(r["panels"] for r in tl[0]["devices"]) == 12
+    # the host's enqueue by whom it was for: every device's share, the rest, within the whole
+    by_device = [r["enqueue_ms"] for r in tl[0]["devices"]]
+    assert min(by_device) > 0 and tl[0]["enqueue_home_ms"] == 0   # no home here
+    assert sum(by_device) + tl[0]["enqueue_other_ms"] <= tl[0]["enqueue_ms"]
 
 
 @pytest.mark.gpu

@@ -21,9 +21,10 @@ devices=P), the input and the result on the current GPU, the column scatter and 
 included in the time), and `scaling` is the time on one GPU over the time on P, same run.
 The timed calls replay a CUDA graph where the call does (`no graph ms`: the same calls
 without); the wide table adds, from one instrumented call of the ordinary driver, its
-phases (scatter, factorization, gather), the host's enqueue of the steps (in all and per
-step) and the busiest GPU's update-stream time: an enqueue as long as the factorization
-means the host, not the GPUs, set the pace.
+phases (scatter, factorization, gather), the host's enqueue of the steps (in all, per step,
+and by GPU: the time spent issuing each GPU's operations, and the home's collection) beside
+each GPU's update-stream time: an enqueue as long as the factorization means the host, not
+the GPUs, set the pace.
 
 With --tuning FIELD=v1,v2 (gpulinalg/tuning.py) every configuration also runs under each
 value, the table in force with that field replaced.
@@ -99,6 +100,9 @@ def _timeline_fields(tls, clock=()):
                 "gather_ms": tl["gather_ms"], "enqueue_ms": tl["enqueue_ms"],
                 "enqueue_step_us": tl["enqueue_ms"] * 1e3 / max(1, *(len(d["steps"])
                                                                      for d in devs)),
+                "enqueue_by_gpu": " / ".join(f"{d['enqueue_ms']:.1f}" for d in devs),
+                "enqueue_home_ms": tl["enqueue_home_ms"],
+                "update_by_gpu": " / ".join(f"{d['update_ms']:.1f}" for d in devs),
                 "update_ms": max(d["update_ms"] for d in devs),
                 "panel_ms": sum(d["panel_ms"] for d in devs), "timeline": tl}
     median = lambda ts: sorted(ts, key=lambda t: t["wall_ms"])[len(ts) // 2]
@@ -263,7 +267,9 @@ COLUMNS = [("m", "m", "{}"), ("n", "n", "{}"), ("dtype", "dtype", "{}"),
            ("factor_ms", "factor ms", "{:.1f}"), ("gather_ms", "gather ms", "{:.1f}"),
            ("enqueue_ms", "host enqueue ms", "{:.1f}"),
            ("enqueue_step_us", "host us/step", "{:.0f}"),
-           ("update_ms", "busiest update ms", "{:.1f}"),
+           ("enqueue_by_gpu", "host ms by GPU", "{}"),
+           ("enqueue_home_ms", "host ms home", "{:.1f}"),
+           ("update_by_gpu", "update ms by GPU", "{}"),
            ("panel_ms", "sum panel ms", "{:.1f}")]
 
 

@@ -98,8 +98,10 @@ def getrf_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHOLD
     enqueued = time.perf_counter()
     piv, info = run.result()
     if timeline is not None:
-        timeline.append(_timeline(devs, run.origin, run.marks, run.panel_marks))
-        timeline[-1]["enqueue_ms"] = (enqueued - t_start) * 1e3
+        timeline.append(_timeline(devs, run.origin, run.marks, run.panel_marks, run.host_s))
+        timeline[-1].update(enqueue_ms=(enqueued - t_start) * 1e3,
+                            enqueue_home_ms=run.host_s["home"] * 1e3,
+                            enqueue_other_ms=run.host_s["other"] * 1e3)
     return piv, info
 
 
@@ -173,16 +175,29 @@ class _Steps:
         self.copies = {}             # step -> the receivers' copies of that step's panel
         self.marks = [[] for _ in devs]       # timeline: (step, start, end) per device
         self.panel_marks = [[] for _ in devs]
+        self.host_s = collections.Counter()  # timeline: the host's enqueue, by whom (_charge)
+        self._who, self._since = "other", time.perf_counter()
         self.info = 0
+
+    def _charge(self, who):
+        """Timeline only: the host's time since the last charge goes to what it was spent
+        on (a device's index, "home", or "other": the schedule and the steps' bookkeeping);
+        from now on to `who`."""
+        if self.timed:
+            now = time.perf_counter()
+            self.host_s[self._who] += now - self._since
+            self._who, self._since = who, now
 
     def first_panel(self):
         """Panel 0: its owner waits for its columns and sends it to its panel stream."""
         o, (j0, j1) = self.owner, self.blocks[0]
         dev = self.devs[o]
+        self._charge(o)
         for _, _, waits in self.pending.pieces(o, 0, j1):
             for ev in waits:
                 dev.wait("update", ev)
         self.sent = self.panels[o].send(dev, 0, j0, j1, after=dev.record("update"))
+        self._charge("other")
 
     def step(self, s, ops):
         """Enqueue step s: the schedule's (device, operation, columns) in its order."""
@@ -192,6 +207,7 @@ class _Steps:
         collect = self.home is not None      # panel s's columns still to go to the home
         starts = {}
         for d, op, (c0, c1) in ops:
+            self._charge(d)
             if op == "factor":
                 self._factor(s, d, j0, j1)
             elif op == "receive":
@@ -201,7 +217,9 @@ class _Steps:
                     self.received()             # panel copies
                     self.received = None
                 if collect:                     # behind this step's receives (_collect)
+                    self._charge("home")
                     self._to_home(s, j0, j1)
+                    self._charge(d)
                     collect = False
                 if op == "swap_right":
                     continue   # with the update of the same columns, piece by piece
@@ -218,11 +236,14 @@ class _Steps:
                 starts[d] = self.devs[d].record("update")
         assert shipped, "the schedule never updated the next panel's columns"
         if collect:
+            self._charge("home")
             self._to_home(s, j0, j1)
         for d, dev in enumerate(self.devs):
+            self._charge(d)
             end = dev.end_step(s)
             if self.timed and d in starts:
                 self.marks[d].append((s, starts[d], end))
+        self._charge("other")
 
     def _factor(self, s, d, j0, j1):
         """The owner d factors panel s on its panel stream (unless it did already: panel
@@ -296,6 +317,7 @@ class _Steps:
         assert self.pending.empty(), "columns arrived that no step waited for"
         if self.home is None:
             return
+        self._charge("home")
         m = self.home.shape[0]
         for d, dev in enumerate(self.devs):
             for c0, c1 in self.dist.blocks(d):
@@ -305,6 +327,7 @@ class _Steps:
                         self.final(took, 0, m, max(c0, k), c1)
         if self.final is not None and m > k:
             self.final(self.home.record("update"), k, m, 0, k)
+        self._charge("other")
 
     def result(self):
         """(piv, info) once every device is done.  Every device holds every pivot (its own
@@ -362,12 +385,13 @@ class _Pending:
         return not any(self.queues)
 
 
-def _timeline(devs, origin, marks, panel_marks):
+def _timeline(devs, origin, marks, panel_marks, host_s):
     """Per device: wall (first to last event), the update stream's busy time (sum over steps
     from its first operation to its end; includes time a starved SGEMM waits for SMs), its
-    own panels' time on the panel stream, and per step [s, start, end] of its update stream
-    (`steps`) and of its own panels (`panel_steps`), in ms from its origin (the devices'
-    origins are recorded at the same host instant, while every device is idle)."""
+    own panels' time on the panel stream, the host's time enqueueing its operations
+    (`enqueue_ms`, from host_s), and per step [s, start, end] of its update stream (`steps`)
+    and of its own panels (`panel_steps`), in ms from its origin (the devices' origins are
+    recorded at the same host instant, while every device is idle)."""
     rows = []
     for d, dev in enumerate(devs):
         el = dev.elapsed_ms
@@ -378,6 +402,7 @@ def _timeline(devs, origin, marks, panel_marks):
             "wall_ms": steps[-1][2] if steps else 0.0,
             "update_ms": sum(b - a for _, a, b in steps),
             "panel_ms": sum(b - a for _, a, b in panels),
+            "enqueue_ms": host_s[d] * 1e3,
             "panels": len(panels), "steps": steps, "panel_steps": panels})
     return {"devices": rows}
 
