@@ -8,9 +8,10 @@ distributed factorization on `--devices` (a GPU may be named twice: "0,0" runs t
 shares on one GPU, to time the host's part where a second GPU is not at hand) run by the
 ordinary driver (replay off) and replayed; alternating, after warm-up (a key's second call
 captures), median of `--repeat`, wall time from the call to every GPU synchronised.  The
-ordinary driver's host enqueue (from one call with its timeline) is printed beside: an
-enqueue as long as the driver's wall means the host set the pace, which the replay (one
-small kernel launch, one graph launch, one read-back) removes.
+ordinary driver's host enqueue (from one call with its timeline; in all, and by GPU and
+the home's collection) is printed beside: an enqueue as long as the driver's wall means the
+host set the pace, which the replay (one small kernel launch, one graph launch, one
+read-back) removes.
 """
 
 import argparse
@@ -41,7 +42,8 @@ def main():
     table = tuning.current(element=el)
     print(f"devices {ids}, {args.dtype}, {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
     print(f"{'n':>6} {'nb':>4} {'1 GPU ms':>9} {'driver ms':>10} {'enqueue ms':>10} "
-          f"{'replay ms':>10} {'driver / replay':>15} {'1 GPU / replay':>14}")
+          f"{'by GPU / home':>15} {'replay ms':>10} {'driver / replay':>15} "
+          f"{'1 GPU / replay':>14}")
     for n in (int(x) for x in args.sizes.split(",")):
         a = cp.asarray(np.random.default_rng(n).standard_normal((n, n)).astype(el.dtype))
         plan = make_plan(device_matrix(a, a, "cupy"), Options())   # its update precision
@@ -76,8 +78,10 @@ def main():
         tl = []
         driver(timeline=tl)
         med = {k: statistics.median(v) for k, v in times.items()}
+        by = " / ".join(f"{d['enqueue_ms']:.1f}" for d in tl[-1]["devices"])
+        by += f" / {tl[-1]['enqueue_home_ms']:.1f}"
         print(f"{n:>6} {nb:>4} {med['one']:>9.2f} {med['driver']:>10.2f} "
-              f"{tl[-1]['enqueue_ms']:>10.2f} {med['replay']:>10.2f} "
+              f"{tl[-1]['enqueue_ms']:>10.2f} {by:>15} {med['replay']:>10.2f} "
               f"{med['driver'] / med['replay']:>15.2f} {med['one'] / med['replay']:>14.2f}",
               flush=True)
         graph.clear()
