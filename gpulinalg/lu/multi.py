@@ -138,13 +138,9 @@ def enqueue_multi(devs, panels, dist, nb, lookahead=1, inv_threshold=INV_THRESHO
     blocks = multi_panel_blocks(k, nb, table)
     if not blocks:
         return None
-    for dev in devs + ([home] if home is not None else []):
-        dev.timed = timed   # events untimed (cheaper) unless a timeline reads them
-    origin = [mark(dev, "update") for dev in devs]
     with _gc_paused():
         run = _Steps(devs, panels, dist, blocks, inv_threshold, home, arrivals, received,
                      timed, table, final)
-        run.origin = origin
         run.first_panel()   # panel 0 on its way to its owner's panel stream
         for s, ops in enumerate(panel_schedule(k, nb, dist, lookahead, blocks)):
             run.step(s, ops)   # factor, receive, swap and update, in the schedule's order
@@ -162,6 +158,9 @@ class _Steps:
         self.inv_threshold, self.home, self.received = inv_threshold, home, received
         self.final = final
         self.timed = timed
+        for dev in devs + ([home] if home is not None else []):
+            dev.timed = timed   # events untimed (cheaper) unless a timeline reads them
+        self.origin = [mark(dev, "update") for dev in devs]   # timeline: each device's zero
         self.pending = _Pending(arrivals, len(devs))
         # the tail rule: on enough GPUs, the next panel first once this few columns are left
         self.first_columns = (table.panel_first_columns

@@ -32,10 +32,7 @@ def host_transfers(cp, host, dist, device_ids, shares=None, table=None, dtype=np
     m = host.shape[0]
     up = shares is None
     if up:
-        shares = []
-        for d, dev_id in enumerate(device_ids):
-            with cp.cuda.Device(dev_id):
-                shares.append(cp.empty((m, dist.local_width(d)), dtype))
+        shares = allocate_shares(cp, m, dist, device_ids, dtype)
     with ThreadPoolExecutor(len(device_ids)) as pool:
         jobs = [pool.submit(_share_copy, cp, host, dist, d, x, up, table)
                 for d, x in enumerate(shares)]
